@@ -1,0 +1,278 @@
+"""Number theory on gmpy2: primes, safe primes, CRT, fixed-base tables, exponentiation.
+
+All arithmetic runs on :class:`gmpy2.mpz`; callers convert to ``int`` at the
+public API.  Secret exponents go through :func:`powmod_sec` (GMP's
+``mpz_powm_sec``: same time and memory-access pattern for same-size inputs).
+
+Prime generation draws every candidate from a :class:`~securetrees.rand.RandomSource`
+(the OS CSPRNG by default) and filters it with a sieve before any modular
+exponentiation.  Safe primes ``p = 2p' + 1`` sieve ``p'`` and ``2p' + 1``
+together over a window of candidates, test ``p'`` and ``p`` with one base-2
+Fermat test each, confirm ``p'`` with Miller-Rabin, and prove ``p`` prime by
+Pocklington's criterion (``p - 1 = 2p'`` with ``p'`` prime and
+``2^(p-1) ≡ 1 (mod p)``, ``gcd(2^2 - 1, p) = 1``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+
+from securetrees.errors import ParameterError
+from securetrees.rand import SYSTEM_RANDOM, RandomSource, SystemRandom
+
+__all__ = [
+    "MILLER_RABIN_ROUNDS",
+    "FixedBaseTable",
+    "crt_pair",
+    "invert",
+    "is_probable_prime",
+    "mpz",
+    "powmod",
+    "powmod_sec",
+    "random_prime",
+    "safe_prime",
+    "safe_prime_pair",
+    "small_primes",
+]
+
+MILLER_RABIN_ROUNDS = 40
+"""Miller-Rabin rounds for a prime we keep: error below 2^-80 even for adversarial inputs."""
+
+_SIEVE_BOUND = 1 << 16
+_WINDOW = 1 << 13
+
+
+@lru_cache(maxsize=4)
+def small_primes(bound: int = _SIEVE_BOUND) -> np.ndarray:
+    """All odd primes below ``bound`` (Eratosthenes, numpy)."""
+    if bound < 3:
+        raise ParameterError("sieve bound must be at least 3")
+    flags = np.ones(bound, dtype=bool)
+    flags[:2] = False
+    flags[4::2] = False
+    for i in range(3, int(bound**0.5) + 1, 2):
+        if flags[i]:
+            flags[i * i :: 2 * i] = False
+    primes = np.nonzero(flags)[0]
+    return primes[1:].astype(np.int64)  # drop 2: every candidate here is odd
+
+
+def powmod(base: int | mpz, exp: int | mpz, mod: int | mpz) -> mpz:
+    """``base^exp mod mod`` for public exponents (negative exponents invert)."""
+    return gmpy2.powmod(base, exp, mod)
+
+
+def powmod_sec(base: int | mpz, exp: int | mpz, mod: int | mpz) -> mpz:
+    """``base^exp mod mod`` for a secret, non-negative exponent and odd modulus (constant time)."""
+    return gmpy2.powmod_sec(base, exp, mod)
+
+
+def invert(x: int | mpz, mod: int | mpz) -> mpz:
+    """The inverse of ``x`` modulo ``mod``; raises :class:`ParameterError` if none exists."""
+    try:
+        return gmpy2.invert(x, mod)
+    except ZeroDivisionError as exc:
+        raise ParameterError("value is not invertible modulo the given modulus") from exc
+
+
+def is_probable_prime(n: int | mpz, rounds: int = MILLER_RABIN_ROUNDS) -> bool:
+    """Miller-Rabin (GMP) with ``rounds`` rounds."""
+    return bool(gmpy2.is_prime(mpz(n), rounds))
+
+
+def crt_pair(rp: mpz, rq: mpz, p: mpz, q: mpz, q_inv_p: mpz) -> mpz:
+    """The x mod pq with x ≡ rp (mod p), x ≡ rq (mod q), given ``q_inv_p = q^-1 mod p`` (Garner)."""
+    return rq + q * (((rp - rq) * q_inv_p) % p)
+
+
+def _random_odd(bits: int, rng: RandomSource, top_two: bool) -> mpz:
+    """A uniform odd integer of exactly ``bits`` bits (its two top bits set if ``top_two``)."""
+    x = mpz(rng.randbits(bits)) | 1 | (mpz(1) << (bits - 1))
+    if top_two:
+        x |= mpz(1) << (bits - 2)
+    return x
+
+
+def _window_survivors(start: mpz, twin: bool, step: int = 2) -> np.ndarray:
+    """Offsets j in [0, _WINDOW) such that start + step*j (and, if ``twin``, 2(start+step*j)+1)
+    has no prime factor below the sieve bound."""
+    primes = small_primes()
+    keep = np.ones(_WINDOW, dtype=bool)
+    start_int = int(start)
+    for s in primes.tolist():
+        r = start_int % s
+        inv_step = pow(step, -1, s)
+        keep[(-r * inv_step) % s :: s] = False
+        if twin:
+            keep[(((s - 1) // 2 - r) * inv_step) % s :: s] = False
+    return np.nonzero(keep)[0]
+
+
+def _search_safe_prime_window(bits: int, start: mpz) -> mpz | None:
+    """Search one window of p' candidates from ``start`` for a safe prime p = 2p'+1 of ``bits`` bits."""
+    two = mpz(2)
+    for j in _window_survivors(start, twin=True).tolist():
+        q = start + 2 * j
+        if q.bit_length() != bits - 1:
+            break
+        if gmpy2.powmod(two, q - 1, q) != 1:
+            continue
+        p = 2 * q + 1
+        if gmpy2.powmod(two, p - 1, p) != 1:
+            continue
+        if gmpy2.is_prime(q, MILLER_RABIN_ROUNDS):
+            return p  # Pocklington: p' prime, 2^(p-1) = 1 (mod p), gcd(3, p) = 1 by the sieve.
+    return None
+
+
+def _safe_prime_worker(bits: int, seed: bytes) -> mpz | None:
+    # Workers draw their window start from the bytes the parent gave them,
+    # which came from the parent's CSPRNG; no state is shared across fork.
+    start = mpz(int.from_bytes(seed, "big") >> (len(seed) * 8 - (bits - 1)))
+    start |= (mpz(1) << (bits - 2)) | (mpz(1) << (bits - 3)) | 1
+    return _search_safe_prime_window(bits, start)
+
+
+def _check_prime_bits(bits: int, minimum: int) -> None:
+    if not isinstance(bits, int) or bits < minimum:
+        raise ParameterError(f"prime size must be an integer of at least {minimum} bits, got {bits!r}")
+
+
+def safe_prime(bits: int, *, rng: RandomSource = SYSTEM_RANDOM) -> mpz:
+    """A uniform-window safe prime ``p = 2p' + 1`` of exactly ``bits`` bits, top two bits set."""
+    _check_prime_bits(bits, 16)
+    while True:
+        seed = rng.token_bytes((bits + 7) // 8)
+        p = _safe_prime_worker(bits, seed)
+        if p is not None:
+            return p
+
+
+def safe_prime_pair(
+    bits: int, *, rng: RandomSource = SYSTEM_RANDOM, processes: int | None = None
+) -> tuple[mpz, mpz]:
+    """Two distinct safe primes of ``bits`` bits, searched in parallel worker processes.
+
+    Windows are handed out to a process pool until two primes are found, so
+    the load balances across cores.  With a non-system ``rng`` (known-answer
+    tests) the search runs serially so that it is reproducible.
+    """
+    _check_prime_bits(bits, 16)
+    if not isinstance(rng, SystemRandom) or processes == 1:
+        p = safe_prime(bits, rng=rng)
+        while True:
+            q = safe_prime(bits, rng=rng)
+            if q != p:
+                return p, q
+    workers = processes or min(2, multiprocessing.cpu_count())
+    found: list[mpz] = []
+    # fork needs no ``if __name__ == "__main__"`` guard in the caller's script, and the
+    # workers use only the seed bytes they are handed, so no generator state is shared.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending = {
+            pool.submit(_safe_prime_worker, bits, rng.token_bytes((bits + 7) // 8))
+            for _ in range(2 * workers)
+        }
+        while len(found) < 2:
+            done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                p = fut.result()
+                if p is not None and p not in found and len(found) < 2:
+                    found.append(p)
+                pending.add(pool.submit(_safe_prime_worker, bits, rng.token_bytes((bits + 7) // 8)))
+        for fut in pending:
+            fut.cancel()
+    return found[0], found[1]
+
+
+def random_prime(
+    bits: int, *, rng: RandomSource = SYSTEM_RANDOM, congruent_3_mod_4: bool = False
+) -> mpz:
+    """A random prime of exactly ``bits`` bits with its two top bits set.
+
+    With ``congruent_3_mod_4`` the prime is ≡ 3 (mod 4) (a Blum prime, which
+    the Damgård-Jurik-Nielsen encryption mode needs).
+    """
+    _check_prime_bits(bits, 16)
+    step = 4 if congruent_3_mod_4 else 2
+    two = mpz(2)
+    while True:
+        start = _random_odd(bits, rng, top_two=True)
+        if congruent_3_mod_4:
+            start |= 3
+        for j in _window_survivors(start, twin=False, step=step).tolist():
+            c = start + step * j
+            if c.bit_length() != bits:
+                break
+            if gmpy2.powmod(two, c - 1, c) == 1 and gmpy2.is_prime(c, MILLER_RABIN_ROUNDS):
+                return c
+
+
+@dataclass(frozen=True, eq=False)
+class FixedBaseTable:
+    """Precomputed powers for ``base^e mod modulus`` with exponents of at most ``exp_bits`` bits.
+
+    Row i holds ``base^(d * 2^(w*i))`` for every w-bit digit d, so an
+    exponentiation is one multiplication per w-bit digit and no squaring
+    (``ceil(exp_bits / w)`` multiplications).  Memory is
+    ``ceil(exp_bits / w) * 2^w`` residues.  Table look-ups depend on the
+    exponent, so this is not constant-time against a co-located attacker;
+    it is used for encryption randomness, never for long-term secret keys.
+    """
+
+    base: mpz
+    modulus: mpz
+    exp_bits: int
+    window: int
+    rows: tuple[tuple[mpz, ...], ...]
+
+    @classmethod
+    def build(cls, base: int | mpz, modulus: int | mpz, exp_bits: int, window: int = 8) -> FixedBaseTable:
+        if exp_bits < 1 or not 1 <= window <= 12:
+            raise ParameterError("exp_bits must be positive and window in [1, 12]")
+        m = mpz(modulus)
+        b = mpz(base) % m
+        rows: list[tuple[mpz, ...]] = []
+        for _ in range(-(-exp_bits // window)):
+            row = [mpz(1)]
+            for _ in range((1 << window) - 1):
+                row.append(row[-1] * b % m)
+            rows.append(tuple(row))
+            b = row[-1] * b % m  # base^(2^w) for the next row
+        return cls(mpz(base) % m, m, exp_bits, window, tuple(rows))
+
+    def pow(self, exp: int | mpz) -> mpz:
+        """``base^exp mod modulus`` for ``0 <= exp < 2^exp_bits``."""
+        e = mpz(exp)
+        if e < 0 or e.bit_length() > self.exp_bits:
+            raise ParameterError(f"exponent must lie in [0, 2^{self.exp_bits})")
+        mask = (1 << self.window) - 1
+        acc = mpz(1)
+        m = self.modulus
+        w = self.window
+        for row in self.rows:
+            if not e:
+                break
+            d = int(e & mask)
+            if d:
+                acc = acc * row[d] % m
+            e >>= w
+        return acc
+
+
+def product_mod(values: Sequence[mpz], modulus: mpz) -> mpz:
+    """The product of ``values`` modulo ``modulus``."""
+    acc = mpz(1)
+    for v in values:
+        acc = acc * v % modulus
+    return acc

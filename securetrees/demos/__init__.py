@@ -1,0 +1,1 @@
+"""Demonstrations of the cryptographic core, run by ``securetrees demo NAME``."""

@@ -1,0 +1,82 @@
+"""Project rules checked mechanically over the library source.
+
+- No secret may come from ``random``, ``numpy.random`` or gmpy2's random state:
+  only :mod:`securetrees.rand` draws secrets.
+- Bytes from a peer are never unpickled: no module imports ``pickle``/``marshal``/``shelve``.
+- Validation raises typed errors: no ``assert`` statement in library code.
+- Dependencies flow one way: ``securetrees`` never imports ``protocols``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY_FILES = sorted([*(ROOT / "securetrees").rglob("*.py"), *(ROOT / "protocols").rglob("*.py")])
+
+FORBIDDEN_MODULES = {"random", "pickle", "marshal", "shelve", "dill", "cloudpickle"}
+# numpy.random is allowed only for machine-learning randomness (bootstrap, feature
+# sampling), which lives in the tree machinery and protocols, never in crypto modules.
+CRYPTO_PACKAGES = ("_nt.py", "rand.py", "encoding.py", "paillier", "dtpkc", "secagg", "runtime")
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=_rel)
+def test_no_forbidden_imports(path: Path) -> None:
+    bad = {n for n in _imports(_tree(path)) if n.split(".")[0] in FORBIDDEN_MODULES}
+    assert not bad, f"{_rel(path)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=_rel)
+def test_no_assert_statements(path: Path) -> None:
+    lines = [n.lineno for n in ast.walk(_tree(path)) if isinstance(n, ast.Assert)]
+    assert not lines, f"{_rel(path)} uses assert at lines {lines}; raise a typed error instead"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in LIBRARY_FILES if any(part in _rel(p) for part in CRYPTO_PACKAGES)], ids=_rel
+)
+def test_crypto_code_has_no_statistical_randomness(path: Path) -> None:
+    source = path.read_text()
+    tree = _tree(path)
+    names = _imports(tree)
+    assert not any(n.startswith("numpy.random") for n in names), _rel(path)
+    for needle in ("np.random", "numpy.random", "gmpy2.random_state", "gmpy2.mpz_random",
+                   "gmpy2.mpz_urandomb", "gmpy2.mpz_rrandomb"):
+        assert needle not in source, f"{_rel(path)} uses {needle}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "securetrees").rglob("*.py")), ids=_rel)
+def test_core_never_imports_protocols(path: Path) -> None:
+    bad = {n for n in _imports(_tree(path)) if n.split(".")[0] == "protocols"}
+    assert not bad, f"{_rel(path)} imports {sorted(bad)}: securetrees must not depend on protocols"
+
+
+def test_hygiene_scanner_catches_a_violation(tmp_path: Path) -> None:
+    """The scanner itself can fail: a planted violation is found."""
+    planted = tmp_path / "bad.py"
+    planted.write_text("import random\nfrom pickle import loads\nassert True\n")
+    tree = _tree(planted)
+    assert {"random", "pickle"} <= {n.split(".")[0] for n in _imports(tree)}
+    assert any(isinstance(n, ast.Assert) for n in ast.walk(tree))
