@@ -111,10 +111,10 @@ class Table:
         widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c)
                   for i, c in enumerate(self.columns)]
         lines = [f"## {self.title}", ""]
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(self.columns, widths)) + " |")
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True)) + " |")
         lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
         for r in body:
-            lines.append("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |")
+            lines.append("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |")
         if self.note:
             lines += ["", self.note]
         return "\n".join(lines)

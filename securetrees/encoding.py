@@ -20,7 +20,7 @@ import math
 import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Union, overload
+from typing import Any, Final, overload
 
 import numpy as np
 
@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_FRAC_BITS", "Fixed", "FixedPoint", "SignedRange", "as_int"]
 
 DEFAULT_FRAC_BITS: Final = 32
 
-Real = Union[int, float, np.integer, np.floating]
+Real = int | float | np.integer | np.floating
 
 
 def as_int(value: object) -> int:
@@ -194,7 +194,7 @@ class SignedRange:
     def __post_init__(self) -> None:
         if self.modulus < 3:
             raise ParameterError("modulus must be at least 3")
-        if not 1 <= self.bound or 2 * self.bound > self.modulus:
+        if self.bound < 1 or 2 * self.bound > self.modulus:
             raise ParameterError("bound must satisfy 1 <= bound <= modulus / 2")
 
     @classmethod

@@ -17,6 +17,7 @@ __all__ = [
     "KeyMismatchError",
     "NotFittedError",
     "ParameterError",
+    "PartyUnavailable",
     "ProtocolError",
     "RevokedError",
     "SecureTreesError",
@@ -54,6 +55,10 @@ class ProtocolError(SecureTreesError):
 
 class UnexpectedMessage(ProtocolError):
     """A message arrived that the receiving party does not accept at this step."""
+
+
+class PartyUnavailable(ProtocolError):
+    """A peer is unknown, has dropped out, or did not answer in time."""
 
 
 class RevokedError(ProtocolError):

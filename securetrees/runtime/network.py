@@ -1,0 +1,127 @@
+"""Networks carry messages between parties as bytes and record them.
+
+:class:`Network` is the interface role code talks to (through
+:class:`~securetrees.runtime.party.Party`); :class:`InProcessNetwork` is the
+default implementation, which still encodes every message to bytes at the
+sender and decodes it at the receiver, so that nothing is shared by
+reference, sizes are real, and a networked transport can replace it without
+touching role code.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from securetrees.errors import PartyUnavailable, ProtocolError, UnexpectedMessage
+from securetrees.runtime import codec
+from securetrees.runtime.messages import Message
+from securetrees.runtime.transcript import Transcript
+
+if TYPE_CHECKING:
+    from securetrees.runtime.party import Party
+
+__all__ = ["InProcessNetwork", "Network"]
+
+
+class Network(ABC):
+    """What a party needs from a transport: register, call one peer, call several at once."""
+
+    transcript: Transcript
+
+    @abstractmethod
+    def register(self, party: Party) -> None:
+        """Make ``party`` reachable under ``party.name``."""
+
+    @abstractmethod
+    def call(self, sender: str, receiver: str, msg: Message) -> Message | None:
+        """Deliver ``msg`` and return the receiver's reply (None for a one-way message); one round."""
+
+    @abstractmethod
+    def call_many(
+        self, sender: str, requests: Mapping[str, Message], *, allow_missing: bool = False
+    ) -> dict[str, Message | None]:
+        """Deliver one message to each of several parties in one round; replies by party.
+
+        With ``allow_missing`` an unavailable party is left out of the result
+        instead of raising :class:`PartyUnavailable` (dropout-tolerant protocols).
+        """
+
+    def send(self, sender: str, receiver: str, msg: Message) -> None:
+        """Deliver a one-way message; a reply is a protocol violation."""
+        if self.call(sender, receiver, msg) is not None:
+            raise UnexpectedMessage(f"{receiver} replied to the one-way message {msg.wire_type}")
+
+
+class InProcessNetwork(Network):
+    """All parties in one process; every message still crosses as bytes.
+
+    :meth:`disconnect` makes a party unavailable from then on (to simulate a
+    dropout); calls to it raise :class:`PartyUnavailable`.
+    """
+
+    def __init__(self, *, transcript: Transcript | None = None, keep_payloads: bool = True) -> None:
+        self.transcript = transcript if transcript is not None else Transcript(keep_payloads=keep_payloads)
+        self._parties: dict[str, Party] = {}
+        self._down: set[str] = set()
+
+    @property
+    def parties(self) -> tuple[str, ...]:
+        return tuple(self._parties)
+
+    def register(self, party: Party) -> None:
+        if party.name in self._parties:
+            raise ProtocolError(f"a party named {party.name!r} is already on this network")
+        self._parties[party.name] = party
+
+    def disconnect(self, name: str) -> None:
+        """Simulate ``name`` dropping out: every later call to or from it fails."""
+        self._party(name)
+        self._down.add(name)
+
+    def reconnect(self, name: str) -> None:
+        self._down.discard(name)
+
+    def is_up(self, name: str) -> bool:
+        return name in self._parties and name not in self._down
+
+    def _party(self, name: str) -> Party:
+        party = self._parties.get(name)
+        if party is None:
+            raise PartyUnavailable(f"no party named {name!r} on this network")
+        return party
+
+    def _deliver(self, round_: int, sender: str, receiver: str, msg: Message) -> Message | None:
+        for name in (sender, receiver):
+            if name in self._down:
+                raise PartyUnavailable(f"party {name!r} has dropped out")
+        target = self._party(receiver)
+        data = codec.encode(msg)
+        received = codec.decode(data)
+        self.transcript.record(round_, sender, receiver, received, data)
+        reply = target.dispatch(sender, received)
+        if reply is None:
+            return None
+        if receiver in self._down:  # dropped while handling
+            raise PartyUnavailable(f"party {receiver!r} has dropped out")
+        reply_data = codec.encode(reply)
+        reply_received = codec.decode(reply_data)
+        self.transcript.record(round_, receiver, sender, reply_received, reply_data)
+        return reply_received
+
+    def call(self, sender: str, receiver: str, msg: Message) -> Message | None:
+        return self._deliver(self.transcript.new_round(), sender, receiver, msg)
+
+    def call_many(
+        self, sender: str, requests: Mapping[str, Message], *, allow_missing: bool = False
+    ) -> dict[str, Message | None]:
+        round_ = self.transcript.new_round()
+        replies: dict[str, Message | None] = {}
+        for receiver, msg in requests.items():
+            try:
+                replies[receiver] = self._deliver(round_, sender, receiver, msg)
+            except PartyUnavailable:
+                if not allow_missing or sender in self._down:
+                    raise
+        return replies
