@@ -1,0 +1,167 @@
+"""Wire messages of the secure-aggregation protocol (specs/secagg.md, "Messages").
+
+Vectors travel as numpy arrays (raw bytes with dtype and shape); keys,
+signatures and share ciphertexts as bytes.  Nothing secret is ever a field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from securetrees.runtime import Message, message
+
+__all__ = [
+    "Ack",
+    "AdvertiseRound",
+    "ConsistencyRequest",
+    "KeyEntry",
+    "MaskRequest",
+    "MaskedInput",
+    "NamedShare",
+    "RoundDirectory",
+    "RoundShares",
+    "SealedShare",
+    "SessionDirectory",
+    "SessionStart",
+    "SignedKey",
+    "SurvivorSignature",
+    "UnmaskRequest",
+    "UnmaskShares",
+]
+
+
+@message("secagg.signed_key")
+@dataclass(frozen=True)
+class SignedKey(Message):
+    """A party's X25519 public key, signed with its roster key (reply to the advertise steps)."""
+
+    public: bytes
+    signature: bytes
+
+
+@message("secagg.key_entry")
+@dataclass(frozen=True)
+class KeyEntry(Message):
+    name: str
+    public: bytes
+    signature: bytes
+
+
+@message("secagg.session_start")
+@dataclass(frozen=True)
+class SessionStart(Message):
+    """Setup step 1 (server to every roster party): advertise a share-encryption key."""
+
+    session: bytes
+
+
+@message("secagg.session_directory")
+@dataclass(frozen=True)
+class SessionDirectory(Message):
+    """Setup step 2 (server to U1): everybody's signed share-encryption keys."""
+
+    entries: tuple[KeyEntry, ...]
+
+
+@message("secagg.ack")
+@dataclass(frozen=True)
+class Ack(Message):
+    ok: bool
+
+
+@message("secagg.advertise_round")
+@dataclass(frozen=True)
+class AdvertiseRound(Message):
+    """Round step 1, AdvertiseKeys: make a fresh mask key pair and self-mask seed."""
+
+    round: int
+    length: int
+
+
+@message("secagg.round_directory")
+@dataclass(frozen=True)
+class RoundDirectory(Message):
+    """Round step 2, ShareKeys: the signed round keys of U1."""
+
+    round: int
+    entries: tuple[KeyEntry, ...]
+
+
+@message("secagg.sealed_share")
+@dataclass(frozen=True)
+class SealedShare(Message):
+    """Shares of a sender's mask key and self-mask seed, AEAD-encrypted to one recipient."""
+
+    sender: str
+    recipient: str
+    blob: bytes
+
+
+@message("secagg.round_shares")
+@dataclass(frozen=True)
+class RoundShares(Message):
+    round: int
+    shares: tuple[SealedShare, ...]
+
+
+@message("secagg.mask_request")
+@dataclass(frozen=True)
+class MaskRequest(Message):
+    """Round step 3, MaskedInputCollection: U2 and the shares addressed to the recipient."""
+
+    round: int
+    participants: tuple[str, ...]
+    shares: tuple[SealedShare, ...]
+
+
+@message("secagg.masked_input")
+@dataclass(frozen=True)
+class MaskedInput(Message):
+    round: int
+    vector: np.ndarray
+
+
+@message("secagg.consistency_request")
+@dataclass(frozen=True)
+class ConsistencyRequest(Message):
+    """Round step 4, ConsistencyCheck: the survivor set U3 to sign."""
+
+    round: int
+    survivors: tuple[str, ...]
+
+
+@message("secagg.survivor_signature")
+@dataclass(frozen=True)
+class SurvivorSignature(Message):
+    name: str
+    signature: bytes
+
+
+@message("secagg.unmask_request")
+@dataclass(frozen=True)
+class UnmaskRequest(Message):
+    """Round step 5, Unmasking: which secrets the server asks for, with U4's signatures on U3."""
+
+    round: int
+    survivors: tuple[str, ...]
+    dropped: tuple[str, ...]
+    signatures: tuple[SurvivorSignature, ...]
+
+
+@message("secagg.named_share")
+@dataclass(frozen=True)
+class NamedShare(Message):
+    owner: str
+    share: bytes
+
+
+@message("secagg.unmask_shares")
+@dataclass(frozen=True)
+class UnmaskShares(Message):
+    """Self-mask seed shares of survivors and mask-key shares of dropped parties."""
+
+    round: int
+    seed_shares: tuple[NamedShare, ...]
+    key_shares: tuple[NamedShare, ...]
