@@ -1,0 +1,520 @@
+"""HoAdd and HoLT: the two-server protocols of DT-PKC (CRYPTO_NOTES §1; ``specs/dtpkc.md``).
+
+The CS (:class:`CentralServer`) holds λ1 and its own weak key; the CC
+(:class:`ComputationServer`) holds λ2 and its own weak key.  Each protocol is
+three steps, exposed as plain functions so other roles (RevFRF's CS, which also
+scores splits; its CC, which also refreshes) can compose them:
+
+==========  ============================  ==========================================
+protocol    step (party)                  function
+==========  ============================  ==========================================
+HoAdd       1. blind (CS)                 :func:`hoadd_blind`
+            2. reveal and encrypt (CC)    :func:`hoadd_reveal`
+            3. unmask (CS)                :func:`hoadd_finish`
+HoLT        1. blind (CS)                 :func:`holt_blind`
+            2. decide (CC)                :func:`holt_decide`
+            3. un-flip (CS)               :func:`holt_finish`
+==========  ============================  ==========================================
+
+Every request carries a batch (one round trip for many additions or
+comparisons).  Only T1 parts travel: strong decryption kills every power of g,
+so T2 is useless to the CC.  Each T1 the CS sends is multiplied by ``g^ρ`` for a
+fresh ρ, which strong decryption also kills; it makes the value independent of
+the input ciphertexts, so a CC that has seen them elsewhere cannot strip the mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from securetrees._nt import invert, mpz, powmod
+from securetrees.dtpkc.ciphertext import Ciphertext, check_unit
+from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, SystemParams, WeakSecretKey
+from securetrees.dtpkc.scheme import PartialDecryption, encrypt_residue, psdec2_residue
+from securetrees.encoding import SignedRange, as_int
+from securetrees.errors import (
+    EncodingOverflowError,
+    KeyMismatchError,
+    ParameterError,
+    ProtocolError,
+    UnexpectedMessage,
+)
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Message, Network, Party, handles, message
+
+__all__ = [
+    "CentralServer",
+    "ComputationServer",
+    "HoAddPending",
+    "HoAddReply",
+    "HoAddRequest",
+    "HoLTParams",
+    "HoLTPending",
+    "HoLTReply",
+    "HoLTRequest",
+    "hoadd_blind",
+    "hoadd_finish",
+    "hoadd_reveal",
+    "holt_blind",
+    "holt_decide",
+    "holt_finish",
+]
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class HoLTParams:
+    """HoLT's input bound ``|m| < 2^ell`` (R1) and blinding ``r ∈ [1, 2^sigma)``.
+
+    Defaults ℓ = 128, σ = 256 (CRYPTO_NOTES §1).  :meth:`check` refuses any
+    configuration that could wrap modulo N: ``ℓ + σ + 3 < |N|``.
+    """
+
+    ell: int = 128
+    sigma: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("ell", "sigma"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ParameterError(f"HoLT {name} must be a positive integer")
+
+    def check(self, bits: int) -> None:
+        """Raise :class:`ParameterError` unless ``ℓ + σ + 3 < |N|``."""
+        if not self.ell + self.sigma + 3 < bits:
+            raise ParameterError(
+                f"HoLT with ell={self.ell}, sigma={self.sigma} could wrap modulo a {bits}-bit N "
+                "(need ell + sigma + 3 < |N|)"
+            )
+
+    def inputs(self, n: int) -> SignedRange:
+        """The input range ``|m| < 2^ℓ`` over ``N``: encrypt HoLT inputs with it to check the claim."""
+        self.check(int(n).bit_length())
+        return SignedRange.bits(int(n), self.ell)
+
+    def blinded(self, n: int) -> SignedRange:
+        """The range of ``β' = r·(2Δ+1)``: ``|β'| < 2^(ℓ+σ+2)``; outside it the inputs broke the bound."""
+        return SignedRange.bits(int(n), self.ell + self.sigma + 2)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@message("dtpkc.hoadd.request")
+@dataclass(frozen=True)
+class HoAddRequest(Message):
+    """CS → CC, HoAdd step 1: per item ``X`` and ``X^λ1`` and the output key's component ids."""
+
+    x: tuple[int, ...]
+    x_share: tuple[int, ...]
+    out_keys: tuple[tuple[bytes, ...], ...]
+
+
+@message("dtpkc.hoadd.reply")
+@dataclass(frozen=True)
+class HoAddReply(Message):
+    """CC → CS, HoAdd step 2: per item ``HoEnc_out(a + b + α)`` as ``(T1, T2)``."""
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+@message("dtpkc.holt.request")
+@dataclass(frozen=True)
+class HoLTRequest(Message):
+    """CS → CC, HoLT step 1: per comparison ``β`` and ``β^λ1`` and the output key's component ids."""
+
+    beta: tuple[int, ...]
+    beta_share: tuple[int, ...]
+    out_keys: tuple[tuple[bytes, ...], ...]
+
+
+@message("dtpkc.holt.reply")
+@dataclass(frozen=True)
+class HoLTReply(Message):
+    """CC → CS, HoLT step 2: per comparison ``HoEnc_{h_CS·h_j}(u)`` as ``(T1, T2)``."""
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True, repr=False)
+class HoAddPending:
+    """The CS's state between HoAdd steps 1 and 3 (the mask α is secret)."""
+
+    alpha: mpz
+    out_key: PublicKey
+
+    def __repr__(self) -> str:
+        return f"HoAddPending(out_key={self.out_key!r}, alpha=<secret>)"
+
+
+@dataclass(frozen=True, repr=False)
+class HoLTPending:
+    """The CS's state between HoLT steps 1 and 3 (the coin α is secret)."""
+
+    alpha: int
+    out_key: PublicKey
+
+    def __repr__(self) -> str:
+        return f"HoLTPending(out_key={self.out_key!r}, alpha=<secret>)"
+
+
+def _check_share(share: StrongKeyShare, index: int, role: str) -> None:
+    if share.index != index:
+        raise ParameterError(f"the {role} holds strong-key share λ{index}, got λ{share.index}")
+
+
+def _same_system(params: SystemParams, *keys: PublicKey) -> None:
+    for k in keys:
+        if k.params != params:
+            raise KeyMismatchError("ciphertext or key belongs to another DT-PKC system")
+
+
+def _mask_t1(params: SystemParams, t1: mpz, rng: RandomSource) -> mpz:
+    """``t1 · g^ρ`` for a fresh ρ ∈ [1, N/4] (invisible to strong decryption)."""
+    return t1 * params.g_pow(params.random_exponent(rng)) % params.n2
+
+
+def default_sum_key(*cts: Ciphertext) -> PublicKey:
+    """The joint key of the distinct keys of ``cts`` (``h_a · h_b`` for two keys, ``h_a`` for one)."""
+    distinct: dict[bytes, PublicKey] = {}
+    for c in cts:
+        distinct.setdefault(c.pk.key_id, c.pk)
+    keys = list(distinct.values())
+    return keys[0].joint(*keys[1:])
+
+
+def hoadd_blind(
+    share1: StrongKeyShare,
+    cts: Sequence[Ciphertext],
+    *,
+    out_key: PublicKey | None = None,
+    rng: RandomSource = SYSTEM_RANDOM,
+) -> tuple[HoAddPending, PartialDecryption]:
+    """HoAdd step 1 (CS, λ1): ``X = Π T1_i · (1 + αN) · g^ρ`` with α uniform in Z_N; send
+    ``(X, X^λ1)``.  Any number of inputs under any keys of the system.
+
+    Reveals to the CC: nothing but ``Σ m_i + α``, uniform in Z_N.
+    """
+    _check_share(share1, 1, "CS")
+    if len(cts) < 1:
+        raise ParameterError("HoAdd needs at least one ciphertext")
+    p = share1.params
+    out = default_sum_key(*cts) if out_key is None else out_key
+    _same_system(p, out, *(c.pk for c in cts))
+    alpha = mpz(rng.randbelow(int(p.n)))
+    x = 1 + alpha * p.n
+    for c in cts:
+        x = x * c.t1 % p.n2
+    x = _mask_t1(p, x, rng)
+    return HoAddPending(alpha, out), PartialDecryption(int(x), int(share1.t1_pow(x)))
+
+
+def hoadd_reveal(
+    share2: StrongKeyShare,
+    partial: PartialDecryption,
+    out_key: PublicKey,
+    *,
+    rng: RandomSource = SYSTEM_RANDOM,
+) -> Ciphertext:
+    """HoAdd step 2 (CC, λ2): ``M = L(X^λ2 · X^λ1) = Σm + α mod N``; return ``HoEnc_out(M)``."""
+    _check_share(share2, 2, "CC")
+    m = psdec2_residue(share2, partial)
+    return encrypt_residue(out_key, m, rng=rng)
+
+
+def hoadd_finish(pending: HoAddPending, reply: Ciphertext, *, rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
+    """HoAdd step 3 (CS): add the constant ``-α``, then re-randomise (the CC knows its reply)."""
+    if reply.pk.key_id != pending.out_key.key_id:
+        raise KeyMismatchError("HoAdd reply is not under the requested output key")
+    return reply.add_constant(-int(pending.alpha)).rerandomize(rng=rng)
+
+
+def holt_blind(
+    share1: StrongKeyShare,
+    c1: Ciphertext,
+    c2: Ciphertext,
+    out_key: PublicKey,
+    *,
+    params: HoLTParams = HoLTParams(),
+    rng: RandomSource = SYSTEM_RANDOM,
+) -> tuple[HoLTPending, PartialDecryption]:
+    """HoLT step 1 (CS, λ1), for ``l = [m1 < m2]``.
+
+    ``A = T1(m1)²·(1+N)`` (the T1 part of ``[[2m1+1]]``; erratum E1), ``B = T1(m2)²``;
+    coin α ∈ {0, 1}; ``D = A·B⁻¹`` if α = 1, else ``B·A⁻¹``; ``β = D^r·g^ρ`` with
+    ``r ∈ [1, 2^σ)``; send ``(β, β^λ1)``.
+
+    Reveals to the CC: ``β' = r·(±(2(m1 - m2) + 1))``, whose sign is the uniform bit
+    ``u`` and whose size hints at ``log2|m1 - m2|`` (the magnitude hint).
+    """
+    _check_share(share1, 1, "CS")
+    p = share1.params
+    params.check(p.bits)
+    _same_system(p, c1.pk, c2.pk, out_key)
+    n, n2 = p.n, p.n2
+    a = c1.t1 * c1.t1 % n2 * (1 + n) % n2
+    b = c2.t1 * c2.t1 % n2
+    alpha = rng.randbelow(2)
+    d = a * invert(b, n2) % n2 if alpha == 1 else b * invert(a, n2) % n2
+    r = mpz(rng.randbelow((1 << params.sigma) - 1)) + 1
+    beta = _mask_t1(p, powmod(d, r, n2), rng)
+    return HoLTPending(alpha, out_key), PartialDecryption(int(beta), int(share1.t1_pow(beta)))
+
+
+def holt_decide(
+    share2: StrongKeyShare,
+    partial: PartialDecryption,
+    out_key: PublicKey,
+    *,
+    params: HoLTParams = HoLTParams(),
+    rng: RandomSource = SYSTEM_RANDOM,
+) -> Ciphertext:
+    """HoLT step 2 (CC, λ2): ``β' = L(β^λ2·β^λ1)``; ``u = 1`` iff ``β' > N/2`` (the threshold
+    rule; erratum E3); return ``HoEnc_{out}(u)``.
+
+    A ``β'`` outside ``|β'| < 2^(ℓ+σ+2)`` means an input broke ``|m| < 2^ℓ``: refused with
+    :class:`EncodingOverflowError`; ``β' = 0`` (r = 0) is refused as a protocol violation.
+    """
+    _check_share(share2, 2, "CC")
+    p = share2.params
+    params.check(p.bits)
+    beta = psdec2_residue(share2, partial)
+    if beta == 0:
+        raise ProtocolError("HoLT blinding r = 0 (β' = 0): refused")
+    try:
+        params.blinded(int(p.n)).extract(int(beta))
+    except EncodingOverflowError as exc:
+        raise EncodingOverflowError(
+            "HoLT input out of range: |m| < 2^ell does not hold for the compared values"
+        ) from exc
+    u = 1 if beta > p.n // 2 else 0
+    return encrypt_residue(out_key, mpz(u), rng=rng)
+
+
+def holt_finish(pending: HoLTPending, reply: Ciphertext, *, rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
+    """HoLT step 3 (CS): α = 1: ``[[l]] = [[u]]``; α = 0: ``[[l]] = [[1]]·[[u]]⁻¹`` (inverse,
+    not ``^(N-1)``; erratum E8); re-randomised in both cases, so the CC cannot recognise
+    its own reply and learn α."""
+    if reply.pk.key_id != pending.out_key.key_id:
+        raise KeyMismatchError("HoLT reply is not under the requested output key")
+    out = reply if pending.alpha == 1 else (-reply).add_constant(1)
+    return out.rerandomize(rng=rng)
+
+
+# --------------------------------------------------------------------------- roles
+
+
+def _reply_cts(out_keys: Sequence[PublicKey], t1: Sequence[int], t2: Sequence[int]) -> list[Ciphertext]:
+    if not len(t1) == len(t2) == len(out_keys):
+        raise UnexpectedMessage("reply has the wrong number of ciphertexts")
+    return [Ciphertext.from_ints(k, a, b) for k, a, b in zip(out_keys, t1, t2, strict=True)]
+
+
+class CentralServer(Party):
+    """The CS of RevFRF: holds λ1 and its own weak key; runs HoAdd and HoLT with the CC.
+
+    Subclass or compose it: :meth:`hoadd_many` and :meth:`holt_many` are one round trip each.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        *,
+        share: StrongKeyShare,
+        weak_key: WeakSecretKey,
+        cc: str = "cc",
+        holt_params: HoLTParams = HoLTParams(),
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        _check_share(share, 1, "CS")
+        if weak_key.public.params != share.params:
+            raise KeyMismatchError("weak key and strong-key share belong to different systems")
+        holt_params.check(share.params.bits)
+        super().__init__(name, network)
+        self._share = share
+        self._weak = weak_key
+        self.cc = cc
+        self.holt_params = holt_params
+        self._rng = rng
+
+    @property
+    def params(self) -> SystemParams:
+        return self._share.params
+
+    @property
+    def public_key(self) -> PublicKey:
+        """The CS's own weak public key ``h_CS``."""
+        return self._weak.public
+
+    def hoadd(self, a: Ciphertext, b: Ciphertext, *, out_key: PublicKey | None = None) -> Ciphertext:
+        """``[[a + b]]`` under ``out_key`` (default ``h_a · h_b``): one round trip."""
+        return self.hoadd_many([(a, b)], out_keys=None if out_key is None else [out_key])[0]
+
+    def hoadd_many(
+        self,
+        items: Sequence[Sequence[Ciphertext]],
+        *,
+        out_keys: Sequence[PublicKey] | None = None,
+    ) -> list[Ciphertext]:
+        """Batch HoAdd: one sum per item (each a sequence of ciphertexts under any keys), in
+        one round trip.  Reveals to the CC: one uniformly masked sum per item."""
+        if out_keys is not None and len(out_keys) != len(items):
+            raise ParameterError("one output key per item")
+        pendings, partials = [], []
+        for i, cts in enumerate(items):
+            pend, part = hoadd_blind(
+                self._share, list(cts), out_key=None if out_keys is None else out_keys[i], rng=self._rng
+            )
+            pendings.append(pend)
+            partials.append(part)
+        reply = self.call(
+            self.cc,
+            HoAddRequest(
+                tuple(p.t1 for p in partials),
+                tuple(p.share for p in partials),
+                tuple(p.out_key.components for p in pendings),
+            ),
+            expect=HoAddReply,
+        )
+        cts_back = _reply_cts([p.out_key for p in pendings], reply.t1, reply.t2)
+        return [hoadd_finish(p, c, rng=self._rng) for p, c in zip(pendings, cts_back, strict=True)]
+
+    def holt(self, c1: Ciphertext, c2: Ciphertext, *, partner: PublicKey | None = None) -> Ciphertext:
+        """``[[m1 < m2]]`` under ``h_CS · h_partner`` (default: the key of ``c2``)."""
+        return self.holt_many([(c1, c2)], partners=None if partner is None else [partner])[0]
+
+    def holt_many(
+        self,
+        pairs: Sequence[tuple[Ciphertext, Ciphertext]],
+        *,
+        partners: Sequence[PublicKey] | None = None,
+    ) -> list[Ciphertext]:
+        """Batch HoLT: ``[[m1 < m2]]`` for each pair, each under ``h_CS · h_partner``
+        (default: the key of the pair's second ciphertext), in one round trip."""
+        if partners is not None and len(partners) != len(pairs):
+            raise ParameterError("one partner key per pair")
+        pendings, partials = [], []
+        for i, (c1, c2) in enumerate(pairs):
+            partner = c2.pk if partners is None else partners[i]
+            out = self.public_key.joint(partner)
+            pend, part = holt_blind(self._share, c1, c2, out, params=self.holt_params, rng=self._rng)
+            pendings.append(pend)
+            partials.append(part)
+        reply = self.call(
+            self.cc,
+            HoLTRequest(
+                tuple(p.t1 for p in partials),
+                tuple(p.share for p in partials),
+                tuple(p.out_key.components for p in pendings),
+            ),
+            expect=HoLTReply,
+        )
+        cts_back = _reply_cts([p.out_key for p in pendings], reply.t1, reply.t2)
+        return [holt_finish(p, c, rng=self._rng) for p, c in zip(pendings, cts_back, strict=True)]
+
+
+class ComputationServer(Party):
+    """The CC of RevFRF: holds λ2 and its own weak key; answers HoAdd and HoLT requests.
+
+    It encrypts results only under keys built from its directory of weak public keys
+    (party name → key), and never under a key made of the requester's own key alone.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        *,
+        share: StrongKeyShare,
+        weak_key: WeakSecretKey,
+        directory: Mapping[str, PublicKey],
+        holt_params: HoLTParams = HoLTParams(),
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        _check_share(share, 2, "CC")
+        holt_params.check(share.params.bits)
+        super().__init__(name, network)
+        self._share = share
+        self._weak = weak_key
+        self.holt_params = holt_params
+        self._rng = rng
+        self._by_id: dict[bytes, PublicKey] = {}
+        self._owner: dict[bytes, str] = {}
+        for party, pk in directory.items():
+            self.register_key(party, pk)
+
+    @property
+    def params(self) -> SystemParams:
+        return self._share.params
+
+    @property
+    def public_key(self) -> PublicKey:
+        """The CC's own weak public key."""
+        return self._weak.public
+
+    def register_key(self, party: str, pk: PublicKey) -> None:
+        """Add ``party``'s weak public key to the directory."""
+        if pk.params != self.params or pk.is_joint:
+            raise KeyMismatchError("the directory holds weak keys of this system only")
+        self._by_id[pk.key_id] = pk
+        self._owner[pk.key_id] = party
+
+    def remove_key(self, party: str) -> None:
+        """Drop ``party``'s key (revocation): requests naming it are refused from then on."""
+        for kid in [k for k, p in self._owner.items() if p == party]:
+            del self._by_id[kid]
+            del self._owner[kid]
+
+    def resolve_key(self, sender: str, components: Iterable[bytes]) -> PublicKey:
+        """The joint key of ``components``, all from the directory and not all the sender's."""
+        comps = list(components)
+        if not comps:
+            raise UnexpectedMessage("empty output key")
+        keys = []
+        for kid in comps:
+            pk = self._by_id.get(kid)
+            if pk is None:
+                raise KeyMismatchError("output key names a key outside the directory")
+            keys.append(pk)
+        if all(self._owner[k] == sender for k in comps):
+            raise ProtocolError("refusing to encrypt a result under the requester's own key alone")
+        return keys[0].joint(*keys[1:])
+
+    def _batch(
+        self, sender: str, t1: Sequence[int], shares: Sequence[int], out_keys: Sequence[tuple[bytes, ...]]
+    ) -> list[tuple[PartialDecryption, PublicKey]]:
+        if not len(t1) == len(shares) == len(out_keys) or not t1:
+            raise UnexpectedMessage("request fields have different lengths or are empty")
+        p = self.params
+        out = []
+        for x, s, k in zip(t1, shares, out_keys, strict=True):
+            check_unit(as_int(x), p.n, p.n2, "T1")
+            out.append((PartialDecryption(x, s), self.resolve_key(sender, k)))
+        return out
+
+    @handles(HoAddRequest)
+    def on_hoadd(self, sender: str, msg: HoAddRequest) -> HoAddReply:
+        """HoAdd step 2 for each item.  Learns: ``Σm + α`` per item (uniform)."""
+        cts = [
+            hoadd_reveal(self._share, part, key, rng=self._rng)
+            for part, key in self._batch(sender, msg.x, msg.x_share, msg.out_keys)
+        ]
+        return HoAddReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))
+
+    @handles(HoLTRequest)
+    def on_holt(self, sender: str, msg: HoLTRequest) -> HoLTReply:
+        """HoLT step 2 for each comparison.  Learns: the uniform bit u and |β'| (magnitude hint)."""
+        cts = [
+            holt_decide(self._share, part, key, params=self.holt_params, rng=self._rng)
+            for part, key in self._batch(sender, msg.beta, msg.beta_share, msg.out_keys)
+        ]
+        return HoLTReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))
