@@ -1,0 +1,176 @@
+"""Per-node, per-feature, per-bin statistics and the vectorised search for the best split.
+
+Spec: ``specs/trees.md`` sections "Histograms" and "Split search".  A layer's
+histogram has shape ``(n_nodes, n_features, max_bins + 1, n_stats)``; slot
+``max_bins`` holds the missing values.  Histograms of disjoint sample sets add
+(histogram forest, Algorithm 3), so a party can compute its share and a server
+can sum them before calling :func:`best_splits`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import ParameterError
+from securetrees.trees.criteria import Criterion
+
+__all__ = ["LayerSplits", "best_splits", "build_histograms", "node_totals"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def node_totals(node_index: IntArray, sample_stats: FloatArray, n_nodes: int) -> FloatArray:
+    """Sum of ``sample_stats`` per node: shape ``(n_nodes, n_stats)``."""
+    out = np.empty((n_nodes, sample_stats.shape[1]), dtype=np.float64)
+    for s in range(sample_stats.shape[1]):
+        out[:, s] = np.bincount(node_index, weights=sample_stats[:, s], minlength=n_nodes)
+    return out
+
+
+def build_histograms(
+    binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]],
+    node_index: IntArray,
+    sample_stats: FloatArray,
+    n_nodes: int,
+    max_bins: int,
+    features: IntArray | None = None,
+) -> FloatArray:
+    """Histograms of one layer: ``hist[k, j, b, s] = Σ sample_stats[i, s]`` over the samples
+    ``i`` of node ``k`` (``node_index[i] == k``) whose feature ``features[k, j]`` falls in
+    bin ``b``.  ``features=None`` means every feature for every node (``j = f``).
+    """
+    n_samples, n_features = binned.shape
+    if node_index.shape != (n_samples,) or sample_stats.shape[0] != n_samples:
+        raise ParameterError("binned, node_index and sample_stats disagree on the number of samples")
+    if features is not None and (features.ndim != 2 or features.shape[0] != n_nodes):
+        raise ParameterError("features must have shape (n_nodes, k)")
+    width = max_bins + 1
+    n_stats = sample_stats.shape[1]
+    n_slots = n_features if features is None else features.shape[1]
+    hist = np.empty((n_nodes, n_slots, width, n_stats), dtype=np.float64)
+    base = node_index * width
+    rows = np.arange(n_samples)
+    for j in range(n_slots):
+        col = binned[:, j] if features is None else binned[rows, features[node_index, j]]
+        flat = base + col
+        for s in range(n_stats):
+            hist[:, j, :, s] = np.bincount(
+                flat, weights=sample_stats[:, s], minlength=n_nodes * width
+            ).reshape(n_nodes, width)
+    return hist
+
+
+@dataclass(frozen=True)
+class LayerSplits:
+    """The best split of each node of a layer (arrays indexed by the node's position).
+
+    ``found[k]`` is False where no candidate is valid (the node becomes a leaf);
+    the other fields of such a node are meaningless.  ``bin`` is the histogram bin
+    (numeric: "bin <= b" goes left; categorical: "bin == b" goes left).
+    """
+
+    found: BoolArray
+    gain: FloatArray
+    feature: IntArray
+    bin: IntArray
+    missing_left: BoolArray
+    left_stats: FloatArray
+    right_stats: FloatArray
+
+
+def best_splits(
+    hist: FloatArray,
+    criterion: Criterion,
+    *,
+    categorical: BoolArray,
+    n_bins: IntArray,
+    features: IntArray | None = None,
+    min_samples_leaf: float = 1.0,
+    min_gain: float = 0.0,
+) -> LayerSplits:
+    """Score every candidate of every node of a layer at once and keep each node's best.
+
+    ``hist`` comes from :func:`build_histograms` with the same ``features``
+    (``None``: all features); ``categorical`` and ``n_bins`` describe all features.
+    Candidates per (node, feature): numeric "bin <= b" for ``b < n_bins[f]``
+    (``b = n_bins[f]-1`` isolates the missing values); categorical "bin == b"
+    (one category against the rest, the same partitions as a one-hot encoding).
+    Missing values are tried on both sides; the missing-left variant wins only
+    if strictly better.  A candidate is valid if both children weigh at least
+    ``max(min_samples_leaf, tiny)`` and its gain exceeds ``min_gain`` (plus a
+    rounding tolerance).  Where the node has no missing value of the chosen
+    feature, ``missing_left`` sends future missing values to the heavier child
+    (ties: left).  Ties go to the first slot ``j`` (features are listed in
+    increasing order), then the lowest bin, then missing-right.
+    """
+    n_nodes, n_slots, width, _ = hist.shape
+    max_bins = width - 1
+    if n_slots < 1 or max_bins < 1:
+        raise ParameterError("hist needs at least one feature slot and one bin")
+    categorical = np.asarray(categorical, dtype=bool)
+    n_bins = np.asarray(n_bins, dtype=np.int64)
+    if categorical.ndim != 1 or categorical.shape != n_bins.shape:
+        raise ParameterError("categorical and n_bins must have one entry per feature")
+    if features is None:
+        if n_slots != categorical.size:
+            raise ParameterError("hist must have one slot per feature when features is None")
+        feat = np.broadcast_to(np.arange(n_slots, dtype=np.int64), (n_nodes, n_slots))
+    else:
+        feat = np.asarray(features, dtype=np.int64)
+        if feat.shape != (n_nodes, n_slots):
+            raise ParameterError("features must have shape (n_nodes, k) matching hist")
+        if feat.size and (feat.min() < 0 or feat.max() >= categorical.size):
+            raise ParameterError("feature index out of range")
+    cat = categorical[feat]  # (nodes, slots)
+    real = hist[:, :, :max_bins, :]
+    missing = hist[:, :, max_bins, :]
+    total = hist.sum(axis=2)  # (nodes, slots, stats); identical across slots
+    left = np.cumsum(real, axis=2)
+    if cat.any():
+        left = np.where(cat[:, :, None, None], real, left)
+    parent = total[:, :, None, :]
+    min_w = max(float(min_samples_leaf), 1e-12)
+    node_total = total[:, 0, :]
+    tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
+    floor = (min_gain + tol)[:, None, None]
+    in_range = np.arange(max_bins)[None, None, :] < n_bins[feat][:, :, None]
+
+    def score(lft: FloatArray, par: FloatArray, ok: BoolArray, fl: FloatArray) -> FloatArray:
+        rgt = par - lft
+        g = criterion.gain(par, lft, rgt)
+        ok = ok & (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > fl)
+        return np.where(ok, g, -np.inf)
+
+    gains = np.full((n_nodes, n_slots, max_bins, 2), -np.inf)
+    gains[..., 0] = score(left, parent, in_range, floor)
+    has_missing = criterion.weight(missing) > 0  # (nodes, slots)
+    if has_missing.any():  # the missing-left variant, only where it differs
+        kk, jj = np.nonzero(has_missing)
+        gains[kk, jj, :, 1] = score(left[kk, jj] + missing[kk, jj][:, None, :],
+                                    parent[kk, jj], in_range[kk, jj], floor[kk, 0])
+    scored = gains.reshape(n_nodes, -1)
+    flat = np.argmax(scored, axis=1)
+    rows = np.arange(n_nodes)
+    found = np.isfinite(scored[rows, flat])
+    slot, rem = np.divmod(flat, max_bins * 2)
+    bin_index, variant = np.divmod(rem, 2)
+    chosen_left = left[rows, slot, bin_index] + np.where(
+        variant[:, None] == 1, missing[rows, slot], 0.0)
+    # Where the node had no missing value of the chosen feature, missing values met
+    # at prediction time follow the heavier child (ties: left).
+    no_missing = ~has_missing[rows, slot]
+    heavier_left = criterion.weight(chosen_left) >= criterion.weight(node_total - chosen_left)
+    return LayerSplits(
+        found=found,
+        gain=np.where(found, scored[rows, flat], 0.0),
+        feature=feat[rows, slot].astype(np.int64),
+        bin=bin_index.astype(np.int64),
+        missing_left=np.where(no_missing, heavier_left, variant == 1),
+        left_stats=chosen_left,
+        right_stats=node_total - chosen_left,
+    )
