@@ -152,7 +152,10 @@ class TableCache:
         return tab
 
     def pow(self, base: mpz, exp: mpz, modulus: mpz, exp_bits: int) -> mpz:
-        """``base^exp mod modulus`` for a public or encryption-randomness exponent."""
+        """``base^exp mod modulus`` for a public or encryption-randomness exponent (a plain
+        exponentiation when tables are off or ``exp`` is outside ``[0, 2^exp_bits)``)."""
+        if exp < 0 or exp.bit_length() > exp_bits:
+            return powmod(base, exp, modulus)
         tab = self.table(base, modulus, exp_bits)
         if tab is None:
             return powmod(base, exp, modulus)
