@@ -27,11 +27,12 @@ from securetrees.dtpkc.keys import (
     split_strong_key,
     system_from_primes,
 )
-from securetrees.rand import DeterministicRandom
+from securetrees.rand import SYSTEM_RANDOM, DeterministicRandom
 
 __all__ = [
     "TEST_PARTIES",
     "DTPKCTestKeys",
+    "ScriptedRandom",
     "decode_test_public_key",
     "dtpkc_test_keys",
     "dtpkc_test_kgc",
@@ -88,3 +89,25 @@ def decode_test_public_key(data: bytes, params: SystemParams | None = None) -> P
     from securetrees.dtpkc.wire import _decode_public_key
 
     return _decode_public_key(data, params)
+
+
+class ScriptedRandom:
+    """A RandomSource whose first ``randbelow`` answers are scripted, then the OS CSPRNG:
+    lets a test pin HoLT's coin α and blinding r, or HoEnc's r (which is ``randbelow(N/4) + 1``)."""
+
+    def __init__(self, *values: int) -> None:
+        self.values = list(values)
+
+    def randbelow(self, n: int, /) -> int:
+        if self.values:
+            v = self.values.pop(0)
+            if not 0 <= v < n:
+                raise ValueError(f"scripted value {v} outside [0, {n})")
+            return v
+        return SYSTEM_RANDOM.randbelow(n)
+
+    def randbits(self, k: int, /) -> int:
+        return SYSTEM_RANDOM.randbits(k)
+
+    def token_bytes(self, k: int, /) -> bytes:
+        return SYSTEM_RANDOM.token_bytes(k)

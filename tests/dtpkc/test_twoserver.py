@@ -32,9 +32,7 @@ from securetrees.errors import (
     UnexpectedMessage,
 )
 from securetrees.runtime import InProcessNetwork
-from securetrees.testing.dtpkc import DTPKCTestKeys, dtpkc_test_keys
-
-from .conftest import ScriptedRandom
+from securetrees.testing.dtpkc import DTPKCTestKeys, ScriptedRandom, dtpkc_test_keys
 
 KEYS = dtpkc_test_keys(512)
 HOLT = HoLTParams()  # ℓ = 128, σ = 256: 387 < 512 bits
@@ -164,7 +162,7 @@ def test_holt_inputs_out_of_range_are_refused() -> None:
 
 
 def test_cc_refuses_bad_requests() -> None:
-    net, cs, cc = make_servers()
+    _, cs, cc = make_servers()
     c = encrypt(KEYS.pk("u1"), 1)
     out_key = KEYS.pk("cs").joint(KEYS.pk("u1"))
     _, part = holt_blind(KEYS.cs_share, c, c, out_key)

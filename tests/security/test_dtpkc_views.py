@@ -1,0 +1,83 @@
+"""Security properties of HoAdd and HoLT: what the CC sees (specs/dtpkc.md "What each party learns").
+
+The CC's view is read from the transcript.  It may hold only T1-type values whose
+strong decryption is blinded (HoLT: r·(±(2Δ+1))) or masked (HoAdd: Σm + α), never a
+planted plaintext in any encoding.
+"""
+
+from __future__ import annotations
+
+from securetrees.dtpkc import decrypt_strong, encrypt
+from securetrees.dtpkc.scheme import PartialDecryption, psdec2_residue
+from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoAddRequest, HoLTRequest
+from securetrees.encoding import FixedPoint
+from securetrees.runtime import InProcessNetwork, Record, encode
+from securetrees.testing.canaries import assert_no_canaries, find_canaries
+from securetrees.testing.dtpkc import dtpkc_test_keys
+
+KEYS = dtpkc_test_keys(512)
+FP = FixedPoint(32)
+CANARY_REALS = [31337.4242, -271828.18, 5150.0625]
+CANARY_INTS = [FP.encode(x) for x in CANARY_REALS]
+
+
+def _servers() -> tuple[InProcessNetwork, CentralServer]:
+    net = InProcessNetwork()
+    cs = CentralServer("cs", net, share=KEYS.cs_share, weak_key=KEYS.weak["cs"])
+    ComputationServer("cc", net, share=KEYS.cc_share, weak_key=KEYS.weak["cc"], directory=KEYS.directory())
+    return net, cs
+
+
+def _cc_decrypts(x: int, share: int) -> int:
+    """What the CC can compute from one request item: the strong decryption."""
+    return int(psdec2_residue(KEYS.cc_share, PartialDecryption(x, share)))
+
+
+def test_holt_view_of_cc_has_no_canary_and_only_blinded_values() -> None:
+    net, cs = _servers()
+    cts = [encrypt(KEYS.pk(u), m) for u, m in zip(("u1", "u2", "u3"), CANARY_INTS, strict=True)]
+    pairs = [(cts[0], cts[1]), (cts[1], cts[2]), (cts[2], cts[0]), (cts[0], cts[0])]
+    outs = cs.holt_many(pairs)
+    view = net.transcript.view("cc")
+    assert {r.type_name for r in view} == {"dtpkc.holt.request"}
+    assert_no_canaries(view, CANARY_REALS + CANARY_INTS)
+    n = int(KEYS.params.n)
+    msg = view[0].payload
+    assert isinstance(msg, HoLTRequest)
+    for (c1, c2), beta, share in zip(pairs, msg.beta, msg.beta_share, strict=True):
+        m1, m2 = decrypt_strong(KEYS.strong, c1), decrypt_strong(KEYS.strong, c2)
+        b = _cc_decrypts(beta, share)
+        signed = b if b < n // 2 else b - n
+        unblinded = {2 * (m1 - m2) + 1, -(2 * (m1 - m2) + 1)}
+        assert signed not in unblinded and any(signed % d == 0 for d in unblinded)  # blinded by r > 1
+    # the CC's own reply never comes back unchanged (re-randomised un-flip)
+    replies = [r.payload for r in net.transcript.view("cs")]
+    sent_t1 = {t for rep in replies for t in rep.t1}  # type: ignore[union-attr]
+    assert not sent_t1 & {int(o.t1) for o in outs}
+
+
+def test_hoadd_view_of_cc_has_no_canary_and_only_masked_sums() -> None:
+    net, cs = _servers()
+    a, b = encrypt(KEYS.pk("u1"), CANARY_INTS[0]), encrypt(KEYS.pk("u2"), CANARY_INTS[1])
+    out = cs.hoadd(a, b)
+    assert decrypt_strong(KEYS.strong, out) == CANARY_INTS[0] + CANARY_INTS[1]
+    view = net.transcript.view("cc")
+    assert {r.type_name for r in view} == {"dtpkc.hoadd.request"}
+    total = CANARY_INTS[0] + CANARY_INTS[1]
+    assert_no_canaries(view, [*CANARY_REALS, *CANARY_INTS, total])
+    msg = view[0].payload
+    assert isinstance(msg, HoAddRequest)
+    masked = _cc_decrypts(msg.x[0], msg.x_share[0])
+    assert masked != total % int(KEYS.params.n)
+    # the T1 the CC sees is not the product of the input T1s times (1 + αN): g^ρ hides it
+    n, n2 = KEYS.params.n, KEYS.params.n2
+    alpha = (masked - total) % n
+    assert msg.x[0] != int(a.t1 * b.t1 % n2 * (1 + alpha * n) % n2)
+
+
+def test_canary_scanner_would_catch_a_leak() -> None:
+    """The view test can fail: a request that carried a plaintext would be found."""
+    leak = HoAddRequest((CANARY_INTS[0],), (1,), ((b"\x00" * 16,),))
+    data = encode(leak)
+    rec = Record(1, "cs", "cc", leak.wire_type, len(data), data, leak)
+    assert find_canaries([rec], [CANARY_REALS[0]])
