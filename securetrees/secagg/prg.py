@@ -50,7 +50,8 @@ class MaskExpander:
         self._zeros = b""
         self._buffer = bytearray()
 
-    def _stream(self, key: bytes, count: int) -> U64Array:
+    def stream(self, key: bytes, count: int) -> U64Array:
+        """The first ``count`` keystream words of ``key``: a view valid until the next call."""
         nbytes = 8 * count
         if len(self._zeros) < nbytes:
             self._zeros = bytes(nbytes)
@@ -61,7 +62,7 @@ class MaskExpander:
 
     def u64(self, key: bytes, count: int, *, bits: int = 64) -> U64Array:
         """A fresh array of ``count`` uniform values mod ``2^bits``."""
-        out: U64Array = self._stream(key, count).copy()
+        out: U64Array = self.stream(key, count).copy()
         if bits < 64:
             np.bitwise_and(out, np.uint64((1 << bits) - 1), out=out)
         return out
@@ -70,7 +71,7 @@ class MaskExpander:
         """``acc ±= PRG(key)`` mod 2^64 in place (callers reduce mod 2^k at the end)."""
         if acc.dtype != np.uint64 or acc.ndim != 1:
             raise ParameterError("the accumulator must be a one-dimensional uint64 array")
-        stream = self._stream(key, acc.shape[0])
+        stream = self.stream(key, acc.shape[0])
         if subtract:
             np.subtract(acc, stream, out=acc)
         else:
