@@ -47,7 +47,7 @@ def test_classic_encryption_formula(tiny_keys: tuple[PublicKey, PrivateKey]) -> 
 
 
 def test_key_owner_encryption_formula(tiny_keys: tuple[PublicKey, PrivateKey]) -> None:
-    pk, sk = tiny_keys
+    _pk, sk = tiny_keys
     c = sk.encrypt(7, rng=DeterministicRandom("kat/crt"))
     rng = DeterministicRandom("kat/crt")
     p, q = max(TINY_P, TINY_Q), min(TINY_P, TINY_Q)
@@ -74,7 +74,7 @@ def test_homomorphic_values_pinned(tiny_keys: tuple[PublicKey, PrivateKey]) -> N
 
 
 def test_small_keypair_is_deterministic() -> None:
-    pk, sk = small_keypair(512)
+    pk, _sk = small_keypair(512)
     assert pk.bits == 512
     assert pk.key_id.hex() == SMALL_512_ID
     assert keypair_from_primes(TINY_P, TINY_Q)[0] == keypair_from_primes(TINY_P, TINY_Q)[0]
