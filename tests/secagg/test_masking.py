@@ -147,3 +147,21 @@ def test_ring_input_and_wire_validation() -> None:
     assert ring.from_wire(wire, 3) == [999, 0, 5]
     with pytest.raises(ProtocolError):
         ring.from_wire(np.full((1, 2), 255, np.uint8), 1)
+
+
+def test_zn_masks_on_paillier_ciphertexts_cancel_in_the_decrypted_sum() -> None:
+    """HybridTree lines 15 and 20: guests add Z_N masks to ciphertexts; the host decrypts only the sum."""
+    from securetrees.testing.paillier import small_keypair
+
+    pk, sk = small_keypair(512)
+    ring = ZN(pk.n)
+    leaves = {n: [3 * i + 1, 10**6 + i, -5 * i] for i, n in enumerate(MASKERS)}
+    sent = []
+    for name, masker in MASKERS.items():
+        nets = masker.net_mask(3, ring=ring, round=9, purpose="hybridtree/leaves")
+        cts = [pk.encrypt(v) + int(m) for v, m in zip(leaves[name], nets, strict=True)]
+        sent.append([c.rerandomize() for c in cts])
+        # A single guest's masked ciphertext decrypts to noise, not its value.
+        assert sk.decrypt_residue(sent[-1][0]) != leaves[name][0]
+    totals = [sk.decrypt(sum(col[1:], col[0])) for col in zip(*sent, strict=True)]
+    assert totals == [sum(v[j] for v in leaves.values()) for j in range(3)]
