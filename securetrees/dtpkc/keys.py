@@ -287,6 +287,12 @@ class PublicKey:
         h = self.h * invert(part.h, self.n2) % self.n2
         return PublicKey(self.params, h, tuple(comps))
 
+    def precompute(self) -> None:
+        """Build the comb tables for g and h now rather than on first use (no-op if tables are off)."""
+        bits = self.params.bits
+        self.params.tables.table(self.params.g, self.n2, bits, build=True)
+        self.params.tables.table(self.h, self.n2, bits, build=True)
+
     def h_pow(self, exp: mpz) -> mpz:
         """``h^exp mod N²`` for encryption randomness (comb table when enabled)."""
         return self.params.tables.pow(self.h, exp, self.n2, self.params.bits)
