@@ -142,8 +142,9 @@ def _bench_size(report: Report, bits: int, quick: bool, rows: dict[str, Any]) ->
     holt_bytes, holt_rounds = traffic(lambda: cs.holt(ca, cb))
     batch_bytes, batch_rounds = traffic(lambda: cs.holt_many(pairs))
 
-    p, e, rr = t["PSDec share (T1^λ1, powmod_sec)"].median, t["HoEnc joint key (comb)"].median, t["re-randomisation (comb)"].median
-    mul, inv, dr = t["multiplication mod N²"].median, t["inverse mod N²"].median, t["D^r (σ-bit r)"].median
+    med = {name: tm.median for name, tm in t.items()}
+    p, e, rr = med["PSDec share (T1^λ1, powmod_sec)"], med["HoEnc joint key (comb)"], med["re-randomisation (comb)"]
+    mul, inv, dr = med["multiplication mod N²"], med["inverse mod N²"], med["D^r (σ-bit r)"]
     floors = {
         "HoAdd": 2 * p + e + 5 * mul,
         "HoLT": 2 * p + dr + e + rr + 6 * mul + 2 * inv,
