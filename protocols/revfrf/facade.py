@@ -1,0 +1,318 @@
+"""One-process RevFRF with scikit-learn conventions: every role in one process, every
+message still crossing the in-process network as bytes (``network_.transcript``).
+
+    clf = RevFRFClassifier(n_estimators=10, max_depth=10, random_state=0)
+    clf.fit(X, y, partition=[[0, 1], [2], [3, 4]])      # one column list per participant
+    clf.predict(X_test)                                  # providers compare, CS sees path bits
+    clf.predict(X_test, method="encrypted")              # FRF-Predict (HoLT per node)
+    clf.revoke("u2", level=2)                            # FRF-Revoc + new forest epoch
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from protocols.revfrf.candidates import Proposer, QuantileBins, RandomRange
+from protocols.revfrf.participant import Participant
+from protocols.revfrf.requester import Requester
+from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre, RevocationRecord
+from protocols.revfrf.signing import verify_key_bytes
+from securetrees.dtpkc import KGC
+from securetrees.dtpkc.twoserver import HoLTParams
+from securetrees.encoding import FixedPoint
+from securetrees.errors import NotFittedError, ParameterError
+from securetrees.progress import progress
+from securetrees.rand import SYSTEM_RANDOM
+from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.trees import (
+    Forest,
+    GrowParams,
+    TreeDraws,
+    class_stats,
+    make_criterion,
+    resolve_max_features,
+    tree_generators,
+)
+from securetrees.trees.train import regression_stats
+
+__all__ = ["RevFRFClassifier", "RevFRFRegressor", "check_partition"]
+
+FloatArray = npt.NDArray[np.float64]
+METHODS = ("vertical", "test", "encrypted")
+
+
+def check_partition(partition: Sequence[Sequence[int]], n_features: int) -> list[tuple[int, ...]]:
+    """Every column in exactly one participant's list; at least one participant."""
+    if isinstance(partition, (str, bytes)) or not len(partition):
+        raise ParameterError("partition must be a non-empty list of column-index lists")
+    parts: list[tuple[int, ...]] = []
+    seen: set[int] = set()
+    for cols in partition:
+        if isinstance(cols, (str, bytes)) or not len(cols):
+            raise ParameterError("every participant owns at least one column")
+        part = []
+        for c in cols:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= int(c) < n_features:
+                raise ParameterError(f"column {c!r} is not in [0, {n_features})")
+            if int(c) in seen:
+                raise ParameterError(f"column {int(c)} is given to two participants")
+            seen.add(int(c))
+            part.append(int(c))
+        parts.append(tuple(sorted(part)))
+    if len(seen) != n_features:
+        raise ParameterError(f"columns {sorted(set(range(n_features)) - seen)} belong to no participant")
+    return parts
+
+
+def _check_X(X: npt.ArrayLike, n_features: int | None = None) -> FloatArray:
+    Xa = np.asarray(X, dtype=np.float64)
+    if Xa.ndim != 2 or Xa.shape[0] < 1:
+        raise ParameterError("X must be a non-empty 2-D array")
+    if n_features is not None and Xa.shape[1] != n_features:
+        raise ParameterError(f"X must have {n_features} columns, got {Xa.shape[1]}")
+    if not np.all(np.isfinite(Xa)):
+        raise ParameterError("RevFRF refuses NaN or infinite feature values (impute them first)")
+    return Xa
+
+
+class _RevFRF:
+    _task = ""
+
+    def __init__(
+        self,
+        n_estimators: int = 10,
+        max_depth: int | None = 10,
+        max_features: int | float | str | None = "sqrt",
+        *,
+        bootstrap: bool = True,
+        min_samples_split: int = 2,
+        min_samples_leaf: int = 1,
+        splitter: str = "random_range",
+        rho: int = 64,
+        n_candidates: int = 16,
+        max_bins: int = 255,
+        key_bits: int = 2048,
+        allow_insecure: bool = False,
+        frac_bits: int = 32,
+        voting: str = "soft",
+        random_state: int | None = None,
+        kgc_factory: Callable[[], KGC] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.max_features = max_features
+        self.bootstrap = bootstrap
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.splitter = splitter
+        self.rho = rho
+        self.n_candidates = n_candidates
+        self.max_bins = max_bins
+        self.key_bits = key_bits
+        self.allow_insecure = allow_insecure
+        self.frac_bits = frac_bits
+        self.voting = voting
+        self.random_state = random_state
+        self.kgc_factory = kgc_factory
+        self.show_progress = show_progress
+
+    # ------------------------------------------------------------------ fit
+
+    def _stats(self, y: npt.ArrayLike, weight: FloatArray) -> FloatArray:
+        raise NotImplementedError
+
+    def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
+        raise NotImplementedError
+
+    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]]) -> Any:
+        """Key set-up, then FLE-Expan/FOS-Find layer by layer over the whole forest."""
+        Xa = _check_X(X)
+        n, d = Xa.shape
+        parts = check_partition(partition, d)
+        self._prepare_y(y, n)
+        if self.splitter not in ("random_range", "bins"):
+            raise ParameterError("splitter is 'random_range' (the paper) or 'bins' (the central reference's)")
+        if self.voting not in ("soft", "hard"):
+            raise ParameterError("voting is 'soft' or 'hard'")
+        k_node = resolve_max_features(self.max_features, d)
+        grow = GrowParams(max_depth=self.max_depth, min_samples_split=self.min_samples_split,
+                          min_samples_leaf=self.min_samples_leaf)
+        codec = FixedPoint(self.frac_bits)
+        holt = HoLTParams()
+        gens = tree_generators(self.random_state, self.n_estimators)
+        draws = [TreeDraws(g, n, d, bootstrap=self.bootstrap, max_features=k_node) for g in gens]
+        seed = int(np.random.SeedSequence(self.random_state).generate_state(1)[0])
+
+        kgc = self.kgc_factory() if self.kgc_factory is not None else KGC.setup(
+            self.key_bits, allow_insecure=self.allow_insecure)
+        holt.check(kgc.params.bits)
+        net = InProcessNetwork()
+        session = SYSTEM_RANDOM.token_bytes(16)
+        names = [f"u{i + 1}" for i in range(len(parts))]
+        signing = {u: Ed25519PrivateKey.generate() for u in names}
+        verify_keys = {u: verify_key_bytes(k) for u, k in signing.items()}
+        weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *names]}
+        s1, s2 = kgc.strong_shares()
+        kgc.forget_strong_key()
+        directory = {name: sk.public for name, sk in weak.items()}
+
+        self.kgc_ = KeyCentre("kgc", net, kgc=kgc, verify_keys=verify_keys, session=session)
+        self.cs_ = CentralServer(
+            "cs", net, share=s1, weak_key=weak["cs"],
+            stats=[self._stats(y, dr.sample_weight) for dr in draws],
+            criterion=make_criterion("gini" if self._task == "classification" else "squared_error"),
+            task=self._task, grow=grow, columns=dict(zip(names, parts, strict=True)),
+            participant_keys={u: directory[u] for u in names}, verify_keys=verify_keys, session=session,
+            n_features=d, max_features=k_node, voting=self.voting, ml_seed=seed, holt_params=holt,
+        )
+        self.cc_ = ComputationServer("cc", net, share=s2, weak_key=weak["cc"], directory=directory,
+                                     verify_keys=verify_keys, session=session, holt_params=holt)
+        self.participants_: dict[str, Participant] = {}
+        for i, (u, cols) in enumerate(zip(names, parts, strict=True)):
+            proposer: Proposer = (RandomRange(self.rho, self.n_candidates) if self.splitter == "random_range"
+                                  else QuantileBins.fit(Xa[:, list(cols)], cols, self.max_bins))
+            self.participants_[u] = Participant(
+                u, net, columns=cols, X_own=Xa[:, list(cols)], weak_key=weak[u], signing_key=signing[u],
+                session=session, verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer,
+                ml_seed=seed + 1 + i, codec=codec, holt_params=holt,
+            )
+        self.network_ = net
+        self.partition_ = parts
+        self.n_features_in_ = d
+        self._codec = codec
+        self._holt = holt
+        self._requesters: dict[str, Requester] = {}
+        self._batch = 0
+
+        frontier = self.cs_.plant([dr.sample_weight for dr in draws])
+        bar = progress(range(self.max_depth or 64), desc="RevFRF layers", enabled=self.show_progress)
+        it = iter(bar)
+
+        def tick(_splits: int) -> None:
+            next(it, None)
+
+        self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(), on_layer=tick)
+        return self
+
+    # ------------------------------------------------------------------ predict
+
+    def _fitted(self) -> CentralServer:
+        cs: CentralServer | None = getattr(self, "cs_", None)
+        if cs is None:
+            raise NotFittedError("call fit first")
+        return cs
+
+    def requester(self, name: str = "requester") -> Requester:
+        """A requester party with a key from the KGC (created once per name)."""
+        self._fitted()
+        r = self._requesters.get(name)
+        if r is None:
+            sk = self.kgc_.kgc.issue_weak_key(name)
+            self.cs_.register_requester(name, sk.public)
+            r = self._requesters[name] = Requester(name, self.network_, weak_key=sk, codec=self._codec,
+                                                   holt_params=self._holt)
+        return r
+
+    def _output(self, X: npt.ArrayLike, method: str, requester: str) -> FloatArray:
+        cs = self._fitted()
+        Xa = _check_X(X, self.n_features_in_)
+        if method not in METHODS:
+            raise ParameterError(f"method is one of {METHODS}")
+        if method == "encrypted":
+            req = self.requester(requester)
+            return np.stack([req.request(row) for row in Xa])
+        self._batch += 1
+        batch = f"b{self._batch}"
+        live = [p for p in self.participants_.values() if not p.revoked]
+        for p in live:
+            p.load_rows(batch, Xa[:, list(p.columns)])
+        try:
+            if method == "vertical":
+                return cs.predict_vertical(batch, Xa.shape[0])
+            return cs.predict_test(batch, Xa.shape[0])
+        finally:
+            for p in live:
+                p.drop_rows(batch)
+
+    # ------------------------------------------------------------------ revocation and views
+
+    def revoke(self, participant: str, level: int = 2) -> RevocationRecord:
+        """FRF-Revoc: ``participant`` asks for its revocation (level 1 or 2)."""
+        self._fitted()
+        p = self.participants_.get(participant)
+        if p is None:
+            raise ParameterError(f"unknown participant {participant!r}")
+        p.request_revocation(level=level)
+        return self.cs_.revocations[-1]
+
+    @property
+    def transcript_(self) -> Transcript:
+        self._fitted()
+        return self.network_.transcript
+
+    def plaintext_forest(self) -> Forest:
+        """The forest with every provider's threshold filled in, as a ``securetrees.trees.Forest``.
+
+        For tests and experiments only: it combines every party's secret, which no party of
+        the protocol can do."""
+        cs = self._fitted()
+        providers = {u: i for i, u in enumerate(self.participants_)}
+        thr: dict[tuple[int, int], float] = {}
+        for p in self.participants_.values():
+            thr.update({k: v.threshold for k, v in p.own_nodes().items()})
+        trees = tuple(t.to_tree(self.n_features_in_, providers,
+                                {n.id: thr[(t.index, n.id)] for n in t.internal()}) for t in cs.trees)
+        return Forest(trees, self._task, getattr(self, "classes_", None))
+
+
+class RevFRFClassifier(_RevFRF):
+    """RevFRF classification (binary and multi-class), weighted Gini (erratum 4)."""
+
+    _task = "classification"
+
+    def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
+        ya = np.asarray(y)
+        if ya.shape != (n,):
+            raise ParameterError("y must have one label per row")
+        if ya.dtype.kind == "f" and not np.all(np.isfinite(ya)):
+            raise ParameterError("labels must not be NaN")
+        self.classes_, self._codes = np.unique(ya, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ParameterError("classification needs at least two classes")
+
+    def _stats(self, y: npt.ArrayLike, weight: FloatArray) -> FloatArray:
+        return class_stats(self._codes.astype(np.int64), int(self.classes_.size), weight)
+
+    def predict_proba(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester"
+                      ) -> FloatArray:
+        """Class distribution per row (``voting``), by ``method``: ``"vertical"`` (providers compare
+        in the clear), ``"test"`` (FRF-Test), ``"encrypted"`` (FRF-Predict)."""
+        return self._output(X, method, requester)
+
+    def predict(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester"
+                ) -> npt.NDArray[Any]:
+        return np.asarray(self.classes_[np.argmax(self.predict_proba(X, method=method, requester=requester), axis=1)])
+
+
+class RevFRFRegressor(_RevFRF):
+    """RevFRF regression, weighted MSE (erratum 4)."""
+
+    _task = "regression"
+
+    def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
+        ya = np.asarray(y, dtype=np.float64)
+        if ya.shape != (n,) or not np.all(np.isfinite(ya)):
+            raise ParameterError("y must hold one finite target per row")
+        self._y = ya
+
+    def _stats(self, y: npt.ArrayLike, weight: FloatArray) -> FloatArray:
+        return np.asarray(regression_stats(self._y, weight), dtype=np.float64)
+
+    def predict(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester") -> FloatArray:
+        return np.asarray(self._output(X, method, requester)[:, 0], dtype=np.float64)

@@ -1,0 +1,264 @@
+"""RevFRF's wire messages (``revfrf.<step>``; the step names of ``specs/revfrf.md``).
+
+Ciphertexts travel as ``(T1, T2)`` integers; every receiver re-validates them
+against its own copy of the key.  Arrays are numpy arrays (the codec carries
+dtype and shape).  No message carries a key or a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from securetrees.runtime import Message, message
+
+__all__ = [
+    "Ack",
+    "EpochAck",
+    "EpochNotice",
+    "ExpandReply",
+    "ExpandRequest",
+    "KGCRevoke",
+    "NodeRef",
+    "ParHDecReply",
+    "ParHDecRequest",
+    "PathReply",
+    "PathRequest",
+    "PredictReply",
+    "PredictRequest",
+    "RefreshReply",
+    "RefreshRequest",
+    "RevokeReply",
+    "RevokeRequest",
+    "SplitReply",
+    "SplitRequest",
+    "TestReply",
+    "TestRequest",
+]
+
+
+@message("revfrf.ack")
+@dataclass(frozen=True)
+class Ack(Message):
+    """A plain acknowledgement."""
+
+
+@message("revfrf.expand.request")
+@dataclass(frozen=True)
+class ExpandRequest(Message):
+    """FLE-Expan lines 5-7, CS → participant, one layer of the forest.
+
+    ``tree[k]``/``node[k]``: the k-th node; its sample selection μ is
+    ``samples[offsets[k]:offsets[k+1]]``.  Task t asks for the candidate codes of
+    column ``task_column[t]`` on node ``task_node[t]``.
+    """
+
+    round: int
+    tree: np.ndarray
+    node: np.ndarray
+    offsets: np.ndarray
+    samples: np.ndarray
+    task_node: np.ndarray
+    task_column: np.ndarray
+
+
+@message("revfrf.expand.reply")
+@dataclass(frozen=True)
+class ExpandReply(Message):
+    """FLE-Expan lines 8-13, participant → CS: per task, the candidate code of each of the
+    node's samples (concatenated in task order), and the number of codes of the task.
+    Same information as the split vectors W_τ (spec step 4)."""
+
+    round: int
+    codes: np.ndarray
+    n_codes: np.ndarray
+
+
+@message("revfrf.split.request")
+@dataclass(frozen=True)
+class SplitRequest(Message):
+    """FOS-Find line 7, CS → winning participant: upload the split of candidate
+    ``candidate[i]`` of task ``task[i]`` as node ``(tree[i], node[i])`` in ``epoch``."""
+
+    round: int
+    epoch: int
+    task: np.ndarray
+    candidate: np.ndarray
+    tree: np.ndarray
+    node: np.ndarray
+
+
+@message("revfrf.split.reply")
+@dataclass(frozen=True)
+class SplitReply(Message):
+    """FOS-Find line 8: ``HoEnc(pk_u, s)`` per node and the provider's node signature."""
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+    signature: tuple[bytes, ...]
+
+
+@message("revfrf.node.ref")
+@dataclass(frozen=True)
+class NodeRef(Message):
+    """A node as its provider signed it: (tree, node, epoch, ``[[s]]``, signature)."""
+
+    tree: int
+    node: int
+    epoch: int
+    t1: int
+    t2: int
+    signature: bytes
+
+
+@message("revfrf.predict.request")
+@dataclass(frozen=True)
+class PredictRequest(Message):
+    """FRF-Predict line 1, requester → CS: every feature, fixed point, HoEnc under pk_0."""
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+@message("revfrf.predict.reply")
+@dataclass(frozen=True)
+class PredictReply(Message):
+    """FRF-Predict line 10, CS → requester: the class distribution (or the regression value)."""
+
+    output: np.ndarray
+
+
+@message("revfrf.predict.parhdec")
+@dataclass(frozen=True)
+class ParHDecRequest(Message):
+    """FT-Predict lines 5-6, CS → provider: the requester's id, the nodes reached and, per
+    node, ``[[l]]`` under ``h_CS·h_provider``."""
+
+    requester: str
+    nodes: tuple[NodeRef, ...]
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+@message("revfrf.predict.parhdec.reply")
+@dataclass(frozen=True)
+class ParHDecReply(Message):
+    """ParHDec1 outputs, under ``h_CS`` alone, re-randomised."""
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+@message("revfrf.path.request")
+@dataclass(frozen=True)
+class PathRequest(Message):
+    """``predict(X)``, CS → provider: answer ``x ≤ s`` for (row, node) pairs of the current batch."""
+
+    batch: str
+    rows: np.ndarray
+    tree: np.ndarray
+    node: np.ndarray
+
+
+@message("revfrf.path.reply")
+@dataclass(frozen=True)
+class PathReply(Message):
+    """The path bits (True: left)."""
+
+    left: np.ndarray
+
+
+@message("revfrf.test.request")
+@dataclass(frozen=True)
+class TestRequest(Message):
+    """FT-Test, CS → provider: encrypt your feature of each (row, node) under your own key."""
+
+    __test__ = False  # not a pytest class
+
+    batch: str
+    rows: np.ndarray
+    tree: np.ndarray
+    node: np.ndarray
+
+
+@message("revfrf.test.reply")
+@dataclass(frozen=True)
+class TestReply(Message):
+    """FT-Test: ``[[x]]_{pk_provider}`` per (row, node)."""
+
+    __test__ = False
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+@message("revfrf.revoke.request")
+@dataclass(frozen=True)
+class RevokeRequest(Message):
+    """FRF-Revoc line 1, participant → CS: signed by the participant's registered Ed25519 key."""
+
+    participant: str
+    epoch: int
+    level: int
+    nonce: bytes
+    signature: bytes
+
+
+@message("revfrf.revoke.reply")
+@dataclass(frozen=True)
+class RevokeReply(Message):
+    """The new epoch and how many nodes were destroyed and rebuilt."""
+
+    epoch: int
+    destroyed: int
+    rebuilt: int
+
+
+@message("revfrf.revoke.cc")
+@dataclass(frozen=True)
+class RefreshRequest(Message):
+    """FRF-Revoc lines 10-11, CS → CC: the request and the destroyed splits (with their
+    providers) to refresh with HEncRef; empty for a first-level revocation."""
+
+    revocation: RevokeRequest
+    provider: tuple[str, ...]
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+
+
+@message("revfrf.revoke.cc.reply")
+@dataclass(frozen=True)
+class RefreshReply(Message):
+    """The refreshed splits (under ``θ + ρ_CC``, ρ_CC forgotten) and their new public ``h·g^ρ``."""
+
+    t1: tuple[int, ...]
+    t2: tuple[int, ...]
+    h: tuple[int, ...]
+
+
+@message("revfrf.revoke.kgc")
+@dataclass(frozen=True)
+class KGCRevoke(Message):
+    """FRF-Revoc line 15, CS → KGC: the signed request; the KGC revokes the key."""
+
+    revocation: RevokeRequest
+
+
+@message("revfrf.epoch.notice")
+@dataclass(frozen=True)
+class EpochNotice(Message):
+    """FRF-Revoc line 16 and forest epochs, CS → remaining participant: the new epoch, the
+    signed revocation, and the participant's surviving nodes to re-sign."""
+
+    epoch: int
+    revocation: RevokeRequest
+    nodes: tuple[NodeRef, ...]
+
+
+@message("revfrf.epoch.ack")
+@dataclass(frozen=True)
+class EpochAck(Message):
+    """The surviving nodes' signatures under the new epoch."""
+
+    signature: tuple[bytes, ...]

@@ -1,0 +1,292 @@
+"""A RevFRF participant: owns feature columns, proposes candidate splits, uploads its
+winning splits encrypted under its own key, and serves the nodes it provided.
+
+Steps (``specs/revfrf.md``): FLE-Expan lines 7-11 (:meth:`Participant.on_expand`),
+FOS-Find line 8 (:meth:`Participant.on_split`), FT-Predict line 6 (:meth:`on_parhdec`,
+consent and epoch checks), FT-Test (:meth:`on_test`), ``predict(X)`` path bits
+(:meth:`on_path`), FRF-Revoc line 1 (:meth:`request_revocation`) and line 16 with the
+epoch re-signing (:meth:`on_epoch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.revfrf.candidates import CandidateSet, Proposer
+from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
+from protocols.revfrf.messages import (
+    EpochAck,
+    EpochNotice,
+    ExpandReply,
+    ExpandRequest,
+    NodeRef,
+    ParHDecReply,
+    ParHDecRequest,
+    PathReply,
+    PathRequest,
+    RevokeReply,
+    RevokeRequest,
+    SplitReply,
+    SplitRequest,
+    TestReply,
+    TestRequest,
+)
+from protocols.revfrf.signing import SigningKey, node_message, revocation_message, verify
+from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
+from securetrees.dtpkc.twoserver import HoLTParams
+from securetrees.encoding import FixedPoint
+from securetrees.errors import ParameterError, RevokedError, UnexpectedMessage
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Network, Party, handles
+
+__all__ = ["OwnNode", "Participant"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class OwnNode:
+    """What a provider keeps about a node it provided: its column and plaintext threshold."""
+
+    column: int
+    threshold: float
+
+
+class Participant(Party):
+    """Participant ``u`` holding columns ``columns`` of the training data (dimension extension)."""
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        *,
+        columns: Sequence[int],
+        X_own: FloatArray,
+        weak_key: WeakSecretKey,
+        signing_key: SigningKey,
+        session: bytes,
+        verify_keys: Mapping[str, bytes],
+        cs_key: PublicKey,
+        proposer: Proposer,
+        ml_seed: int | None = None,
+        codec: FixedPoint = DEFAULT_CODEC,
+        holt_params: HoLTParams = DEFAULT_HOLT,
+        cs: str = "cs",
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        X = np.asarray(X_own, dtype=np.float64)
+        cols = tuple(int(c) for c in columns)
+        if X.ndim != 2 or X.shape[1] != len(cols) or not cols:
+            raise ParameterError("X_own must have one column per owned feature")
+        if not np.all(np.isfinite(X)):
+            raise ParameterError("RevFRF refuses NaN or infinite feature values")
+        super().__init__(name, network)
+        self.columns = cols
+        self._col = {c: j for j, c in enumerate(cols)}
+        self._X = X
+        self._weak = weak_key
+        self._sign = signing_key
+        self._session = session
+        self._verify_keys = dict(verify_keys)
+        self._cs_key = cs_key
+        self._joint = cs_key.joint(weak_key.public)
+        self._proposer = proposer
+        self._ml = np.random.default_rng(ml_seed)
+        self._fx = codec
+        self._range = holt_params.inputs(int(weak_key.public.n))
+        self._cs = cs
+        self._rng = rng
+        self.epoch = 0
+        self.revoked = False
+        self.refused_requesters: set[str] = set()
+        self._pending: dict[int, list[CandidateSet]] = {}
+        self._pending_cols: dict[int, npt.NDArray[np.int64]] = {}
+        self._nodes: dict[tuple[int, int], OwnNode] = {}
+        self._batches: dict[str, FloatArray] = {}
+        self._nonces_used = 0
+
+    @property
+    def public_key(self) -> PublicKey:
+        return self._weak.public
+
+    def _check_active(self) -> None:
+        if self.revoked:
+            raise RevokedError(f"participant {self.name!r} has been revoked")
+
+    # ------------------------------------------------------------------ construction
+
+    @handles(ExpandRequest)
+    def on_expand(self, sender: str, msg: ExpandRequest) -> ExpandReply:
+        """FLE-Expan lines 7-11 for every task: candidates from the node's own values, and
+        each sample's candidate code.  Learns: μ of the nodes its columns were drawn for."""
+        self._check_active()
+        if sender != self._cs:
+            raise UnexpectedMessage("expansion requests come from the CS")
+        offsets = np.asarray(msg.offsets, dtype=np.int64)
+        samples = np.asarray(msg.samples, dtype=np.int64)
+        n_nodes = int(np.asarray(msg.node).size)
+        if offsets.shape != (n_nodes + 1,) or offsets[0] != 0 or offsets[-1] != samples.size:
+            raise UnexpectedMessage("malformed sample selection")
+        if np.any(np.diff(offsets) < 1) or (samples.size and (samples.min() < 0 or samples.max() >= self._X.shape[0])):
+            raise UnexpectedMessage("sample selection out of range")
+        sets: list[CandidateSet] = []
+        for k, c in zip(np.asarray(msg.task_node).tolist(), np.asarray(msg.task_column).tolist(), strict=True):
+            if c not in self._col or not 0 <= k < n_nodes:
+                raise UnexpectedMessage(f"task for column {c} which {self.name} does not own")
+            x = self._X[samples[offsets[k]:offsets[k + 1]], self._col[c]]
+            sets.append(self._proposer.propose(c, x, self._ml))
+        self._pending[msg.round] = sets
+        self._pending_cols[msg.round] = np.asarray(msg.task_column, dtype=np.int64)
+        codes = np.concatenate([s.codes for s in sets]) if sets else np.zeros(0, dtype=np.uint16)
+        return ExpandReply(msg.round, codes, np.array([s.n_codes for s in sets], dtype=np.int64))
+
+    def _sign_node(self, tree: int, node: int, epoch: int, c: Ciphertext) -> bytes:
+        return self._sign.sign(node_message(self._session, tree, node, epoch, int(c.t1), int(c.t2)))
+
+    @handles(SplitRequest)
+    def on_split(self, sender: str, msg: SplitRequest) -> SplitReply:
+        """FOS-Find line 8: ``HoEnc(pk_u, s)`` of each winning candidate, signed with the epoch."""
+        self._check_active()
+        if sender != self._cs or msg.epoch != self.epoch:
+            raise StaleEpochError("split request for another epoch")
+        sets = self._pending.pop(msg.round, None)
+        cols = self._pending_cols.pop(msg.round, None)
+        if sets is None or cols is None:
+            raise UnexpectedMessage("split request for an unknown round")
+        t1, t2, sig = [], [], []
+        for t, b, tree, node in zip(msg.task.tolist(), msg.candidate.tolist(), msg.tree.tolist(),
+                                    msg.node.tolist(), strict=True):
+            if not 0 <= t < len(sets) or not 0 <= b < sets[t].thresholds.size:
+                raise UnexpectedMessage("split request names an unknown candidate")
+            thr = float(sets[t].thresholds[b])
+            c = encrypt(self._weak.public, self._fx.encode_scalar(thr), rng=self._rng, signed=self._range)
+            self._nodes[(tree, node)] = OwnNode(int(cols[t]), thr)
+            t1.append(int(c.t1))
+            t2.append(int(c.t2))
+            sig.append(self._sign_node(tree, node, msg.epoch, c))
+        return SplitReply(tuple(t1), tuple(t2), tuple(sig))
+
+    # ------------------------------------------------------------------ serving nodes
+
+    def _live(self, ref: NodeRef) -> OwnNode:
+        """The node if it is one of ours, signed by us in the current epoch and still live."""
+        verify(self._verify_keys[self.name], ref.signature,
+               node_message(self._session, ref.tree, ref.node, ref.epoch, ref.t1, ref.t2),
+               StaleEpochError, f"node ({ref.tree}, {ref.node})")
+        if ref.epoch != self.epoch:
+            raise StaleEpochError(f"node ({ref.tree}, {ref.node}) is from epoch {ref.epoch}, now {self.epoch}")
+        own = self._nodes.get((ref.tree, ref.node))
+        if own is None:
+            raise StaleEpochError(f"node ({ref.tree}, {ref.node}) is not live")
+        return own
+
+    @handles(ParHDecRequest)
+    def on_parhdec(self, sender: str, msg: ParHDecRequest) -> ParHDecReply:
+        """FT-Predict line 6: ParHDec1 of each ``[[l]]``, only for an accepted requester and live
+        nodes of the current epoch.  Learns: the requester and which of its nodes were reached."""
+        self._check_active()
+        if msg.requester in self.refused_requesters:
+            raise ConsentRefused(f"{self.name} does not serve requester {msg.requester!r}")
+        if not len(msg.nodes) == len(msg.t1) == len(msg.t2):
+            raise UnexpectedMessage("one ciphertext per node")
+        for ref in msg.nodes:
+            self._live(ref)
+        out1, out2 = [], []
+        for a, b in zip(msg.t1, msg.t2, strict=True):
+            c = parhdec1(self._weak, Ciphertext.from_ints(self._joint, a, b)).rerandomize(rng=self._rng)
+            out1.append(int(c.t1))
+            out2.append(int(c.t2))
+        return ParHDecReply(tuple(out1), tuple(out2))
+
+    def load_rows(self, batch: str, X_own: FloatArray) -> None:
+        """Hold this participant's columns of rows to predict (its own data, not a message)."""
+        X = np.asarray(X_own, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != len(self.columns):
+            raise ParameterError("rows must have one column per owned feature")
+        if not np.all(np.isfinite(X)):
+            raise ParameterError("RevFRF refuses NaN or infinite feature values")
+        self._batches[batch] = X
+
+    def drop_rows(self, batch: str) -> None:
+        self._batches.pop(batch, None)
+
+    def _batch_values(self, msg: PathRequest | TestRequest) -> FloatArray:
+        X = self._batches.get(msg.batch)
+        if X is None:
+            raise UnexpectedMessage(f"unknown batch {msg.batch!r}")
+        rows = np.asarray(msg.rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= X.shape[0]):
+            raise UnexpectedMessage("row out of range")
+        cols = []
+        for tree, node in zip(msg.tree.tolist(), msg.node.tolist(), strict=True):
+            own = self._nodes.get((tree, node))
+            if own is None:
+                raise StaleEpochError(f"node ({tree}, {node}) is not live")
+            cols.append(self._col[own.column])
+        return np.asarray(X[rows, np.asarray(cols, dtype=np.int64)], dtype=np.float64)
+
+    @handles(PathRequest)
+    def on_path(self, sender: str, msg: PathRequest) -> PathReply:
+        """``predict(X)``: ``x ≤ s`` on its own column and threshold.  Learns: which of its
+        nodes each row reaches."""
+        self._check_active()
+        x = self._batch_values(msg)
+        thr = np.array([self._nodes[(t, n)].threshold for t, n in zip(msg.tree.tolist(), msg.node.tolist(),
+                                                                         strict=True)], dtype=np.float64)
+        return PathReply(np.asarray(x <= thr, dtype=bool))
+
+    @handles(TestRequest)
+    def on_test(self, sender: str, msg: TestRequest) -> TestReply:
+        """FT-Test (erratum 7): ``[[x]]_{pk_u}`` of its own value for each (row, node)."""
+        self._check_active()
+        x = self._batch_values(msg)
+        cts = [encrypt(self._weak.public, self._fx.encode_scalar(float(v)), rng=self._rng, signed=self._range)
+               for v in x.tolist()]
+        return TestReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))
+
+    # ------------------------------------------------------------------ revocation
+
+    def request_revocation(self, *, level: int = 2) -> RevokeReply:
+        """FRF-Revoc line 1: a signed request for its own revocation, sent to the CS."""
+        self._check_active()
+        if level not in (1, 2):
+            raise ParameterError("revocation level is 1 or 2")
+        nonce = self._rng.token_bytes(16)
+        sig = self._sign.sign(revocation_message(self._session, self.name, self.epoch, level, nonce))
+        req = RevokeRequest(self.name, self.epoch, level, nonce, sig)
+        reply = self.call(self._cs, req, expect=RevokeReply)
+        self.revoked = True
+        self._nodes.clear()
+        self._batches.clear()
+        return reply
+
+    @handles(EpochNotice)
+    def on_epoch(self, sender: str, msg: EpochNotice) -> EpochAck:
+        """FRF-Revoc line 16 and forest epochs: check the revocation, adopt the new epoch,
+        forget destroyed nodes, re-sign the surviving ones."""
+        self._check_active()
+        rev = msg.revocation
+        key = self._verify_keys.get(rev.participant)
+        if key is None:
+            raise RevocationRefused(f"unknown participant {rev.participant!r}")
+        verify(key, rev.signature, revocation_message(self._session, rev.participant, rev.epoch, rev.level,
+                                                      rev.nonce), RevocationRefused, "revocation request")
+        if rev.epoch != self.epoch or msg.epoch != self.epoch + 1:
+            raise RevocationRefused("epoch notice out of order")
+        for ref in msg.nodes:
+            self._live(ref)
+        keep = {(ref.tree, ref.node) for ref in msg.nodes}
+        self._nodes = {k: v for k, v in self._nodes.items() if k in keep}
+        self.epoch = msg.epoch
+        return EpochAck(tuple(
+            self._sign.sign(node_message(self._session, r.tree, r.node, self.epoch, r.t1, r.t2)) for r in msg.nodes
+        ))
+
+    def own_nodes(self) -> dict[tuple[int, int], OwnNode]:
+        """This participant's live nodes (for tests and the facade's plaintext view)."""
+        return dict(self._nodes)

@@ -1,0 +1,43 @@
+"""A prediction requester (FRF-Predict line 1): encrypts its whole request under its own key."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from protocols.revfrf.messages import PredictReply, PredictRequest
+from securetrees.dtpkc import WeakSecretKey, encrypt
+from securetrees.dtpkc.twoserver import HoLTParams
+from securetrees.encoding import FixedPoint
+from securetrees.errors import ParameterError
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Network, Party
+
+__all__ = ["Requester"]
+
+
+class Requester(Party):
+    """Holds a weak key; sends ``HoEnc(pk_0, x)`` to the CS and receives the output."""
+
+    def __init__(self, name: str, network: Network, *, weak_key: WeakSecretKey, codec: FixedPoint = DEFAULT_CODEC,
+                 holt_params: HoLTParams = DEFAULT_HOLT, cs: str = "cs", rng: RandomSource = SYSTEM_RANDOM) -> None:
+        super().__init__(name, network)
+        self._weak = weak_key
+        self._fx = codec
+        self._range = holt_params.inputs(int(weak_key.public.n))
+        self._cs = cs
+        self._rng = rng
+
+    def request(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """FRF-Predict: one encrypted request; returns the CS's output (class distribution or value)."""
+        v = np.asarray(x, dtype=np.float64)
+        if v.ndim != 1:
+            raise ParameterError("a request is one feature vector")
+        if not np.all(np.isfinite(v)):
+            raise ParameterError("RevFRF refuses NaN or infinite feature values")
+        cts = [encrypt(self._weak.public, self._fx.encode_scalar(float(a)), rng=self._rng, signed=self._range)
+               for a in v.tolist()]
+        reply = self.call(self._cs, PredictRequest(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts)),
+                          expect=PredictReply)
+        return np.asarray(reply.output, dtype=np.float64)
