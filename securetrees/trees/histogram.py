@@ -42,7 +42,9 @@ def build_histograms(
 ) -> FloatArray:
     """Histograms of one layer: ``hist[k, j, b, s] = Σ sample_stats[i, s]`` over the samples
     ``i`` of node ``k`` (``node_index[i] == k``) whose feature ``features[k, j]`` falls in
-    bin ``b``.  ``features=None`` means every feature for every node (``j = f``).
+    bin ``b``.  ``features=None`` means every feature for every node (``j = f``); an
+    entry ``-1`` pads a node's row (a slot without a feature; its histogram is ignored
+    by :func:`best_splits`), so nodes may have different numbers of features.
     """
     n_samples, n_features = binned.shape
     if node_index.shape != (n_samples,) or sample_stats.shape[0] != n_samples:
@@ -56,7 +58,7 @@ def build_histograms(
     base = node_index * width
     rows = np.arange(n_samples)
     for j in range(n_slots):
-        col = binned[:, j] if features is None else binned[rows, features[node_index, j]]
+        col = binned[:, j] if features is None else binned[rows, np.maximum(features[node_index, j], 0)]
         flat = base + col
         for s in range(n_stats):
             hist[:, j, :, s] = np.bincount(
@@ -96,7 +98,8 @@ def best_splits(
     """Score every candidate of every node of a layer at once and keep each node's best.
 
     ``hist`` comes from :func:`build_histograms` with the same ``features``
-    (``None``: all features); ``categorical`` and ``n_bins`` describe all features.
+    (``None``: all features; ``-1`` entries are empty slots); ``categorical`` and
+    ``n_bins`` describe all features.
     Candidates per (node, feature): numeric "bin <= b" for ``b < n_bins[f]``
     (``b = n_bins[f]-1`` isolates the missing values); categorical "bin == b"
     (one category against the rest, the same partitions as a one-hot encoding).
@@ -124,21 +127,23 @@ def best_splits(
         feat = np.asarray(features, dtype=np.int64)
         if feat.shape != (n_nodes, n_slots):
             raise ParameterError("features must have shape (n_nodes, k) matching hist")
-        if feat.size and (feat.min() < 0 or feat.max() >= categorical.size):
+        if feat.size and (feat.min() < -1 or feat.max() >= categorical.size):
             raise ParameterError("feature index out of range")
-    cat = categorical[feat]  # (nodes, slots)
+    present = feat >= 0
+    cat = categorical[np.maximum(feat, 0)] & present  # (nodes, slots)
     real = hist[:, :, :max_bins, :]
     missing = hist[:, :, max_bins, :]
-    total = hist.sum(axis=2)  # (nodes, slots, stats); identical across slots
+    total = hist.sum(axis=2)  # (nodes, slots, stats); identical across non-empty slots
     left = np.cumsum(real, axis=2)
     if cat.any():
         left = np.where(cat[:, :, None, None], real, left)
     parent = total[:, :, None, :]
     min_w = max(float(min_samples_leaf), 1e-12)
-    node_total = total[:, 0, :]
+    node_total = total[np.arange(n_nodes), np.argmax(present, axis=1)]
     tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
     floor = (min_gain + tol)[:, None, None]
-    in_range = np.arange(max_bins)[None, None, :] < n_bins[feat][:, :, None]
+    in_range = (np.arange(max_bins)[None, None, :] < n_bins[np.maximum(feat, 0)][:, :, None]) & (
+        present[:, :, None])
 
     def score(lft: FloatArray, par: FloatArray, ok: BoolArray, fl: FloatArray) -> FloatArray:
         rgt = par - lft
