@@ -1,0 +1,32 @@
+"""HybridTree (Li et al., ICLR 2024): federated GBDT on hybrid data (``specs/hybridtree.md``).
+
+The host grows the top layers on its own features and labels; the guests grow
+the bottom layers jointly on encrypted gradients, and the host decrypts only
+pairwise-masked aggregates of their packed histograms.
+
+* :class:`HybridTreeClassifier`, :class:`HybridTreeRegressor`: the one-process facade;
+* :class:`Host`, :class:`Guest`: the runtime roles; :class:`HybridTreeParams`;
+* :func:`adult_hybrid_split`: the demo's and benchmark's pinned Adult layout.
+"""
+
+from __future__ import annotations
+
+from protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor, check_layout
+from protocols.hybridtree.guest import Guest, GuestSplit
+from protocols.hybridtree.host import Host, TreeRecord
+from protocols.hybridtree.layout import Slot, SlotLayout
+from protocols.hybridtree.params import HybridTreeParams, check_mode
+
+__all__ = [
+    "Guest",
+    "GuestSplit",
+    "Host",
+    "HybridTreeClassifier",
+    "HybridTreeParams",
+    "HybridTreeRegressor",
+    "Slot",
+    "SlotLayout",
+    "TreeRecord",
+    "check_layout",
+    "check_mode",
+]

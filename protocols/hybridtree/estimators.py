@@ -1,0 +1,328 @@
+"""One-process facade: every HybridTree party in one process, scikit-learn conventions.
+
+``fit(X, y, host_features, guest_features, guest_rows)``: the host holds the
+columns ``host_features`` of every row; guest ``u`` holds the rows
+``guest_rows[u]`` of the columns ``guest_features`` (one list shared by all
+guests, or one list per guest for heterogeneous feature spaces, Appendix C.4).
+The parties are real runtime roles on an :class:`InProcessNetwork`; after
+``fit`` they stay alive for ``predict`` (inference, Section 4.2), and the
+network (with its transcript) is ``network_``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.hybridtree.guest import Guest
+from protocols.hybridtree.host import Host, sigmoid, softmax
+from protocols.hybridtree.params import HybridTreeParams, check_mode
+from securetrees.errors import NotFittedError, ParameterError
+from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
+from securetrees.progress import progress as progress_bar
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import InProcessNetwork
+from securetrees.trees import BinMapper
+
+__all__ = ["HybridTreeClassifier", "HybridTreeRegressor", "check_layout"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def _columns(name: str, cols: Sequence[int], n_features: int) -> list[int]:
+    out = []
+    for c in cols:
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)):
+            raise ParameterError(f"{name} must hold integer column indices")
+        if not 0 <= int(c) < n_features:
+            raise ParameterError(f"{name}: column {c} is out of range [0, {n_features})")
+        out.append(int(c))
+    if len(set(out)) != len(out):
+        raise ParameterError(f"{name} lists a column twice")
+    return out
+
+
+def check_layout(
+    n_rows: int, n_features: int, host_features: Sequence[int],
+    guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike],
+) -> tuple[list[int], list[int], list[list[int]], list[IntArray]]:
+    """Validate a hybrid layout; returns host columns, the guest feature space (sorted union),
+    each guest's columns, and each guest's rows.  Every problem raises :class:`ParameterError`."""
+    host = _columns("host_features", host_features, n_features)
+    if not host:
+        raise ParameterError("the host must hold at least one feature")
+    if len(guest_rows) == 0:
+        raise ParameterError("there must be at least one guest")
+    gf = list(guest_features)
+    if gf and all(isinstance(x, (list, tuple, np.ndarray)) for x in gf):
+        if len(gf) != len(guest_rows):
+            raise ParameterError("one feature list per guest (or one shared list)")
+        per_guest = [_columns(f"guest_features[{u}]", cols, n_features) for u, cols in enumerate(gf)]
+    else:
+        shared = _columns("guest_features", gf, n_features)  # type: ignore[arg-type]
+        per_guest = [shared for _ in guest_rows]
+    space = sorted({c for cols in per_guest for c in cols})
+    if not space:
+        raise ParameterError("the guests must hold at least one feature")
+    if any(not cols for cols in per_guest):
+        raise ParameterError("every guest must hold at least one feature")
+    if set(space) & set(host):
+        raise ParameterError("host_features and guest_features overlap")
+    rows: list[IntArray] = []
+    for u, r in enumerate(guest_rows):
+        arr = np.asarray(r)
+        if arr.ndim != 1 or arr.size == 0:
+            raise ParameterError(f"guest_rows[{u}] is empty or not one-dimensional")
+        if arr.dtype.kind not in "iu":
+            raise ParameterError(f"guest_rows[{u}] must hold integer row indices (no NaN)")
+        ids = arr.astype(np.int64)
+        if ids.min() < 0 or ids.max() >= n_rows:
+            raise ParameterError(f"guest_rows[{u}] names rows that do not exist")
+        if np.unique(ids).size != ids.size:
+            raise ParameterError(f"guest_rows[{u}] lists a row twice")
+        rows.append(np.sort(ids))
+    return host, space, per_guest, rows
+
+
+def _owner(n_rows: int, rows: list[IntArray]) -> IntArray:
+    """The owning guest of each row: the lowest-numbered guest holding it, or -1."""
+    owner = np.full(n_rows, -1, dtype=np.int64)
+    for u in range(len(rows) - 1, -1, -1):
+        owner[rows[u]] = u
+    return owner
+
+
+def _check_X(X: npt.ArrayLike) -> FloatArray:
+    Xa = np.asarray(X, dtype=np.float64)
+    if Xa.ndim != 2:
+        raise ParameterError("X must be two-dimensional")
+    if np.isinf(Xa).any():
+        raise ParameterError("X holds infinite values (NaN means missing; infinities are refused)")
+    return Xa
+
+
+class _HybridTree:
+    _classifier = False
+
+    def __init__(
+        self, n_estimators: int = 50, *, host_depth: int = 5, guest_depth: int = 2,
+        learning_rate: float = 0.1, reg_lambda: float = 1.0, second_order: bool = True,
+        base_score: Literal["prior", "zero"] = "prior", min_samples_leaf: int = 1,
+        max_bins: int = 32, frac_bits: int = 24, key_bits: int = 2048,
+        encryption: Literal["djn", "djn-short", "key-owner"] = "djn",
+        mode: Literal["secure", "plaintext", "paper"] = "secure", allow_insecure: bool = False,
+        min_guests: int = 3, few_guests: Literal["leaf", "raise"] = "leaf",
+        categorical_features: Sequence[int] | None = None,
+        keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
+        random_state: int | None = None, progress: bool = False,
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.host_depth = host_depth
+        self.guest_depth = guest_depth
+        self.learning_rate = learning_rate
+        self.reg_lambda = reg_lambda
+        self.second_order = second_order
+        self.base_score = base_score
+        self.min_samples_leaf = min_samples_leaf
+        self.max_bins = max_bins
+        self.frac_bits = frac_bits
+        self.key_bits = key_bits
+        self.encryption = encryption
+        self.mode = mode
+        self.allow_insecure = allow_insecure
+        self.min_guests = min_guests
+        self.few_guests = few_guests
+        self.categorical_features = categorical_features
+        self.keypair = keypair
+        self.record_payloads = record_payloads
+        self.random_state = random_state
+        self.progress = progress
+        self.rng = rng
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        names = self.__init__.__code__.co_varnames[1 : self.__init__.__code__.co_argcount
+                                                      + self.__init__.__code__.co_kwonlyargcount]
+        return {k: getattr(self, k) for k in names}
+
+    def set_params(self, **params: Any) -> _HybridTree:
+        for k, v in params.items():
+            if not hasattr(self, k):
+                raise ParameterError(f"unknown parameter {k!r}")
+            setattr(self, k, v)
+        return self
+
+    # -- fitting ---------------------------------------------------------------------------
+    def _params(self) -> HybridTreeParams:
+        mode = check_mode(self.mode, self.allow_insecure)
+        return HybridTreeParams(
+            host_depth=self.host_depth, guest_depth=self.guest_depth,
+            learning_rate=float(self.learning_rate), reg_lambda=float(self.reg_lambda),
+            second_order=self.second_order, min_samples_leaf=self.min_samples_leaf,
+            max_bins=self.max_bins, frac_bits=self.frac_bits, min_guests=self.min_guests,
+            few_guests=self.few_guests, encryption=self.encryption, mode=mode,
+        )
+
+    def _keys(self, params: HybridTreeParams) -> tuple[PublicKey, PrivateKey] | None:
+        if params.mode != "secure":
+            return None
+        if self.keypair is not None:
+            return self.keypair
+        return generate_keypair(self.key_bits, allow_insecure=self.allow_insecure, rng=self.rng)
+
+    def _targets(self, y: npt.ArrayLike, n: int) -> tuple[FloatArray, FloatArray]:
+        """Targets per output and the base score."""
+        ya = np.asarray(y)
+        if ya.shape != (n,):
+            raise ParameterError("y must have one value per row of X")
+        if ya.dtype.kind == "f" and np.isnan(ya).any():
+            raise ParameterError("y holds NaN")
+        if not self._classifier:
+            yf = ya.astype(np.float64)
+            if not np.isfinite(yf).all():
+                raise ParameterError("y must be finite")
+            base = np.array([yf.mean() if self.base_score == "prior" else 0.0])
+            return yf[:, None], base
+        self.classes_, codes = np.unique(ya, return_inverse=True)
+        k = self.classes_.size
+        if k < 2:
+            raise ParameterError("classification needs at least two classes")
+        onehot = np.zeros((n, k))
+        onehot[np.arange(n), codes] = 1.0
+        prior = np.clip(onehot.mean(axis=0), 1e-12, 1.0)
+        if k == 2:
+            logit = np.log(prior[1] / prior[0])
+            return onehot[:, 1:], np.array([logit if self.base_score == "prior" else 0.0])
+        return onehot, (np.log(prior) if self.base_score == "prior" else np.zeros(k))
+
+    def fit(
+        self, X: npt.ArrayLike, y: npt.ArrayLike, host_features: Sequence[int],
+        guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike],
+    ) -> _HybridTree:
+        if self.base_score not in ("prior", "zero"):
+            raise ParameterError("base_score must be 'prior' or 'zero'")
+        if isinstance(self.n_estimators, bool) or not isinstance(self.n_estimators, int) or (
+            self.n_estimators < 1
+        ):
+            raise ParameterError("n_estimators must be a positive integer")
+        params = self._params()
+        Xa = _check_X(X)
+        n, d = Xa.shape
+        host_cols, space, per_guest, rows = check_layout(n, d, host_features, guest_features,
+                                                         guest_rows)
+        if params.mode != "paper" and len(rows) < params.min_guests:
+            raise ParameterError(f"HybridTree needs at least {params.min_guests} guests "
+                                 f"(got {len(rows)}): the masked sums would expose a guest")
+        target, base = self._targets(y, n)
+        cat = set(_columns("categorical_features", self.categorical_features or [], d))
+        keys = self._keys(params)
+        net = InProcessNetwork(keep_payloads=self.record_payloads)
+        host_mapper = BinMapper.fit(Xa[:, host_cols], max_bins=params.max_bins,
+                                    categorical=[c in cat for c in host_cols])
+        guest_X = [self._guest_matrix(Xa[r], space, cols) for r, cols in zip(rows, per_guest)]
+        # The guests agree on common bins for their feature space (spec, "Bin edges").
+        guest_mapper = BinMapper.fit(np.vstack(guest_X), max_bins=params.max_bins,
+                                     categorical=[c in cat for c in space])
+        names = [f"guest{u}" for u in range(len(rows))]
+        owner = _owner(n, rows)
+        host = Host("host", net, params=params, guests=names, X=Xa[:, host_cols], owner=owner,
+                    mapper=host_mapper, keypair=keys, rng=self.rng)
+        guests = [
+            Guest(name, net, params=params, ids=r, X=gx, mapper=guest_mapper,
+                  host_key=keys[0] if keys is not None else None,
+                  allow_insecure=self.allow_insecure, rng=self.rng)
+            for name, r, gx in zip(names, rows, guest_X, strict=True)
+        ]
+        host.setup()
+        k = target.shape[1]
+        raw = np.tile(base, (n, 1))
+        rounds = progress_bar(range(self.n_estimators), desc="hybridtree", total=self.n_estimators,
+                              enabled=self.progress)
+        for r in rounds:
+            if self._classifier:
+                p = sigmoid(raw) if k == 1 else softmax(raw)
+                grad, hess = p - target, p * (1.0 - p)
+            else:
+                grad, hess = raw - target, np.ones_like(raw)
+            for j in range(k):
+                rec, values = host.grow(r * k + j, grad[:, j], hess[:, j])
+                host.records.append(rec)
+                raw[:, j] += params.learning_rate * values
+        self.params_ = params
+        self.base_score_ = base
+        self.n_outputs_ = k
+        self.n_features_in_ = d
+        self.host_features_, self.guest_features_ = host_cols, space
+        self.guest_feature_lists_ = per_guest
+        self.host_, self.guests_, self.network_ = host, guests, net
+        self.fallback_nodes_ = host.fallback_nodes
+        self.dropped_guests_ = list(host.dropped)
+        return self
+
+    @staticmethod
+    def _guest_matrix(X: FloatArray, space: list[int], cols: list[int]) -> FloatArray:
+        held = set(cols)
+        out = np.full((X.shape[0], len(space)), np.nan)
+        for j, c in enumerate(space):
+            if c in held:
+                out[:, j] = X[:, c]
+        return out
+
+    # -- prediction ------------------------------------------------------------------------
+    def decision_function(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:
+        """Raw scores by the inference protocol; ``guest_rows`` lists each guest's test rows."""
+        if not hasattr(self, "host_"):
+            raise NotFittedError("fit the model before predicting")
+        Xa = _check_X(X)
+        if Xa.shape[1] != self.n_features_in_:
+            raise ParameterError(f"X must have {self.n_features_in_} columns")
+        if len(guest_rows) != len(self.guests_):
+            raise ParameterError(f"guest_rows must list rows for {len(self.guests_)} guests")
+        _, _, _, rows = check_layout(Xa.shape[0], Xa.shape[1], self.host_features_,
+                                     self.guest_feature_lists_, guest_rows)
+        for guest, r, cols in zip(self.guests_, rows, self.guest_feature_lists_, strict=True):
+            guest.load_test(r, self._guest_matrix(Xa[r], self.guest_features_, cols))
+        values = self.host_.predict_values(Xa[:, self.host_features_], _owner(Xa.shape[0], rows))
+        k = self.n_outputs_
+        raw = np.tile(self.base_score_, (Xa.shape[0], 1))
+        for j in range(k):
+            raw[:, j] += self.params_.learning_rate * values[:, j::k].sum(axis=1)
+        return raw[:, 0] if k == 1 else raw
+
+
+class HybridTreeClassifier(_HybridTree):
+    """HybridTree with logistic loss (sigmoid; softmax with one tree per class and round)."""
+
+    _classifier = True
+
+    def predict_proba(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:
+        raw = self.decision_function(X, guest_rows)
+        if raw.ndim == 1:
+            p = sigmoid(raw)
+            return np.column_stack([1.0 - p, p])
+        return softmax(raw)
+
+    def predict(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> npt.NDArray[Any]:
+        proba = self.predict_proba(X, guest_rows)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
+
+    def score(self, X: npt.ArrayLike, y: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> float:
+        return float(np.mean(self.predict(X, guest_rows) == np.asarray(y)))
+
+
+class HybridTreeRegressor(_HybridTree):
+    """HybridTree with squared loss."""
+
+    def predict(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:
+        return np.asarray(self.decision_function(X, guest_rows), dtype=np.float64)
+
+    def score(self, X: npt.ArrayLike, y: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> float:
+        """R² of the predictions."""
+        ya = np.asarray(y, dtype=np.float64)
+        resid = ((ya - self.predict(X, guest_rows)) ** 2).sum()
+        return float(1.0 - resid / ((ya - ya.mean()) ** 2).sum())
+

@@ -1,0 +1,355 @@
+"""The guest role: GuestTrain on encrypted gradients and the guest half of inference.
+
+``specs/hybridtree.md``: a guest never sees a gradient, a hessian or a label in
+secure mode.  Per layer it adds the ciphertexts of its instances into one
+accumulator per (accumulator set, guest feature, bin) (step G1), adds its
+pairwise mask in Z_N and re-randomises, then applies the split the host chose
+(step G3).  In ``paper`` mode it instead grows its own subtrees on plaintext
+gradients (the authors' simulation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.hybridtree.messages import (
+    Ack,
+    Directory,
+    Gradients,
+    HistogramRequest,
+    MaskedHistogram,
+    NodeRouting,
+    PlainGradients,
+    PredictLeaves,
+    PredictRequest,
+    PredictValues,
+    Routing,
+    Setup,
+    SetupReply,
+    SplitDecision,
+    Values,
+)
+from protocols.hybridtree.params import HybridTreeParams
+from securetrees._nt import mpz
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.paillier import PublicKey
+from securetrees.paillier.wire import decode_public_key, key_id
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Network, Party, handles
+from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
+from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree
+
+__all__ = ["Guest", "GuestSplit"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class GuestSplit:
+    """A guest-layer split as every guest stores it (feature of the guest space, threshold)."""
+
+    feature: int
+    threshold: float
+    categorical: bool
+    missing_left: bool
+    left: int
+    right: int
+
+    def goes_left(self, x: FloatArray) -> npt.NDArray[np.bool_]:
+        nan = np.isnan(x)
+        test = x == self.threshold if self.categorical else x <= self.threshold
+        return np.asarray(np.where(nan, self.missing_left, test))
+
+
+def _sorted_ids(ids: npt.ArrayLike) -> IntArray:
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise ParameterError("instance IDs must be a one-dimensional integer array")
+    out = arr.astype(np.int64)
+    if np.unique(out).size != out.size:
+        raise ParameterError("instance IDs must be distinct")
+    return out
+
+
+class Guest(Party):
+    """One guest: its rows (by instance ID) of the guest feature space, and the agreed bins.
+
+    ``X`` has one column per guest feature (NaN where the value is missing or the
+    guest does not hold the feature).  ``host_key`` pins the host's Paillier key
+    (a setup with another key raises :class:`ProtocolError`); without it the key
+    received must pass the size policy (1024 bits only with ``allow_insecure``).
+    """
+
+    def __init__(
+        self, name: str, network: Network, *, params: HybridTreeParams, ids: npt.ArrayLike,
+        X: npt.ArrayLike, mapper: BinMapper, host: str = "host", host_key: PublicKey | None = None,
+        allow_insecure: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        super().__init__(name, network)
+        self.params = params
+        self.host = host
+        ids_arr = _sorted_ids(ids)
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape != (ids_arr.size, mapper.n_features):
+            raise ParameterError(f"X must have shape ({ids_arr.size}, {mapper.n_features})")
+        if np.isinf(Xa).any():
+            raise ParameterError("feature values must be finite or NaN (missing)")
+        order = np.argsort(ids_arr, kind="stable")
+        self._ids = ids_arr[order]
+        self._X = Xa[order]
+        self._mapper = mapper
+        self._binned = mapper.transform(self._X).astype(np.int64)
+        n_bins = np.asarray(mapper.n_bins, dtype=np.int64)
+        self._feat_offset = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.int64)
+        self._n_acc = int(n_bins.sum())
+        self._host_key = host_key
+        self._allow_insecure = allow_insecure
+        self._rng = rng
+        self._pk: PublicKey | None = None
+        self._agreement: AgreementKey | None = None
+        self._session = b""
+        self._masker: PairwiseMasker | None = None
+        self._tree = -1
+        self._values: list[Any] = []  # per own instance: ciphertext (mpz) or plaintext int
+        self._nodes: dict[int, IntArray] = {}  # node -> positions of own instances
+        self.splits: dict[int, dict[int, GuestSplit]] = {}
+        self.paper_trees: dict[tuple[int, int], Tree] = {}
+        self._test_ids = np.zeros(0, dtype=np.int64)
+        self._test_X = np.zeros((0, mapper.n_features))
+
+    # -- local inputs ----------------------------------------------------------------------
+    def load_test(self, ids: npt.ArrayLike, X: npt.ArrayLike) -> None:
+        """The guest's rows of a test set (instance IDs linked with the host's test rows)."""
+        ids_arr = _sorted_ids(ids)
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.shape != (ids_arr.size, self._mapper.n_features):
+            raise ParameterError(f"X must have shape ({ids_arr.size}, {self._mapper.n_features})")
+        order = np.argsort(ids_arr, kind="stable")
+        self._test_ids, self._test_X = ids_arr[order], Xa[order]
+
+    # -- setup -----------------------------------------------------------------------------
+    @handles(Setup)
+    def on_setup(self, sender: str, msg: Setup) -> SetupReply:
+        """Setup step 1: accept the host's key (pinned or size-checked); return our agreement key."""
+        self._from_host(sender)
+        if msg.mode != self.params.mode:
+            raise ProtocolError(f"host runs mode {msg.mode!r}, this guest {self.params.mode!r}")
+        if self.name not in msg.guests:
+            raise ProtocolError("this guest is not on the roster")
+        self._session = msg.session
+        public = b""
+        if self.params.mode == "secure":
+            self._pk = self._load_key(msg.public_key)
+            self._agreement = AgreementKey.generate(rng=self._rng)
+            public = self._agreement.public
+        return SetupReply(public, tuple(int(b) for b in self._mapper.n_bins),
+                          tuple(bool(c) for c in self._mapper.categorical))
+
+    def _load_key(self, data: bytes) -> PublicKey:
+        if self._host_key is not None:
+            n, hs = decode_public_key(data)
+            if key_id(n, hs) != self._host_key.key_id:
+                raise ProtocolError("the host's public key differs from the pinned key")
+            return self._host_key
+        return PublicKey.from_bytes(data, allow_insecure=self._allow_insecure)
+
+    @handles(Directory)
+    def on_directory(self, sender: str, msg: Directory) -> Ack:
+        """Setup step 2: pairwise mask keys with every other guest (one X25519 agreement each)."""
+        self._from_host(sender)
+        if self.params.mode == "secure":
+            if self._agreement is None:
+                raise UnexpectedMessage("directory before setup")
+            peers = {g: pub for g, pub in zip(msg.guests, msg.publics, strict=True) if g != self.name}
+            if msg.publics[msg.guests.index(self.name)] != self._agreement.public:
+                raise ProtocolError("the directory does not carry this guest's key")
+            self._masker = PairwiseMasker(self.name, self._agreement, peers, session=self._session)
+        return Ack()
+
+    def _from_host(self, sender: str) -> None:
+        if sender != self.host:
+            raise UnexpectedMessage(f"{self.name} accepts protocol messages only from the host")
+
+    # -- H3: gradients ---------------------------------------------------------------------
+    def _positions(self, ids: IntArray) -> IntArray:
+        pos = np.searchsorted(self._ids, ids)
+        if ids.size and (pos.max() >= self._ids.size or not np.array_equal(self._ids[pos], ids)):
+            raise ProtocolError("the host named an instance this guest does not hold")
+        if ids.size > 1 and np.any(np.diff(ids) <= 0):
+            raise ProtocolError("instance IDs must be sorted and distinct")
+        return pos.astype(np.int64)
+
+    @handles(Gradients)
+    def on_gradients(self, sender: str, msg: Gradients) -> Ack:
+        """H3: keep this tree's ciphertexts (validated under the host's key) per host leaf."""
+        self._from_host(sender)
+        if self.params.mode == "paper":
+            raise UnexpectedMessage("paper mode receives plain gradients")
+        if msg.tree <= self._tree:
+            raise UnexpectedMessage("gradients of an old tree")
+        self._tree = msg.tree
+        self._values = [None] * self._ids.size
+        self._nodes = {}
+        self.splits[msg.tree] = {}
+        pk = self._pk
+        for block in msg.blocks:
+            pos = self._positions(block.ids)
+            if block.leaf in self._nodes:
+                raise ProtocolError("a host leaf was sent twice")
+            for p, v in zip(pos.tolist(), block.values, strict=True):
+                if pk is not None:
+                    c = mpz(v)
+                    pk.check_ciphertext_value(c)
+                    self._values[p] = c
+                else:
+                    if v < 0:
+                        raise ProtocolError("plaintext values are non-negative")
+                    self._values[p] = v
+            self._nodes[block.leaf] = pos
+        return Ack()
+
+    # -- G1: masked histograms -------------------------------------------------------------
+    @handles(HistogramRequest)
+    def on_histogram(self, sender: str, msg: HistogramRequest) -> MaskedHistogram:
+        """G1: one accumulator per (set, feature, bin); mask in Z_N; re-randomise."""
+        self._from_host(sender)
+        if msg.tree != self._tree or not 1 <= msg.layer <= self.params.guest_depth:
+            raise UnexpectedMessage("histogram request for another tree or layer")
+        if self.name not in msg.peers or msg.n_sets < 1 or msg.n_sets > 1 << 16:
+            raise ProtocolError("malformed histogram request")
+        length = msg.n_sets * self._n_acc
+        pk = self._pk
+        n2 = mpz(pk.n_square) if pk is not None else mpz(0)
+        acc: list[Any] = [mpz(1)] * length if pk is not None else [0] * length
+        missing = self._mapper.missing_bin
+        for item in msg.build:
+            if not 0 <= item.acc_set < msg.n_sets:
+                raise ProtocolError("accumulator set out of range")
+            pos = self._nodes.get(item.node)
+            if pos is None or pos.size == 0:
+                continue
+            bins = self._binned[pos]
+            base = item.acc_set * self._n_acc + self._feat_offset
+            idx = np.where(bins == missing, -1, bins + base[None, :])
+            vals = self._values
+            for row, p in zip(idx.tolist(), pos.tolist(), strict=True):
+                v = vals[p]
+                if pk is not None:
+                    for k in row:
+                        if k >= 0:
+                            acc[k] = acc[k] * v % n2
+                else:
+                    for k in row:
+                        if k >= 0:
+                            acc[k] += v
+        if pk is not None:
+            if self._masker is None:
+                raise UnexpectedMessage("histogram request before the key directory")
+            n = mpz(pk.n)
+            masks = self._masker.net_mask(
+                length, ring=ZN(pk.n), round=msg.tree,
+                purpose=f"hybridtree/layer={msg.layer}/attempt={msg.attempt}", peers=msg.peers,
+            )
+            mode = "djn-short" if self.params.encryption == "djn-short" else "djn"
+            out = tuple(
+                int(a * (1 + m * n) % n2 * pk.obfuscator(mode=mode, rng=self._rng) % n2)
+                for a, m in zip(acc, masks, strict=True)
+            )
+        else:
+            out = tuple(int(a) for a in acc)
+        return MaskedHistogram(msg.tree, msg.layer, msg.attempt, out)
+
+    # -- G3: apply the chosen splits -------------------------------------------------------
+    @handles(SplitDecision)
+    def on_split(self, sender: str, msg: SplitDecision) -> Routing:
+        """G3: record every split of the layer; route own instances of split nodes."""
+        self._from_host(sender)
+        if msg.tree != self._tree:
+            raise UnexpectedMessage("split decision for another tree")
+        table = self.splits[msg.tree]
+        routed: list[NodeRouting] = []
+        new_nodes: dict[int, IntArray] = {}
+        for ch in msg.choices:
+            if ch.is_leaf:
+                continue
+            if not 0 <= ch.feature < self._mapper.n_features or ch.node in table:
+                raise ProtocolError("split on an unknown feature or a node split twice")
+            if not 0 <= ch.bin < self._mapper.n_bins[ch.feature]:
+                raise ProtocolError("split bin out of range")
+            split = GuestSplit(
+                feature=ch.feature, threshold=self._mapper.threshold(ch.feature, ch.bin),
+                categorical=bool(self._mapper.categorical[ch.feature]),
+                missing_left=ch.missing_left, left=ch.left, right=ch.right,
+            )
+            table[ch.node] = split
+            pos = self._nodes.pop(ch.node, None)
+            if pos is None or pos.size == 0:
+                continue
+            left = split.goes_left(self._X[pos, ch.feature])
+            new_nodes[ch.left], new_nodes[ch.right] = pos[left], pos[~left]
+            routed.append(NodeRouting(ch.node, np.ascontiguousarray(left, dtype=np.bool_)))
+        self._nodes.update(new_nodes)
+        return Routing(msg.tree, msg.layer, tuple(routed))
+
+    # -- paper mode ------------------------------------------------------------------------
+    @handles(PlainGradients)
+    def on_plain_gradients(self, sender: str, msg: PlainGradients) -> Values:
+        """Paper mode: grow own subtrees under each host leaf on plaintext gradients."""
+        self._from_host(sender)
+        if self.params.mode != "paper":
+            raise UnexpectedMessage("plain gradients are sent in paper mode only")
+        crit = GradientGain(self.params.reg_lambda, self.params.second_order)
+        grow = GrowParams(max_depth=self.params.guest_depth,
+                          min_samples_leaf=float(self.params.min_samples_leaf))
+        out = []
+        for leaf, ids, g, h in zip(msg.leaves, msg.ids, msg.g, msg.h, strict=True):
+            pos = self._positions(np.asarray(ids, dtype=np.int64))
+            stats = np.column_stack([np.ones(pos.size), g, h]).astype(np.float64)
+            tree = grow_tree(self._binned[pos].astype(self._mapper.dtype), self._mapper, stats,
+                             crit, grow)
+            self.paper_trees[(msg.tree, leaf)] = tree
+            out.append(tree.leaf_values(self._X[pos])[:, 0])
+        return Values(msg.tree, tuple(out))
+
+    # -- inference -------------------------------------------------------------------------
+    def _test_positions(self, ids: IntArray) -> IntArray:
+        pos = np.searchsorted(self._test_ids, ids)
+        if ids.size and (pos.max() >= self._test_ids.size
+                         or not np.array_equal(self._test_ids[pos], ids)):
+            raise ProtocolError("the host named a test instance this guest does not hold")
+        return pos.astype(np.int64)
+
+    @handles(PredictRequest)
+    def on_predict(self, sender: str, msg: PredictRequest) -> PredictLeaves | PredictValues:
+        """Inference step 2: route each instance from its host leaf through the guest splits."""
+        self._from_host(sender)
+        X = self._test_X[self._test_positions(msg.ids)]
+        n_trees = msg.host_leaves.shape[1]
+        if self.params.mode == "paper":
+            values = np.full(msg.host_leaves.shape, np.nan)
+            for t in range(n_trees):
+                col = msg.host_leaves[:, t]
+                for leaf in np.unique(col).tolist():
+                    tree = self.paper_trees.get((t, leaf))
+                    if tree is not None:
+                        rows = col == leaf
+                        values[rows, t] = tree.leaf_values(X[rows])[:, 0]
+            return PredictValues(msg.batch, values)
+        leaves = msg.host_leaves.copy()
+        for t in range(n_trees):
+            table = self.splits.get(t, {})
+            pos = leaves[:, t]
+            for _ in range(self.params.guest_depth):
+                for node in np.unique(pos).tolist():
+                    split = table.get(node)
+                    if split is None:
+                        continue
+                    rows = np.flatnonzero(pos == node)
+                    go = split.goes_left(X[rows, split.feature])
+                    pos[rows] = np.where(go, split.left, split.right)
+        return PredictLeaves(msg.batch, leaves)

@@ -1,0 +1,535 @@
+"""The host role: labels, host layers, the Paillier key, split search on masked aggregates.
+
+``specs/hybridtree.md``: per tree the host grows its layers alone (H1), packs
+and encrypts each instance's count, gradient and hessian (H2, H3), and for each
+guest layer asks every guest for masked encrypted histograms (G1), decrypts only
+their aggregate, chooses the splits with the central trainer's code (G2) and
+collects the routing (G3).  Inference follows Section 4.2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.hybridtree.layout import SlotLayout, encode_fixed
+from protocols.hybridtree.messages import (
+    Ack,
+    BuildNode,
+    Directory,
+    GradientBlock,
+    Gradients,
+    HistogramRequest,
+    MaskedHistogram,
+    PlainGradients,
+    PredictLeaves,
+    PredictRequest,
+    PredictValues,
+    Routing,
+    Setup,
+    SetupReply,
+    SplitChoice,
+    SplitDecision,
+    Values,
+)
+from protocols.hybridtree.params import HybridTreeParams
+from securetrees._nt import mpz
+from securetrees.errors import (
+    EncodingOverflowError,
+    ParameterError,
+    PartyUnavailable,
+    ProtocolError,
+    UnexpectedMessage,
+)
+from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Message, Network, Party
+from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree
+
+__all__ = ["Host", "TreeRecord"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+STATS = 3  # (count, G·2^f, H·2^f)
+
+
+@dataclass
+class TreeRecord:
+    """The host's view of one tree: host layers in full, guest splits withheld.
+
+    Node ids: the host subtree's ids first (``host_tree``), guest nodes appended
+    breadth first.  ``value[k]`` is the Eq. 8 value (meaningful at leaves);
+    ``host_leaf[k]`` the host leaf above node ``k`` (-1 inside the host layers).
+    """
+
+    host_tree: Tree
+    left: list[int]
+    right: list[int]
+    missing_left: list[bool]
+    guest_feature: list[int]
+    guest_bin: list[int]
+    value: list[float]
+    host_leaf: list[int]
+    paper: bool = False
+
+    @classmethod
+    def from_host_tree(cls, tree: Tree, paper: bool = False) -> TreeRecord:
+        n = tree.n_nodes
+        leaves = set(tree.leaves.tolist())
+        return cls(tree, tree.left.tolist(), tree.right.tolist(), [False] * n, [-1] * n,
+                   [-1] * n, [0.0] * n, [k if k in leaves else -1 for k in range(n)], paper)
+
+    def add_children(self, node: int, feature: int, bin_: int, missing_left: bool) -> tuple[int, int]:
+        ids = []
+        for _ in range(2):
+            ids.append(len(self.left))
+            self.left.append(-1)
+            self.right.append(-1)
+            self.missing_left.append(False)
+            self.guest_feature.append(-1)
+            self.guest_bin.append(-1)
+            self.value.append(0.0)
+            self.host_leaf.append(self.host_leaf[node])
+        self.left[node], self.right[node] = ids
+        self.missing_left[node] = missing_left
+        self.guest_feature[node], self.guest_bin[node] = feature, bin_
+        return ids[0], ids[1]
+
+    def is_leaf(self, node: int) -> bool:
+        return self.left[node] < 0
+
+    def follow_missing(self, node: int) -> int:
+        """The leaf reached from ``node`` by an instance with no guest values."""
+        while self.left[node] >= 0:
+            node = self.left[node] if self.missing_left[node] else self.right[node]
+        return node
+
+    @property
+    def n_guest_splits(self) -> int:
+        return sum(1 for f in self.guest_feature if f >= 0)
+
+
+@dataclass
+class _Layer:
+    """Working state of one guest layer."""
+
+    frontier: list[int]
+    hist: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
+
+
+def sigmoid(x: FloatArray) -> FloatArray:
+    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float64)
+
+
+def softmax(x: FloatArray) -> FloatArray:
+    z = np.exp(x - x.max(axis=1, keepdims=True))
+    return np.asarray(z / z.sum(axis=1, keepdims=True), dtype=np.float64)
+
+
+class Host(Party):
+    """The label holder.  ``owner[i]`` is the index (into ``guests``) of the guest that owns
+    training instance ``i`` (ID ``i``), or -1 if no guest holds it."""
+
+    def __init__(
+        self, name: str, network: Network, *, params: HybridTreeParams, guests: Sequence[str],
+        X: npt.ArrayLike, owner: npt.ArrayLike, mapper: BinMapper,
+        keypair: tuple[PublicKey, PrivateKey] | None = None, rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        super().__init__(name, network)
+        self.params = params
+        self.guests = tuple(guests)
+        if len(set(self.guests)) != len(self.guests):
+            raise ParameterError("guest names must be distinct")
+        if params.mode != "paper" and len(self.guests) < params.min_guests:
+            raise ParameterError(
+                f"HybridTree's masked aggregation needs at least {params.min_guests} guests, "
+                f"got {len(self.guests)}"
+            )
+        self._X = np.asarray(X, dtype=np.float64)
+        self._owner = np.asarray(owner, dtype=np.int64)
+        if self._owner.shape != (self._X.shape[0],) or self._owner.max(initial=-1) >= len(guests):
+            raise ParameterError("owner must give one guest index (or -1) per instance")
+        self._mapper = mapper
+        self._binned = mapper.transform(self._X)
+        self._rng = rng
+        if params.mode == "secure" and keypair is None:
+            raise ParameterError("secure mode needs the host's Paillier key pair")
+        self._pk, self._sk = keypair if keypair is not None else (None, None)
+        self._active = set(self.guests)
+        self._crit = GradientGain(params.reg_lambda, params.second_order)
+        self._guest_n_bins = np.zeros(0, dtype=np.int64)
+        self._guest_cat = np.zeros(0, dtype=bool)
+        self.records: list[TreeRecord] = []
+        self.fallback_nodes = 0
+        self.dropped: list[str] = []
+        self._batch = 0
+
+    # -- setup -----------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Setup steps 1-2: send the key and roster, relay the guests' agreement keys."""
+        session = self._rng.token_bytes(16)
+        pk_bytes = self._pk.to_bytes() if self._pk is not None else b""
+        replies = self.call_many(
+            {g: Setup(session, pk_bytes, self.guests, self.params.mode) for g in self.guests},
+            expect=SetupReply,
+        )
+        schemas = {(r.n_bins, r.categorical) for r in replies.values()}
+        if len(schemas) != 1:
+            raise ProtocolError("the guests do not agree on the guest feature space and its bins")
+        n_bins, cat = schemas.pop()
+        if len(n_bins) == 0:
+            raise ProtocolError("the guests hold no features")
+        self._guest_n_bins = np.asarray(n_bins, dtype=np.int64)
+        self._guest_cat = np.asarray(cat, dtype=bool)
+        if self.params.mode == "secure":
+            publics = tuple(replies[g].public for g in self.guests)
+            self.call_many({g: Directory(self.guests, publics) for g in self.guests}, expect=Ack)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _live(self, replies: dict[str, Message], asked: Sequence[str]) -> None:
+        for g in asked:
+            if g not in replies and g in self._active:
+                self._active.discard(g)
+                self.dropped.append(g)
+        if self.params.mode != "paper" and len(self._active) < self.params.min_guests:
+            raise ProtocolError(
+                f"only {len(self._active)} guests remain; masked aggregation needs "
+                f"{self.params.min_guests}"
+            )
+
+    def _effective_owner(self) -> IntArray:
+        active = np.array([g in self._active for g in self.guests] + [False])
+        return np.where(active[self._owner], self._owner, -1)
+
+    def _eligible(self, ids: IntArray, owner: IntArray) -> bool:
+        o = owner[ids]
+        return int(np.unique(o[o >= 0]).size) >= self.params.min_guests
+
+    # -- training --------------------------------------------------------------------------
+    def grow(self, tree_index: int, g: FloatArray, h: FloatArray) -> tuple[TreeRecord, FloatArray]:
+        """One tree (H1-G3) on gradients ``g`` and hessians ``h``; returns the record and each
+        training instance's new leaf value."""
+        p = self.params
+        stats = np.column_stack([np.ones_like(g), g, h])
+        host_tree = grow_tree(self._binned, self._mapper, stats, self._crit,
+                              GrowParams(max_depth=p.host_depth,
+                                         min_samples_leaf=float(p.min_samples_leaf)))
+        leaf_of = host_tree.apply(self._X)
+        if p.mode == "paper":
+            return self._grow_paper(tree_index, host_tree, leaf_of, g, h)
+        rec = TreeRecord.from_host_tree(host_tree)
+        g_fix, h_fix = encode_fixed(g, p.frac_bits), encode_fixed(h, p.frac_bits)
+        nodes: dict[int, IntArray] = {
+            int(k): np.flatnonzero(leaf_of == k).astype(np.int64) for k in host_tree.leaves
+        }
+        owner = self._effective_owner()
+        eligible = [k for k in sorted(nodes) if nodes[k].size and self._eligible(nodes[k], owner)]
+        self._count_fallback(len(nodes) - len(eligible))
+        layout = self._send_gradients(tree_index, nodes, eligible, g, h, g_fix, h_fix, owner)
+        layer = _Layer(frontier=eligible)
+        parents: dict[int, int] = {}
+        for depth in range(1, p.guest_depth + 1):
+            if not layer.frontier:
+                break
+            layer = self._guest_layer(tree_index, depth, rec, layer, parents, nodes, layout,
+                                      g_fix, h_fix)
+        values = np.zeros(g.size)
+        for node, ids in nodes.items():
+            if rec.is_leaf(node):
+                v = self._leaf_value(ids, g_fix, h_fix)
+                rec.value[node] = v
+                values[ids] = v
+        for k in range(len(rec.value)):  # values of internal nodes (not used by predictions)
+            if not rec.is_leaf(k) and k in nodes:
+                rec.value[k] = self._leaf_value(nodes[k], g_fix, h_fix)
+        return rec, values
+
+    def _count_fallback(self, count: int) -> None:
+        if count and self.params.few_guests == "raise":
+            raise ProtocolError(
+                f"{count} node(s) have fewer than {self.params.min_guests} contributing guests"
+            )
+        self.fallback_nodes += count
+
+    def _totals(self, ids: IntArray, g_fix: IntArray, h_fix: IntArray) -> npt.NDArray[np.int64]:
+        return np.array([ids.size, int(g_fix[ids].sum()), int(h_fix[ids].sum())], dtype=np.int64)
+
+    def _leaf_value(self, ids: IntArray, g_fix: IntArray, h_fix: IntArray) -> float:
+        t = self._totals(ids, g_fix, h_fix).astype(np.float64)
+        t[1:] /= float(1 << self.params.frac_bits)
+        return float(self._crit.leaf_value(t)[0])
+
+    def _send_gradients(
+        self, tree: int, nodes: dict[int, IntArray], eligible: list[int], g: FloatArray,
+        h: FloatArray, g_fix: IntArray, h_fix: IntArray, owner: IntArray,
+    ) -> SlotLayout:
+        """H2-H3: plan the slots, encode and encrypt ``P_i``, send each guest its blocks."""
+        p = self.params
+        g_bound = max(1, int(np.ceil(np.abs(g).max(initial=0.0))))
+        h_bound = max(1, int(np.ceil(h.max(initial=0.0))))
+        n = int(g.size)
+        if (n * (2 * g_bound + 1)) << p.frac_bits >= 1 << 62:
+            raise EncodingOverflowError("gradient sums would exceed 62 bits: lower frac_bits")
+        capacity = (self._pk.bits - 3) if self._pk is not None else 1 << 20
+        layout = SlotLayout.plan({k: int(nodes[k].size) for k in eligible}, frac_bits=p.frac_bits,
+                                 g_bound=g_bound, h_bound=h_bound, capacity=capacity)
+        per_guest: dict[str, list[GradientBlock]] = {gname: [] for gname in self._active}
+        plain: list[tuple[str, int, IntArray, list[int]]] = []
+        for k in eligible:
+            ids = nodes[k]
+            for gi in np.unique(owner[ids][owner[ids] >= 0]).tolist():
+                sel = ids[owner[ids] == gi]
+                plain.append((self.guests[gi], k, sel, layout.encode(k, g_fix[sel], h_fix[sel])))
+        flat = [v for *_, vals in plain for v in vals]
+        if self._pk is not None and self._sk is not None:
+            if p.encryption == "key-owner":
+                cts = self._sk.encrypt_many(flat, rng=self._rng)
+            else:
+                cts = self._pk.encrypt_many(flat, mode=p.encryption, rng=self._rng)
+            wire = [c.value for c in cts]
+        else:
+            wire = flat
+        at = 0
+        for gname, k, sel, vals in plain:
+            chunk = tuple(wire[at : at + len(vals)])
+            at += len(vals)
+            per_guest[gname].append(GradientBlock(k, layout.slots[k].block, sel, chunk))
+        asked = sorted(self._active)
+        replies = self.call_many({gn: Gradients(tree, tuple(per_guest[gn])) for gn in asked},
+                                 expect=Ack, allow_missing=True)
+        self._live(dict(replies), asked)
+        return layout
+
+    def _aggregate(self, replies: dict[str, MaskedHistogram], length: int) -> list[int]:
+        """G2: multiply the guests' accumulators position-wise, decrypt each product once."""
+        if any(len(r.values) != length for r in replies.values()):
+            raise ProtocolError("a guest sent a histogram of the wrong length")
+        if self._pk is None or self._sk is None:
+            return [sum(col) for col in zip(*(r.values for r in replies.values()), strict=True)]
+        pk, sk = self._pk, self._sk
+        n2 = mpz(pk.n_square)
+        out = []
+        for col in zip(*(r.values for r in replies.values()), strict=True):
+            acc = mpz(1)
+            for v in col:
+                c = mpz(v)
+                pk.check_ciphertext_value(c)
+                acc = acc * c % n2
+            out.append(sk.decrypt_residue(Ciphertext(pk, int(acc))))
+        return out
+
+    def _request_histograms(
+        self, tree: int, depth: int, build: list[BuildNode], n_sets: int,
+    ) -> list[int]:
+        """G1 with the dropout rule: repeat with fresh masks among the survivors."""
+        length = n_sets * int(self._guest_n_bins.sum())
+        for attempt in range(len(self.guests) + 1):
+            peers = tuple(sorted(self._active))
+            req = HistogramRequest(tree, depth, attempt, peers, n_sets, tuple(build))
+            replies = self.call_many({gn: req for gn in peers}, expect=MaskedHistogram,
+                                     allow_missing=True)
+            if len(replies) == len(peers):
+                for r in replies.values():
+                    if (r.tree, r.layer, r.attempt) != (tree, depth, attempt):
+                        raise UnexpectedMessage("a histogram for another request")
+                return self._aggregate(replies, length)
+            self._live(dict(replies), peers)
+        raise PartyUnavailable("guests kept dropping out")  # pragma: no cover - bounded above
+
+    def _guest_layer(
+        self, tree: int, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
+        nodes: dict[int, IntArray], layout: SlotLayout, g_fix: IntArray, h_fix: IntArray,
+    ) -> _Layer:
+        p = self.params
+        f = p.frac_bits
+        # Which nodes get a histogram from the guests, which by subtraction (spec, G1).
+        build_nodes: list[int] = []
+        derive: dict[int, int] = {}  # node -> built sibling
+        if depth == 1:
+            build_nodes = list(layer.frontier)
+        else:
+            by_parent: dict[int, list[int]] = {}
+            for k in layer.frontier:
+                by_parent.setdefault(parents[k], []).append(k)
+            for kids in by_parent.values():
+                a, b = sorted(kids)
+                small, big = (a, b) if nodes[a].size <= nodes[b].size else (b, a)
+                build_nodes.append(small)
+                derive[big] = small
+        sets: dict[tuple[int, int], int] = {}
+        used: dict[int, int] = {}
+        build: list[BuildNode] = []
+        for k in sorted(build_nodes):
+            hl = rec.host_leaf[k]
+            sub = used.get(hl, 0)
+            used[hl] = sub + 1
+            key = (layout.slots[hl].block, sub)
+            if key not in sets:
+                sets[key] = len(sets)
+            build.append(BuildNode(k, sets[key]))
+        residues = self._request_histograms(tree, depth, build, len(sets))
+        n_feat = self._guest_n_bins.size
+        width = p.max_bins + 1
+        a_len = int(self._guest_n_bins.sum())
+        offsets = np.concatenate([[0], np.cumsum(self._guest_n_bins)[:-1]])
+        limit = 1 << layout.capacity
+        if any(not 0 <= r < limit for r in residues):
+            raise ProtocolError("an aggregated histogram overflows its slots")
+        for item in build:
+            hl = rec.host_leaf[item.node]
+            hist = np.zeros((n_feat, width, STATS), dtype=np.int64)
+            base = item.acc_set * a_len
+            for fi in range(n_feat):
+                for b in range(int(self._guest_n_bins[fi])):
+                    hist[fi, b] = layout.unpack(residues[base + int(offsets[fi]) + b], hl)
+            total = self._totals(nodes[item.node], g_fix, h_fix)
+            hist[:, p.max_bins] = total[None, :] - hist[:, : p.max_bins].sum(axis=1)
+            layer.hist[item.node] = hist
+        for big, small in derive.items():
+            layer.hist[big] = layer.hist[parents[big]] - layer.hist[small]
+        order = list(layer.frontier)
+        stack = np.stack([layer.hist[k] for k in order]).astype(np.float64)
+        stack[..., 1:] /= float(1 << f)
+        res = best_splits(stack, self._crit, categorical=self._guest_cat, n_bins=self._guest_n_bins,
+                          min_samples_leaf=float(p.min_samples_leaf))
+        choices: list[SplitChoice] = []
+        split_nodes: list[int] = []
+        for i, k in enumerate(order):
+            if not res.found[i]:
+                continue
+            fi, b, ml = int(res.feature[i]), int(res.bin[i]), bool(res.missing_left[i])
+            lid, rid = rec.add_children(k, fi, b, ml)
+            choices.append(SplitChoice(k, False, fi, b, ml, lid, rid))
+            split_nodes.append(k)
+        if not choices:
+            return _Layer(frontier=[], hist=layer.hist)
+        owner = self._effective_owner()
+        asked = sorted(self._active)
+        replies = self.call_many({gn: SplitDecision(tree, depth, tuple(choices)) for gn in asked},
+                                 expect=Routing, allow_missing=True)
+        self._live(dict(replies), asked)
+        owner_after = self._effective_owner()
+        go_left: dict[int, npt.NDArray[np.bool_]] = {}
+        for k, ch in zip(split_nodes, choices, strict=True):
+            go_left[k] = np.full(nodes[k].size, ch.missing_left)
+        by_name = {gn: i for i, gn in enumerate(self.guests)}
+        for gn, reply in replies.items():
+            if (reply.tree, reply.layer) != (tree, depth):
+                raise UnexpectedMessage("routing for another layer")
+            gi = by_name[gn]
+            for nr in reply.nodes:
+                if nr.node not in go_left:
+                    raise ProtocolError("routing for a node that was not split")
+                ids = nodes[nr.node]
+                mine = np.flatnonzero(owner_after[ids] == gi)
+                if nr.left.shape != (mine.size,):
+                    raise ProtocolError("routing does not match the guest's instances")
+                go_left[nr.node][mine] = nr.left
+        next_frontier: list[int] = []
+        consistent = len(replies) == len(asked) and np.array_equal(owner, owner_after)
+        for i, k in enumerate(order):
+            if k not in go_left:
+                continue
+            ids = nodes[k]
+            lid, rid = rec.left[k], rec.right[k]
+            nodes[lid], nodes[rid] = ids[go_left[k]], ids[~go_left[k]]
+            if consistent and int(go_left[k].sum()) != int(round(res.left_stats[i][0])):
+                raise ProtocolError("the guests' routing disagrees with the aggregated counts")
+            parents[lid] = parents[rid] = k
+            if depth < p.guest_depth:
+                ok = [self._eligible(nodes[c], owner_after) for c in (lid, rid)]
+                if all(ok):
+                    next_frontier += [lid, rid]
+                else:
+                    self._count_fallback(2)
+        return _Layer(frontier=next_frontier, hist=layer.hist)
+
+    # -- paper mode ------------------------------------------------------------------------
+    def _grow_paper(
+        self, tree: int, host_tree: Tree, leaf_of: IntArray, g: FloatArray, h: FloatArray,
+    ) -> tuple[TreeRecord, FloatArray]:
+        """The authors' simulation: plaintext gradients, each guest grows its own layers."""
+        rec = TreeRecord.from_host_tree(host_tree, paper=True)
+        owner = self._effective_owner()
+        values = np.zeros(g.size)
+        for k in host_tree.leaves.tolist():
+            ids = np.flatnonzero(leaf_of == k)
+            rec.value[k] = float(self._crit.leaf_value(
+                np.array([ids.size, g[ids].sum(), h[ids].sum()]))[0])
+            values[ids] = rec.value[k]
+        requests: dict[str, PlainGradients] = {}
+        sent: dict[str, list[IntArray]] = {}
+        for gi, gname in enumerate(self.guests):
+            if gname not in self._active:
+                continue
+            leaves, ids_l = [], []
+            for k in host_tree.leaves.tolist():
+                sel = np.flatnonzero((leaf_of == k) & (owner == gi)).astype(np.int64)
+                if sel.size:
+                    leaves.append(k)
+                    ids_l.append(sel)
+            requests[gname] = PlainGradients(tree, tuple(leaves), tuple(ids_l),
+                                             tuple(g[s] for s in ids_l), tuple(h[s] for s in ids_l))
+            sent[gname] = ids_l
+        replies = self.call_many(requests, expect=Values, allow_missing=True)
+        self._live(dict(replies), list(requests))
+        for gname, reply in replies.items():
+            if len(reply.values) != len(sent[gname]):
+                raise ProtocolError("paper-mode values do not match the request")
+            for sel, v in zip(sent[gname], reply.values, strict=True):
+                if v.shape != sel.shape:
+                    raise ProtocolError("paper-mode values do not match the request")
+                values[sel] = v
+        return rec, values
+
+    # -- inference -------------------------------------------------------------------------
+    def predict_values(self, X: npt.ArrayLike, owner: npt.ArrayLike) -> FloatArray:
+        """Inference (Section 4.2): each tree's leaf value per test instance, shape (n, trees)."""
+        Xa = np.asarray(X, dtype=np.float64)
+        own = np.asarray(owner, dtype=np.int64)
+        if Xa.ndim != 2 or own.shape != (Xa.shape[0],):
+            raise ParameterError("X and owner disagree on the number of instances")
+        n_trees = len(self.records)
+        host_leaves = np.stack([r.host_tree.apply(Xa) for r in self.records], axis=1)
+        out = np.empty((Xa.shape[0], n_trees))
+        for t, rec in enumerate(self.records):
+            out[:, t] = [rec.value[rec.follow_missing(k)] if not rec.paper else rec.value[k]
+                         for k in host_leaves[:, t].tolist()]
+        self._batch += 1
+        requests: dict[str, PredictRequest] = {}
+        rows_of: dict[str, IntArray] = {}
+        for gi, gname in enumerate(self.guests):
+            rows = np.flatnonzero(own == gi).astype(np.int64)
+            if rows.size and gname in self._active:
+                requests[gname] = PredictRequest(self._batch, rows, host_leaves[rows])
+                rows_of[gname] = rows
+        if not requests:
+            return out
+        reply_type: type[PredictLeaves] | type[PredictValues] = (
+            PredictValues if self.params.mode == "paper" else PredictLeaves
+        )
+        replies = self.call_many(requests, expect=reply_type, allow_missing=True)
+        for gname, reply in replies.items():
+            rows = rows_of[gname]
+            if isinstance(reply, PredictValues):
+                vals = np.asarray(reply.values, dtype=np.float64)
+                if vals.shape != (rows.size, n_trees):
+                    raise ProtocolError("prediction reply has the wrong shape")
+                out[rows] = np.where(np.isnan(vals), out[rows], vals)
+                continue
+            leaves = np.asarray(reply.leaves)
+            if leaves.shape != (rows.size, n_trees) or leaves.dtype != np.int64:
+                raise ProtocolError("prediction reply has the wrong shape")
+            for t, rec in enumerate(self.records):
+                col = leaves[:, t]
+                if col.size and (col.min() < 0 or col.max() >= len(rec.left)):
+                    raise ProtocolError("a guest named an unknown leaf")
+                hl = np.asarray(rec.host_leaf)[col]
+                leaf_ok = np.asarray(rec.left)[col] < 0
+                if not (np.all(leaf_ok) and np.array_equal(hl, host_leaves[rows, t])):
+                    raise ProtocolError("a guest returned a leaf outside the instance's host leaf")
+                out[rows, t] = np.asarray(rec.value)[col]
+        return out

@@ -1,0 +1,245 @@
+"""Wire messages of HybridTree (``specs/hybridtree.md``); wire names ``hybridtree.<step>``.
+
+Ciphertexts travel as plain ints and are re-validated by the receiving role
+against its own copy of the key.  Instance IDs travel as int64 arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from securetrees.runtime import Message, message
+
+__all__ = [
+    "Ack",
+        "BuildNode",
+    "Directory",
+    "GradientBlock",
+    "Gradients",
+    "HistogramRequest",
+    "MaskedHistogram",
+    "NodeRouting",
+    "PlainGradients",
+    "PredictLeaves",
+    "PredictRequest",
+    "PredictValues",
+    "Routing",
+    "Setup",
+    "SetupReply",
+    "SplitChoice",
+    "SplitDecision",
+    "Values",
+]
+
+
+def _check_ids(ids: np.ndarray) -> None:
+    if ids.dtype != np.int64 or ids.ndim != 1:
+        raise ValueError("instance IDs are a one-dimensional int64 array")
+
+
+@message("hybridtree.setup")
+@dataclass(frozen=True)
+class Setup(Message):
+    """Host → guests: session id, the host's Paillier public key (empty if not secure), roster."""
+
+    session: bytes
+    public_key: bytes
+    guests: tuple[str, ...]
+    mode: str
+
+
+@message("hybridtree.setup_reply")
+@dataclass(frozen=True)
+class SetupReply(Message):
+    """Guest → host: its X25519 public key (empty outside secure mode) and the guest schema:
+    bins per guest feature and which are categorical (the accumulator layout, public)."""
+
+    public: bytes
+    n_bins: tuple[int, ...]
+    categorical: tuple[bool, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.n_bins) != len(self.categorical):
+            raise ValueError("one bin count and one categorical flag per guest feature")
+
+
+@message("hybridtree.directory")
+@dataclass(frozen=True)
+class Directory(Message):
+    """Host → guests: every guest's X25519 public key, in roster order."""
+
+    guests: tuple[str, ...]
+    publics: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.guests) != len(self.publics):
+            raise ValueError("one public key per guest")
+
+
+@message("hybridtree.ack")
+@dataclass(frozen=True)
+class Ack(Message):
+    """An empty acknowledgement."""
+
+
+@message("hybridtree.gradient_block")
+@dataclass(frozen=True)
+class GradientBlock(Message):
+    """The guest's instances of one host leaf with their encrypted (or plaintext) ``P_i``."""
+
+    leaf: int
+    block: int
+    ids: np.ndarray
+    values: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        _check_ids(self.ids)
+        if len(self.values) != self.ids.shape[0]:
+            raise ValueError("one value per instance")
+
+
+@message("hybridtree.gradients")
+@dataclass(frozen=True)
+class Gradients(Message):
+    """Host → guest (H3): one tree's gradient blocks."""
+
+    tree: int
+    blocks: tuple[GradientBlock, ...]
+
+
+@message("hybridtree.build_node")
+@dataclass(frozen=True)
+class BuildNode(Message):
+    """A node whose histogram the guest builds, into accumulator set ``acc_set``."""
+
+    node: int
+    acc_set: int
+
+
+@message("hybridtree.histogram_request")
+@dataclass(frozen=True)
+class HistogramRequest(Message):
+    """Host → guests (G1): build and mask the histograms of these nodes."""
+
+    tree: int
+    layer: int
+    attempt: int
+    peers: tuple[str, ...]
+    n_sets: int
+    build: tuple[BuildNode, ...]
+
+
+@message("hybridtree.masked_histogram")
+@dataclass(frozen=True)
+class MaskedHistogram(Message):
+    """Guest → host (G1 reply): ``n_sets × A`` masked, re-randomised accumulators."""
+
+    tree: int
+    layer: int
+    attempt: int
+    values: tuple[int, ...]
+
+
+@message("hybridtree.split_choice")
+@dataclass(frozen=True)
+class SplitChoice(Message):
+    """A node's chosen split (guest feature index, bin index) and its children; or a leaf."""
+
+    node: int
+    is_leaf: bool
+    feature: int
+    bin: int
+    missing_left: bool
+    left: int
+    right: int
+
+
+@message("hybridtree.split")
+@dataclass(frozen=True)
+class SplitDecision(Message):
+    """Host → guests (G3): the decisions for every node of the layer the guest holds."""
+
+    tree: int
+    layer: int
+    choices: tuple[SplitChoice, ...]
+
+
+@message("hybridtree.node_routing")
+@dataclass(frozen=True)
+class NodeRouting(Message):
+    """For one split node: left (True) or right per guest instance, in sorted-ID order."""
+
+    node: int
+    left: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.left.dtype != np.bool_ or self.left.ndim != 1:
+            raise ValueError("routing is a one-dimensional boolean array")
+
+
+@message("hybridtree.routing")
+@dataclass(frozen=True)
+class Routing(Message):
+    """Guest → host (G3 reply)."""
+
+    tree: int
+    layer: int
+    nodes: tuple[NodeRouting, ...]
+
+
+@message("hybridtree.plain_gradients")
+@dataclass(frozen=True)
+class PlainGradients(Message):
+    """Host → guest, paper mode only: per host leaf the IDs and plaintext ``g``, ``h``."""
+
+    tree: int
+    leaves: tuple[int, ...]
+    ids: tuple[np.ndarray, ...]
+    g: tuple[np.ndarray, ...]
+    h: tuple[np.ndarray, ...]
+
+
+@message("hybridtree.values")
+@dataclass(frozen=True)
+class Values(Message):
+    """Guest → host, paper mode: the new value of each instance, in the order received."""
+
+    tree: int
+    values: tuple[np.ndarray, ...]
+
+
+@message("hybridtree.predict_request")
+@dataclass(frozen=True)
+class PredictRequest(Message):
+    """Host → guest (inference step 2): test IDs and, per tree (column), their host leaf."""
+
+    batch: int
+    ids: np.ndarray
+    host_leaves: np.ndarray
+
+    def __post_init__(self) -> None:
+        _check_ids(self.ids)
+        if self.host_leaves.dtype != np.int64 or self.host_leaves.ndim != 2 or (
+            self.host_leaves.shape[0] != self.ids.shape[0]
+        ):
+            raise ValueError("host_leaves is an int64 array of shape (len(ids), trees)")
+
+
+@message("hybridtree.predict_leaves")
+@dataclass(frozen=True)
+class PredictLeaves(Message):
+    """Guest → host (inference step 3): leaf id per instance and tree."""
+
+    batch: int
+    leaves: np.ndarray
+
+
+@message("hybridtree.predict_values")
+@dataclass(frozen=True)
+class PredictValues(Message):
+    """Guest → host, paper mode: leaf value per instance and tree."""
+
+    batch: int
+    values: np.ndarray
