@@ -1,0 +1,615 @@
+"""The client role of Federated Forest (Algorithms 1, 3 / 5, 7), label holder included.
+
+A client holds some columns of every sample; it finds the best split among its
+own candidate features at each node (plaintext statistics in ``shared`` mode,
+encrypted label statistics scored by the label holder in ``encrypted`` mode),
+splits the nodes it wins, keeps a partial tree per tree and routes test samples
+through it.  The label holder is the client constructed with ``labels``: it
+answers the node statistics, distributes the labels (``shared``) or their
+encryptions (``encrypted``), and scores other clients' encrypted candidates.
+See ``specs/federated_forest.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.federated_forest import messages as m
+from protocols.federated_forest.ids import canonical_order, hash_ids
+from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, check_positions
+from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair, sum_ciphertexts
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Network, Party, handles
+from securetrees.trees import BinMapper, Criterion, Tree, best_splits, build_histograms, make_criterion, node_totals
+from securetrees.trees.grow import goes_left_binned
+from securetrees.trees.train import class_stats, regression_stats
+
+__all__ = ["Client", "CryptoCounters", "LabelSpec"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """The label holder's labels: class codes ``0..n_classes-1`` or regression targets
+    (``n_classes=None``), and how to protect them in ``encrypted`` mode."""
+
+    y: npt.NDArray[np.generic]
+    n_classes: int | None
+    key_bits: int = 2048
+    allow_insecure: bool = False
+    keypair: tuple[PublicKey, PrivateKey] | None = None
+    frac_bits: int = 32
+
+    def __post_init__(self) -> None:
+        y = np.asarray(self.y)
+        if y.ndim != 1 or y.size == 0:
+            raise ParameterError("labels must be a non-empty vector")
+        if self.n_classes is None:
+            if not np.all(np.isfinite(y.astype(np.float64))):
+                raise ParameterError("regression targets must be finite (no NaN)")
+        else:
+            codes = y.astype(np.int64)
+            if self.n_classes < 2 or codes.min() < 0 or codes.max() >= self.n_classes or not np.array_equal(codes, y):
+                raise ParameterError("class codes must be integers in [0, n_classes), n_classes >= 2")
+
+
+@dataclass
+class CryptoCounters:
+    """Counts of the cryptographic operations this party performed (for the benchmark floor)."""
+
+    encryptions: int = 0
+    weightings: int = 0
+    additions: int = 0
+    shifts: int = 0
+    rerandomizations: int = 0
+    decryptions: int = 0
+
+
+@dataclass
+class _Candidate:
+    feature: int  # local column
+    bin: int
+    missing_left: bool
+
+
+class Client(Party):
+    """One organisation's columns ``X`` (rows in its own order, named by ``ids``).
+
+    ``feature_ids`` are the global ids of the columns (the encoded features the
+    master samples from); ``id_key`` is the HMAC key all clients share.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        X: npt.ArrayLike,
+        ids: Sequence[object],
+        feature_ids: Sequence[int],
+        id_key: bytes,
+        *,
+        categorical: Sequence[bool] | None = None,
+        labels: LabelSpec | None = None,
+        paillier_mode: Mode = "djn",
+        public_key_loader: Callable[[bytes], PublicKey] = PublicKey.from_bytes,
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        super().__init__(name, network)
+        Xa = np.asarray(X, dtype=np.float64)
+        fids = [int(f) for f in feature_ids]
+        if Xa.ndim != 2 or Xa.shape[1] != len(fids) or Xa.shape[0] != len(ids):
+            raise ParameterError("X must have one row per id and one column per feature id")
+        if len(set(fids)) != len(fids) or any(f < 0 for f in fids):
+            raise ParameterError("feature ids must be distinct non-negative ints")
+        if np.isinf(Xa).any():
+            raise ParameterError("feature values must be finite or NaN (missing)")
+        if labels is not None and np.asarray(labels.y).shape[0] != Xa.shape[0]:
+            raise ParameterError("labels must have one entry per row")
+        cols = np.argsort(fids, kind="stable")  # local order = increasing global id (tie-breaking)
+        self._cols = cols
+        self._X_raw = Xa[:, cols]
+        self._feature_ids = np.asarray(fids, dtype=np.int64)[cols]
+        cat = [False] * len(fids) if categorical is None else [bool(c) for c in categorical]
+        if len(cat) != len(fids):
+            raise ParameterError("categorical needs one flag per column")
+        self._categorical = tuple(cat[int(c)] for c in cols)
+        self._hashed = hash_ids(id_key, ids)
+        self._id_key = id_key
+        self._labels_spec = labels
+        self._mode: Mode = paillier_mode
+        self._load_pk = public_key_loader
+        self._rng = rng
+        self.counters = CryptoCounters()
+        self.trees: list[Tree] = []
+        self._setup: m.Setup | None = None
+        self._index = -1
+        self._X = np.empty((0, 0))
+        self._binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]] | None = None
+        self._mapper: BinMapper | None = None
+        self._labels: npt.NDArray[np.generic] | None = None  # canonical order (shared mode / holder)
+        self._pk: PublicKey | None = None
+        self._sk: PrivateKey | None = None
+        self._layout: SlotLayout | None = None
+        self._enc: list[Ciphertext] = []
+        self._criterion: Criterion | None = None
+        # per tree
+        self._tree = -1
+        self._weights = np.zeros(0, dtype=np.int64)
+        self._state: LayerState | None = None
+        self._skeleton: TreeSkeleton | None = None
+        self._stats: FloatArray | None = None
+        self._weighted: list[Ciphertext | None] = []
+        self._candidates: dict[int, _Candidate] = {}
+        self._won: dict[int, _Candidate] = {}
+        # prediction
+        self._test_hashed: tuple[bytes, ...] = ()
+        self._X_test = np.empty((0, 0))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def is_label_holder(self) -> bool:
+        return self._labels_spec is not None
+
+    @property
+    def feature_ids(self) -> tuple[int, ...]:
+        return tuple(int(f) for f in self._feature_ids)
+
+    @property
+    def n_outputs(self) -> int:
+        s = self._require_setup()
+        return max(1, s.n_classes)
+
+    def _require_setup(self) -> m.Setup:
+        if self._setup is None:
+            raise UnexpectedMessage(f"{self.name} has not been set up")
+        return self._setup
+
+    def _require_tree(self, tree: int) -> LayerState:
+        if self._state is None or tree != self._tree:
+            raise UnexpectedMessage(f"{self.name} is not building tree {tree}")
+        return self._state
+
+    # ------------------------------------------------------------------ setup
+    @handles(m.Hello)
+    def on_hello(self, sender: str, msg: m.Hello) -> m.ClientInfo:
+        """Setup: report the HMAC ids, the global feature ids, the label role (Reveals: the
+        master learns pseudonymous ids, the feature layout and the number of classes)."""
+        spec = self._labels_spec
+        n_classes = 0 if spec is None or spec.n_classes is None else spec.n_classes
+        return m.ClientInfo(self._hashed, self.feature_ids, spec is not None, n_classes)
+
+    @handles(m.Setup)
+    def on_setup(self, sender: str, msg: m.Setup) -> m.Ack:
+        """Setup: adopt the canonical order, bin the own columns."""
+        if msg.n_samples != len(self._hashed) or self.name not in msg.client_names:
+            raise ProtocolError("setup does not match this client's data")
+        if msg.label_protection not in ("shared", "encrypted"):
+            raise ProtocolError(f"unknown label protection {msg.label_protection!r}")
+        self._setup = msg
+        self._index = msg.client_names.index(self.name)
+        self._criterion = make_criterion(msg.criterion)
+        order = canonical_order(self._hashed)
+        self._X = self._X_raw[order]
+        if self._X.shape[1]:
+            self._mapper = BinMapper.fit(self._X, max_bins=msg.max_bins, categorical=self._categorical)
+            self._binned = self._mapper.transform(self._X)
+        if self._labels_spec is not None:
+            self._labels = np.asarray(self._labels_spec.y)[order]
+        return m.Ack()
+
+    @handles(m.DistributeLabels)
+    def on_distribute_labels(self, sender: str, msg: m.DistributeLabels) -> m.Ack:
+        """Setup (label holder): labels to every other client (``shared``), or one fresh
+        ciphertext of each sample's packed unit statistics (``encrypted``)."""
+        setup = self._require_setup()
+        spec, labels = self._labels_spec, self._labels
+        if spec is None or labels is None:
+            raise UnexpectedMessage(f"{self.name} holds no labels")
+        others = [c for c in setup.client_names if c != self.name]
+        request: m.SharedLabels | m.EncryptedLabels
+        if setup.label_protection == "shared":
+            request = m.SharedLabels(np.asarray(labels, dtype=np.float64 if spec.n_classes is None else np.int64))
+        else:
+            if spec.keypair is not None:
+                self._pk, self._sk = spec.keypair
+            else:
+                self._pk, self._sk = generate_keypair(spec.key_bits, rng=self._rng,
+                                                      allow_insecure=spec.allow_insecure)
+            if spec.n_classes is None:
+                layout, units = regression_units(np.asarray(labels, dtype=np.float64), spec.frac_bits)
+            else:
+                layout, units = classification_units(np.asarray(labels, dtype=np.int64), spec.n_classes)
+            self._layout = layout
+            layout.bins_per_plaintext(self._pk.bits)
+            cts = self._pk.encrypt_many(units, mode=self._mode, rng=self._rng)
+            self.counters.encryptions += len(cts)
+            request = m.EncryptedLabels(self._pk.to_bytes(), layout.n_slots, layout.slot_bits,
+                                        tuple(c.value for c in cts))
+        if others:
+            self.call_many(dict.fromkeys(others, request), expect=m.Ack)
+        return m.Ack()
+
+    @handles(m.SharedLabels)
+    def on_shared_labels(self, sender: str, msg: m.SharedLabels) -> m.Ack:
+        setup = self._require_setup()
+        if setup.label_protection != "shared" or self.is_label_holder:
+            raise UnexpectedMessage("labels in the clear are only accepted in shared mode")
+        if msg.labels.shape != (setup.n_samples,):
+            raise ProtocolError("wrong number of labels")
+        self._labels = msg.labels
+        return m.Ack()
+
+    @handles(m.EncryptedLabels)
+    def on_encrypted_labels(self, sender: str, msg: m.EncryptedLabels) -> m.Ack:
+        """Setup (``encrypted``): validate and keep the public key and every ciphertext."""
+        setup = self._require_setup()
+        if setup.label_protection != "encrypted" or self.is_label_holder:
+            raise UnexpectedMessage("encrypted labels are only accepted in encrypted mode")
+        if len(msg.ciphertexts) != setup.n_samples:
+            raise ProtocolError("wrong number of encrypted labels")
+        pk = self._load_pk(msg.public_key)
+        layout = SlotLayout(msg.n_slots, msg.slot_bits)
+        layout.bins_per_plaintext(pk.bits)
+        self._enc = [Ciphertext(pk, v) for v in msg.ciphertexts]  # raises InvalidCiphertext
+        self._pk, self._layout = pk, layout
+        return m.Ack()
+
+    # ------------------------------------------------------------------ training
+    @handles(m.TreeStart)
+    def on_tree_start(self, sender: str, msg: m.TreeStart) -> m.Ack:
+        """Tree start (Algorithm 1 line 2): the bootstrap weights and the own selected features."""
+        setup = self._require_setup()
+        w = np.asarray(msg.weights)
+        if w.shape != (setup.n_samples,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
+            raise ProtocolError("bootstrap weights must be n non-negative integers")
+        if not set(msg.features) <= set(self.feature_ids):
+            raise ProtocolError("the master selected a feature this client does not hold")
+        self._tree = msg.tree
+        self._weights = w.astype(np.int64)
+        self._state = LayerState.start(self._weights)
+        self._skeleton = TreeSkeleton(self._X.shape[1], self.n_outputs)
+        self._skeleton.add(float(self._weights.sum()))
+        self._candidates, self._won = {}, {}
+        self._stats = None
+        if self._labels is not None:
+            if setup.n_classes:
+                self._stats = class_stats(np.asarray(self._labels, dtype=np.int64), setup.n_classes,
+                                          self._weights.astype(np.float64))
+            else:
+                self._stats = regression_stats(np.asarray(self._labels, dtype=np.float64),
+                                               self._weights.astype(np.float64))
+        elif setup.label_protection == "encrypted":
+            self._weight_ciphertexts()
+        return m.Ack()
+
+    def _weight_ciphertexts(self) -> None:
+        """``Enc(w_i · unit_i) = Enc(unit_i)^{w_i}``: the bootstrap weight as a short exponent."""
+        weighted: list[Ciphertext | None] = []
+        for c, w in zip(self._enc, self._weights.tolist(), strict=True):
+            if w == 0:
+                weighted.append(None)
+            elif w == 1:
+                weighted.append(c)
+            else:
+                weighted.append(c * w)
+                self.counters.weightings += 1
+        self._weighted = weighted
+
+    @handles(m.NodeStatsRequest)
+    def on_node_stats(self, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
+        """Layer step 1 (label holder): value and purity of each frontier node
+        (Reveals: the master learns the complete model's node values and the pure nodes)."""
+        state = self._require_tree(msg.tree)
+        if self._stats is None or not self.is_label_holder or self._criterion is None:
+            raise UnexpectedMessage(f"{self.name} holds no labels")
+        totals = node_totals(state.pos, self._stats[state.rows], state.frontier.size)
+        values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
+        return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
+
+    def _node_features(self, msg: m.FindSplits, n_frontier: int) -> tuple[IntArray, IntArray]:
+        """Requested positions and their own local features, padded by repetition to one width."""
+        positions = np.asarray(msg.positions, dtype=np.int64)
+        counts = np.asarray(msg.counts, dtype=np.int64)
+        feats = np.asarray(msg.features, dtype=np.int64)
+        check_positions(positions, n_frontier)
+        if counts.shape != positions.shape or (counts.size and counts.min() < 1) or feats.shape != (counts.sum(),):
+            raise ProtocolError("malformed feature lists")
+        local = {int(f): j for j, f in enumerate(self._feature_ids.tolist())}
+        if not set(feats.tolist()) <= set(local):
+            raise ProtocolError("the master selected a feature this client does not hold")
+        width = int(counts.max()) if counts.size else 0
+        table = np.zeros((positions.size, width), dtype=np.int64)
+        offset = 0
+        for k, c in enumerate(counts.tolist()):
+            row = sorted(local[int(f)] for f in feats[offset:offset + c])
+            offset += c
+            table[k] = row + [row[-1]] * (width - c)
+        return positions, table
+
+    @handles(m.FindSplits)
+    def on_find_splits(self, sender: str, msg: m.FindSplits) -> m.LocalBest:
+        """Layer step 2 (Algorithm 1 lines 10-15): the local best split of each listed node
+        (Reveals: the master learns the best gain and the best feature's id, not the threshold)."""
+        setup = self._require_setup()
+        state = self._require_tree(msg.tree)
+        if msg.layer != state.depth:
+            raise UnexpectedMessage("find_splits for another layer")
+        positions, table = self._node_features(msg, state.frontier.size)
+        self._candidates = {}
+        if positions.size == 0:
+            e = np.zeros(0)
+            return m.LocalBest(e.astype(np.int64), e.astype(bool), e, e.astype(np.int64))
+        if self._stats is not None:
+            found, gains, feat, bins, mleft = self._score_plain(state, positions, table)
+        elif setup.label_protection == "encrypted":
+            found, gains, feat, bins, mleft = self._score_encrypted(state, positions, table, msg)
+        else:
+            raise UnexpectedMessage(f"{self.name} has no labels to score splits with")
+        for k, p in enumerate(positions.tolist()):
+            if found[k]:
+                self._candidates[p] = _Candidate(int(feat[k]), int(bins[k]), bool(mleft[k]))
+        fids = np.where(found, self._feature_ids[feat], -1).astype(np.int64)
+        return m.LocalBest(positions, found.astype(bool), np.where(found, gains, 0.0), fids)
+
+    def _score_plain(self, state: LayerState, positions: IntArray, table: IntArray
+                     ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
+        """Plaintext histograms of the own features, scored as the central grower does."""
+        if self._stats is None or self._binned is None or self._mapper is None or self._criterion is None:
+            raise UnexpectedMessage("no statistics to score")
+        renumber = np.full(state.frontier.size, -1, dtype=np.int64)
+        renumber[positions] = np.arange(positions.size)
+        keep = renumber[state.pos] >= 0
+        rows = state.rows[keep]
+        hist = build_histograms(self._binned[rows], renumber[state.pos[keep]], self._stats[rows],
+                                positions.size, self._mapper.max_bins, table)
+        res = best_splits(hist, self._criterion, categorical=np.asarray(self._mapper.categorical),
+                          n_bins=np.asarray(self._mapper.n_bins), features=table,
+                          min_samples_leaf=self._require_setup().min_samples_leaf)
+        return res.found, res.gain, res.feature, res.bin, res.missing_left
+
+    def _score_encrypted(self, state: LayerState, positions: IntArray, table: IntArray, msg: m.FindSplits
+                         ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
+        """Encrypted per-bin label statistics of every candidate, packed, re-randomised and
+        scored by the label holder (``specs/federated_forest.md``, "Encrypted label statistics")."""
+        if self._pk is None or self._layout is None or self._binned is None or self._mapper is None:
+            raise UnexpectedMessage("encrypted labels have not arrived")
+        setup = self._require_setup()
+        pk, layout, mapper = self._pk, self._layout, self._mapper
+        per_ct = layout.bins_per_plaintext(pk.bits)
+        shift = 1 << layout.bin_bits
+        zero = Ciphertext(pk, 1)
+        groups = state.samples_of(positions)
+        entry_node: list[int] = []
+        entry_feat: list[int] = []
+        chunks: list[int] = []
+        packed: list[int] = []
+        for k, p in enumerate(positions.tolist()):
+            samples = state.rows[groups[k]]
+            for f in dict.fromkeys(table[k].tolist()):  # distinct, in increasing global id
+                nb = mapper.n_bins[f]
+                bins = self._binned[samples, f].astype(np.int64)
+                bins = np.where(bins == mapper.missing_bin, nb, bins)  # missing after the real bins
+                sums: list[Ciphertext | None] = [None] * (nb + 1)
+                order = np.argsort(bins, kind="stable")
+                edges = np.searchsorted(bins[order], np.arange(nb + 2))
+                for b in range(nb + 1):
+                    idx = samples[order[edges[b]:edges[b + 1]]]
+                    if idx.size:
+                        cts = [self._weighted[i] for i in idx.tolist()]
+                        sums[b] = sum_ciphertexts(cts)
+                        self.counters.additions += idx.size - 1
+                n_chunks = 0
+                for start in range(0, nb + 1, per_ct):
+                    acc: Ciphertext | None = None
+                    for c in reversed(sums[start:start + per_ct]):  # Horner: acc·2^(bin bits) + bin
+                        if acc is not None:
+                            acc = acc * shift
+                            self.counters.shifts += 1
+                        if c is not None:
+                            acc = c if acc is None else acc + c
+                    out = (acc if acc is not None else zero).rerandomize(mode=self._mode, rng=self._rng)
+                    self.counters.rerandomizations += 1
+                    packed.append(out.value)
+                    n_chunks += 1
+                entry_node.append(p)
+                entry_feat.append(f)
+                chunks.append(n_chunks)
+        reply = self.call(setup.label_holder, m.ScoreRequest(
+            msg.tree, msg.layer, np.asarray(entry_node, dtype=np.int64),
+            np.asarray([mapper.n_bins[f] for f in entry_feat], dtype=np.int64),
+            np.asarray([mapper.categorical[f] for f in entry_feat], dtype=bool),
+            np.asarray(chunks, dtype=np.int64), tuple(packed)), expect=m.ScoreReply)
+        if not np.array_equal(reply.positions, positions):
+            raise ProtocolError("the label holder scored other nodes")
+        entries = np.asarray(reply.entries, dtype=np.int64)
+        found = np.asarray(reply.found, dtype=bool)
+        if entries.shape != positions.shape or (found.any() and (
+                entries[found].min() < 0 or entries[found].max() >= len(entry_feat))):
+            raise ProtocolError("the label holder named an unknown candidate")
+        feat = np.asarray(entry_feat, dtype=np.int64)[np.where(found, entries, 0)]
+        if np.any(found & (np.asarray(entry_node)[np.where(found, entries, 0)] != positions)):
+            raise ProtocolError("the label holder chose a candidate of another node")
+        return found, np.asarray(reply.gains, dtype=np.float64), feat, np.asarray(reply.bins, dtype=np.int64), \
+            np.asarray(reply.missing_left, dtype=bool)
+
+    @handles(m.ScoreRequest)
+    def on_score_request(self, sender: str, msg: m.ScoreRequest) -> m.ScoreReply:
+        """Layer step 2b (label holder): decrypt the packed statistics, score each node's
+        candidates with ``best_splits`` (Reveals: the per-bin label statistics of the sender's
+        candidates, their number and bin counts; not which features they are)."""
+        if self._sk is None or self._layout is None or self._criterion is None:
+            raise UnexpectedMessage(f"{self.name} cannot score encrypted statistics")
+        setup = self._require_setup()
+        state = self._require_tree(msg.tree)
+        if msg.layer != state.depth:
+            raise UnexpectedMessage("score request for another layer")
+        node = np.asarray(msg.entry_node, dtype=np.int64)
+        nbins = np.asarray(msg.entry_bins, dtype=np.int64)
+        cat = np.asarray(msg.entry_categorical, dtype=bool)
+        chunks = np.asarray(msg.chunks, dtype=np.int64)
+        n_entries = node.size
+        if not (nbins.shape == cat.shape == chunks.shape == (n_entries,)) or n_entries == 0:
+            raise ProtocolError("malformed score request")
+        max_bins = setup.max_bins
+        per_ct = self._layout.bins_per_plaintext(self._sk.public_key.bits)
+        if nbins.min() < 1 or nbins.max() > max_bins or np.any(chunks != -(-(nbins + 1) // per_ct)):
+            raise ProtocolError("a candidate's bin count or chunk count is out of range")
+        if int(chunks.sum()) != len(msg.ciphertexts):
+            raise ProtocolError("wrong number of packed ciphertexts")
+        if node.min() < 0 or node.max() >= state.frontier.size or np.any(np.diff(node) < 0):
+            raise ProtocolError("candidates must be grouped by increasing node position")
+        pk = self._sk.public_key
+        plain: list[int] = []
+        for v in msg.ciphertexts:
+            plain.append(self._sk.decrypt_residue(Ciphertext(pk, v)))  # raises InvalidCiphertext
+        self.counters.decryptions += len(plain)
+        positions, first = np.unique(node, return_index=True)
+        counts = np.diff(np.append(first, n_entries))
+        width = int(counts.max())
+        n_stats = 3 if self._layout.regression else self._layout.n_slots
+        hist = np.zeros((positions.size, width, max_bins + 1, n_stats), dtype=np.float64)
+        table = np.zeros((positions.size, width), dtype=np.int64)
+        cursor = 0
+        for e in range(n_entries):
+            sums: list[list[int]] = []
+            for c in range(int(chunks[e])):
+                take = min(per_ct, int(nbins[e]) + 1 - c * per_ct)
+                sums += self._layout.unpack(plain[cursor + c], take)
+            cursor += int(chunks[e])
+            stats = self._layout.decode(sums)
+            k = int(np.searchsorted(positions, node[e]))
+            j = e - int(first[k])
+            hist[k, j, :nbins[e]] = stats[:-1]
+            hist[k, j, max_bins] = stats[-1]
+            table[k, j] = e
+        for k in range(positions.size):
+            table[k, counts[k]:] = table[k, counts[k] - 1]
+            hist[k, counts[k]:] = hist[k, counts[k] - 1]
+        res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,
+                          min_samples_leaf=setup.min_samples_leaf)
+        return m.ScoreReply(positions.astype(np.int64), res.found, np.where(res.found, res.gain, 0.0),
+                            res.feature.astype(np.int64), res.bin.astype(np.int64), res.missing_left)
+
+    @handles(m.ApplySplit)
+    def on_apply_split(self, sender: str, msg: m.ApplySplit) -> m.Partition:
+        """Layer step 3 (Algorithm 1 line 19): split the nodes this client won
+        (Reveals: the master learns the partition of each)."""
+        state = self._require_tree(msg.tree)
+        positions = np.asarray(msg.positions, dtype=np.int64)
+        check_positions(positions, state.frontier.size)
+        if msg.layer != state.depth or not set(positions.tolist()) <= set(self._candidates):
+            raise UnexpectedMessage("apply_split for a node without a local candidate")
+        if self._binned is None or self._mapper is None:
+            raise UnexpectedMessage("no features")
+        mapper = self._mapper
+        out = []
+        for p, g in zip(positions.tolist(), state.samples_of(positions), strict=True):
+            cand = self._candidates[p]
+            bins = self._binned[state.rows[g], cand.feature]
+            n = bins.size
+            out.append(goes_left_binned(bins, np.full(n, cand.bin), np.full(n, mapper.categorical[cand.feature]),
+                                        np.full(n, cand.missing_left), mapper.missing_bin))
+            self._won[p] = cand
+        return m.Partition(np.concatenate(out) if out else np.zeros(0, dtype=bool))
+
+    @handles(m.LayerPartition)
+    def on_layer_partition(self, sender: str, msg: m.LayerPartition) -> m.Ack:
+        """Layer step 4: apply the broadcast partitions; store feature and threshold only at
+        the nodes this client won (paper Section 4.1, "Model Storage")."""
+        state = self._require_tree(msg.tree)
+        if msg.layer != state.depth or self._skeleton is None:
+            raise UnexpectedMessage("partition for another layer")
+        positions = np.asarray(msg.positions, dtype=np.int64)
+        check_positions(positions, state.frontier.size)
+        if not set(self._won) <= set(positions.tolist()):
+            raise ProtocolError("a split this client applied is missing from the broadcast")
+        skeleton, mapper, won = self._skeleton, self._mapper, self._won
+        pos_list = positions.tolist()
+
+        def split(i: int, node: int, lw: float, rw: float) -> tuple[int, int]:
+            cand = won.get(pos_list[i])
+            if cand is None or mapper is None:
+                return skeleton.split(node, lw, rw)
+            return skeleton.split(node, lw, rw, provider=self._index, feature=cand.feature,
+                                  threshold=mapper.threshold(cand.feature, cand.bin),
+                                  categorical=mapper.categorical[cand.feature], missing_left=cand.missing_left)
+
+        if won:  # the broadcast must carry this client's own partitions unchanged
+            groups = state.samples_of(positions)
+            offsets = np.cumsum([0] + [g.size for g in groups])
+            for i, p in enumerate(pos_list):
+                if p in won and self._binned is not None and mapper is not None:
+                    cand = won[p]
+                    bins = self._binned[state.rows[groups[i]], cand.feature]
+                    n = bins.size
+                    mine = goes_left_binned(bins, np.full(n, cand.bin), np.full(n, mapper.categorical[cand.feature]),
+                                            np.full(n, cand.missing_left), mapper.missing_bin)
+                    if not np.array_equal(np.asarray(msg.left)[offsets[i]:offsets[i + 1]], mine):
+                        raise ProtocolError("the broadcast partition differs from this client's split")
+        state.advance(positions, np.asarray(msg.left), self._weights, split)
+        self._candidates, self._won = {}, {}
+        return m.Ack()
+
+    @handles(m.TreeEnd)
+    def on_tree_end(self, sender: str, msg: m.TreeEnd) -> m.Ack:
+        """Tree end (Algorithm 1 line 31): keep the partial tree ``T_i``."""
+        self._require_tree(msg.tree)
+        if self._skeleton is None:
+            raise UnexpectedMessage("no tree")
+        self.trees.append(self._skeleton.build())
+        self._state, self._skeleton, self._weighted = None, None, []
+        return m.Ack()
+
+    # ------------------------------------------------------------------ prediction
+    def load_test(self, X: npt.ArrayLike, ids: Sequence[object]) -> None:
+        """Local: the own columns of the test rows (same column order as training)."""
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape != (len(ids), self._feature_ids.size):
+            raise ParameterError("test X must have one row per id and the client's columns")
+        hashed = hash_ids(self._id_key, ids)
+        self._test_hashed = hashed
+        self._X_test = Xa[:, self._cols][canonical_order(hashed)]
+
+    @handles(m.TestIds)
+    def on_test_ids(self, sender: str, msg: m.TestIds) -> m.ClientTestIds:
+        return m.ClientTestIds(self._test_hashed)
+
+    @handles(m.PredictRequest)
+    def on_predict(self, sender: str, msg: m.PredictRequest) -> m.LeafSets:
+        """One-round prediction (Algorithm 3): per tree, the leaves each test sample can reach
+        in the partial tree, both branches at withheld nodes (Reveals: to the master, the side
+        of each of this client's splits every test sample takes)."""
+        n_test = self._X_test.shape[0]
+        bits, n_leaves = [], []
+        for t in self.trees:
+            reach = t.reachable_leaves(self._X_test)
+            n_leaves.append(reach.shape[1])
+            bits.append(np.packbits(reach, axis=None))
+        return m.LeafSets(n_test, np.asarray(n_leaves, dtype=np.int64), tuple(bits))
+
+    @handles(m.RouteRequest)
+    def on_route(self, sender: str, msg: m.RouteRequest) -> m.RouteReply:
+        """Classical prediction: one node's test (the rule of :class:`~securetrees.trees.Tree`:
+        ``x <= threshold``, categorical ``x == threshold``, NaN follows ``missing_left``)."""
+        if not 0 <= msg.tree < len(self.trees):
+            raise ProtocolError("unknown tree")
+        t = self.trees[msg.tree]
+        k = msg.node
+        if not 0 <= k < t.n_nodes or t.left[k] == -1 or t.withheld[k]:
+            raise ProtocolError(f"{self.name} does not hold the split of node {k}")
+        idx = np.asarray(msg.samples, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._X_test.shape[0]):
+            raise ProtocolError("test sample index out of range")
+        x = self._X_test[idx, t.feature[k]]
+        thr = t.threshold[k]
+        test = (x == thr) if t.categorical[k] else (x <= thr)
+        return m.RouteReply(np.where(np.isnan(x), bool(t.missing_left[k]), test))

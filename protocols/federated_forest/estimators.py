@@ -1,0 +1,243 @@
+"""One-process facade: every party of a Federated Forest run in one process, scikit-learn style.
+
+``fit(X, y, partition)`` splits the columns of ``X`` between clients
+(``partition[i]`` lists client ``i``'s column indices), gives the labels to
+client ``label_holder``, and runs the protocol over an
+:class:`~securetrees.runtime.InProcessNetwork`; ``transcript_`` is the run's
+record (bytes, rounds, every party's view).  The random draws index the samples
+in the canonical (sorted HMAC) order: row ``sample_order_[j]`` of ``X`` is sample
+``j``, so ``train_forest(X[sample_order_], y[sample_order_], ...)`` with the same
+``random_state`` grows the same trees.  ``predict`` runs the one-round
+method (or the classical one, ``prediction="classical"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.federated_forest.client import Client, LabelSpec
+from protocols.federated_forest.ids import canonical_order, hash_ids
+from protocols.federated_forest.master import Master
+from protocols.federated_forest.params import LABEL_MODES, ForestParams
+from protocols.federated_forest.skeleton import assemble_tree
+from securetrees.errors import NotFittedError, ParameterError
+from securetrees.paillier import Mode, PrivateKey, PublicKey
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.trees import Forest
+
+__all__ = ["FederatedForestClassifier", "FederatedForestRegressor", "check_partition"]
+
+FloatArray = npt.NDArray[np.float64]
+PREDICTION_METHODS = ("one-round", "classical")
+
+
+def check_partition(partition: Sequence[Sequence[int]], n_features: int) -> list[list[int]]:
+    """The column lists as ints; ParameterError unless they are disjoint, cover every column
+    exactly once, and number at least two clients."""
+    if isinstance(partition, (str, bytes)) or len(partition) < 2:
+        raise ParameterError("partition must list the columns of at least two clients")
+    out: list[list[int]] = []
+    seen: set[int] = set()
+    for cols in partition:
+        row = []
+        for c in cols:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                raise ParameterError("partition entries must be column indices")
+            ci = int(c)
+            if not 0 <= ci < n_features:
+                raise ParameterError(f"column {ci} is out of range")
+            if ci in seen:
+                raise ParameterError(f"column {ci} is given to two clients")
+            seen.add(ci)
+            row.append(ci)
+        out.append(row)
+    if len(seen) != n_features:
+        missing = sorted(set(range(n_features)) - seen)
+        raise ParameterError(f"columns {missing[:5]} belong to no client")
+    return out
+
+
+class _FederatedForest:
+    _task = ""
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        *,
+        max_depth: int | None = None,
+        min_samples_split: int = 2,
+        min_samples_leaf: int = 1,
+        max_features: int | float | str | None = "sqrt",
+        feature_sampling: str = "node",
+        bootstrap: bool = True,
+        criterion: str | None = None,
+        max_bins: int = 255,
+        categorical: Sequence[bool] | None = None,
+        label_protection: str = "encrypted",
+        label_holder: int = 0,
+        key_bits: int = 2048,
+        allow_insecure: bool = False,
+        paillier_mode: Mode = "djn",
+        paillier_keys: tuple[PublicKey, PrivateKey] | None = None,
+        public_key_loader: Callable[[bytes], PublicKey] | None = None,
+        frac_bits: int = 32,
+        prediction: str = "one-round",
+        random_state: int | None = None,
+        show_progress: bool = False,
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.feature_sampling = feature_sampling
+        self.bootstrap = bootstrap
+        self.criterion = criterion
+        self.max_bins = max_bins
+        self.categorical = categorical
+        self.label_protection = label_protection
+        self.label_holder = label_holder
+        self.key_bits = key_bits
+        self.allow_insecure = allow_insecure
+        self.paillier_mode = paillier_mode
+        self.paillier_keys = paillier_keys
+        self.public_key_loader = public_key_loader
+        self.frac_bits = frac_bits
+        self.prediction = prediction
+        self.random_state = random_state
+        self.show_progress = show_progress
+        self.rng = rng
+
+    # ------------------------------------------------------------------ fitting
+    def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
+        raise NotImplementedError
+
+    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]]) -> _FederatedForest:
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape[0] == 0:
+            raise ParameterError("X must be a non-empty 2-d array")
+        ya = np.asarray(y)
+        if ya.shape != (Xa.shape[0],):
+            raise ParameterError("y must have one entry per row of X")
+        parts = check_partition(partition, Xa.shape[1])
+        if self.label_protection not in LABEL_MODES:
+            raise ParameterError(f"label_protection must be one of {LABEL_MODES}")
+        if self.prediction not in PREDICTION_METHODS:
+            raise ParameterError(f"prediction must be one of {PREDICTION_METHODS}")
+        if isinstance(self.label_holder, bool) or not 0 <= int(self.label_holder) < len(parts):
+            raise ParameterError("label_holder must index a client")
+        cat = [False] * Xa.shape[1] if self.categorical is None else [bool(c) for c in self.categorical]
+        if len(cat) != Xa.shape[1]:
+            raise ParameterError("categorical needs one flag per column")
+        codes, n_classes = self._labels(ya)
+        params = ForestParams(
+            n_estimators=self.n_estimators, max_depth=self.max_depth,
+            min_samples_split=self.min_samples_split, min_samples_leaf=self.min_samples_leaf,
+            max_features=self.max_features, feature_sampling=self.feature_sampling,
+            bootstrap=self.bootstrap, random_state=self.random_state,
+        )
+        spec = LabelSpec(codes, n_classes, key_bits=self.key_bits, allow_insecure=self.allow_insecure,
+                         keypair=self.paillier_keys, frac_bits=self.frac_bits)
+        net = InProcessNetwork()
+        id_key = self.rng.token_bytes(32)
+        ids = [f"row-{i}" for i in range(Xa.shape[0])]
+        names = [f"client{i}" for i in range(len(parts))]
+        loader = self.public_key_loader or PublicKey.from_bytes
+        clients = [
+            Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
+                   labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
+                   public_key_loader=loader, rng=self.rng)
+            for i, (name, cols) in enumerate(zip(names, parts, strict=True))
+        ]
+        master = Master("master", net, names, params, label_protection=self.label_protection,
+                        criterion=self.criterion, max_bins=self.max_bins, show_progress=self.show_progress)
+        master.fit()
+        self.network_ = net
+        self.master_ = master
+        self.clients_ = clients
+        self.partition_ = parts
+        self.n_features_in_ = Xa.shape[1]
+        self._id_key = id_key
+        self.sample_order_ = canonical_order(hash_ids(id_key, ids))
+        self._test_counter = 0
+        return self
+
+    @property
+    def transcript_(self) -> Transcript:
+        return self._fitted().network_.transcript
+
+    def _fitted(self) -> _FederatedForest:
+        if not hasattr(self, "master_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
+        return self
+
+    # ------------------------------------------------------------------ prediction
+    def _output(self, X: npt.ArrayLike, method: str | None) -> FloatArray:
+        self._fitted()
+        how = self.prediction if method is None else method
+        if how not in PREDICTION_METHODS:
+            raise ParameterError(f"prediction must be one of {PREDICTION_METHODS}")
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
+            raise ParameterError(f"X must have {self.n_features_in_} columns")
+        self._test_counter += 1
+        ids = [f"test{self._test_counter}-{i}" for i in range(Xa.shape[0])]
+        for client, cols in zip(self.clients_, self.partition_, strict=True):
+            client.load_test(Xa[:, cols], ids)
+        self.master_.align_test()
+        leaves = self.master_.leaf_of_one_round() if how == "one-round" else self.master_.leaf_of_classical()
+        order = canonical_order(hash_ids(self._id_key, ids))  # the master's order: sorted HMAC ids
+        out = np.empty((Xa.shape[0], self.master_.n_outputs), dtype=np.float64)
+        out[order] = self.master_.aggregate(leaves)
+        return out
+
+    def complete_forest(self) -> Forest:
+        """The complete trees ``T = T_1 ∪ ... ∪ T_M`` joined from every party (tests, audits)."""
+        self._fitted()
+        trees = tuple(
+            assemble_tree(t, [c.trees[k] for c in self.clients_], self.partition_)
+            for k, t in enumerate(self.master_.trees)
+        )
+        classes = getattr(self, "classes_", None)
+        return Forest(trees, "classification" if classes is not None else "regression", classes)
+
+
+class FederatedForestClassifier(_FederatedForest):
+    """Federated Forest for classification (binary and multi-class); see the module docstring."""
+
+    def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
+        ya = np.asarray(y)
+        if ya.dtype.kind == "f" and np.isnan(ya).any():
+            raise ParameterError("labels must not be NaN")
+        if ya.dtype.kind == "O" and any(v is None or (isinstance(v, float) and np.isnan(v)) for v in ya):
+            raise ParameterError("labels must not be missing")
+        classes, codes = np.unique(ya, return_inverse=True)
+        if classes.size < 2:
+            raise ParameterError("classification needs at least two classes")
+        self.classes_ = classes
+        return codes.astype(np.int64), int(classes.size)
+
+    def predict_proba(self, X: npt.ArrayLike, *, method: str | None = None) -> FloatArray:
+        return self._output(X, method)
+
+    def predict(self, X: npt.ArrayLike, *, method: str | None = None) -> npt.NDArray[Any]:
+        return np.asarray(self.classes_[np.argmax(self._output(X, method), axis=1)])
+
+
+class FederatedForestRegressor(_FederatedForest):
+    """Federated Forest for regression (squared error); see the module docstring."""
+
+    def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
+        ya = np.asarray(y, dtype=np.float64)
+        if not np.all(np.isfinite(ya)):
+            raise ParameterError("regression targets must be finite (no NaN)")
+        return ya, None
+
+    def predict(self, X: npt.ArrayLike, *, method: str | None = None) -> FloatArray:
+        return np.asarray(self._output(X, method)[:, 0])

@@ -1,0 +1,290 @@
+"""The master role of Federated Forest (Algorithms 2, 4 / 6, 8).
+
+The master draws the bootstrap sample and the candidate features exactly as
+``securetrees.trees.train_forest`` does, tells each client only its own
+candidates, expands a whole layer per round of each step, picks the global best
+of the clients' local bests, relays the winner's partition, and keeps per tree
+the shape, each node's owner, weight and value, never a threshold.  Prediction:
+one round per forest (intersection of the clients' leaf sets, Proposition 1) or
+the classical round trip per node.  See ``specs/federated_forest.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.federated_forest import messages as m
+from protocols.federated_forest.ids import check_aligned
+from protocols.federated_forest.params import LABEL_MODES, ForestParams
+from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.progress import progress
+from securetrees.runtime import Network, Party
+from securetrees.trees import Tree, TreeDraws, make_criterion, tree_generators
+
+__all__ = ["Master"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class Master(Party):
+    """Coordinates ``clients`` (party names; the provider index of a client is its position)."""
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        clients: Sequence[str],
+        params: ForestParams,
+        *,
+        label_protection: str = "encrypted",
+        criterion: str | None = None,
+        max_bins: int = 255,
+        show_progress: bool = False,
+    ) -> None:
+        super().__init__(name, network)
+        if len(clients) < 2 or len(set(clients)) != len(clients):
+            raise ParameterError("Federated Forest needs at least two distinct clients")
+        if label_protection not in LABEL_MODES:
+            raise ParameterError(f"label_protection must be one of {LABEL_MODES}")
+        self.clients = tuple(clients)
+        self.params = params
+        self.label_protection = label_protection
+        self._criterion_name = criterion
+        self.max_bins = max_bins
+        self.show_progress = show_progress
+        self.trees: list[Tree] = []
+        self.n_samples = 0
+        self.n_features = 0
+        self.n_classes = 0
+        self.label_holder = ""
+        self._owner = np.zeros(0, dtype=np.int64)  # client index of each global feature
+        self.n_test = 0
+
+    @property
+    def n_outputs(self) -> int:
+        return max(1, self.n_classes)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        """Setup: collect ids and features, check the alignment and the partition, announce
+        the run, have the label holder distribute the labels or their encryptions."""
+        infos = self.call_many(dict.fromkeys(self.clients, m.Hello()), expect=m.ClientInfo)
+        holders = [c for c in self.clients if infos[c].label_holder]
+        if len(holders) != 1:
+            raise ParameterError(f"exactly one client must hold the labels, found {len(holders)}")
+        check_aligned([infos[c].hashed_ids for c in self.clients])
+        owner: dict[int, int] = {}
+        for i, c in enumerate(self.clients):
+            for f in infos[c].feature_ids:
+                if f in owner:
+                    raise ParameterError(f"feature {f} is held by two clients")
+                owner[f] = i
+        n_features = len(owner)
+        if n_features == 0 or sorted(owner) != list(range(n_features)):
+            raise ParameterError("the clients' features must be exactly 0..n_features-1")
+        self.label_holder = holders[0]
+        self.n_classes = infos[self.label_holder].n_classes
+        self.n_samples = len(infos[self.clients[0]].hashed_ids)
+        self.n_features = n_features
+        self._owner = np.asarray([owner[f] for f in range(n_features)], dtype=np.int64)
+        criterion = self._criterion_name or ("gini" if self.n_classes else "squared_error")
+        if (criterion in ("gini", "entropy")) != bool(self.n_classes):
+            raise ParameterError(f"criterion {criterion!r} does not fit the label holder's task")
+        make_criterion(criterion)
+        self._criterion_name = criterion
+        setup = m.Setup(self.n_samples, n_features, self.n_classes, self.label_protection, criterion,
+                        float(self.params.min_samples_leaf), self.max_bins, self.clients, self.label_holder)
+        self.call_many(dict.fromkeys(self.clients, setup), expect=m.Ack)
+        self.call(self.label_holder, m.DistributeLabels(), expect=m.Ack)
+
+    # ------------------------------------------------------------------ training
+    def fit(self) -> list[Tree]:
+        """Setup, then every tree (Algorithm 2 / 6)."""
+        self.setup()
+        self.trees = []
+        gens = tree_generators(self.params.random_state, self.params.n_estimators)
+        for t in progress(range(self.params.n_estimators), desc="federated forest",
+                          total=self.params.n_estimators, enabled=self.show_progress):
+            self.trees.append(self.build_tree(t, gens[t]))
+        return self.trees
+
+    def build_tree(self, t: int, rng: np.random.Generator) -> Tree:
+        """One tree, layer by layer: node statistics, candidate features, local bests,
+        global best, the winners' partitions, the broadcast."""
+        k_tree, k_node = self.params.feature_counts(self.n_features)
+        draws = TreeDraws(rng, self.n_samples, self.n_features, bootstrap=self.params.bootstrap,
+                          max_features_tree=k_tree, max_features=k_node)
+        weights = draws.sample_weight.astype(np.int64)
+        tree_feats = set(draws.tree_features.tolist())
+        self.call_many({c: m.TreeStart(t, weights, tuple(f for f in self._features_of(i) if f in tree_feats))
+                        for i, c in enumerate(self.clients)}, expect=m.Ack)
+        state = LayerState.start(weights)
+        skeleton = TreeSkeleton(self.n_features, self.n_outputs)
+        skeleton.add(float(weights.sum()))
+        while state.frontier.size and state.rows.size:
+            if not self.expand_layer(t, state, skeleton, draws, weights):
+                break
+        self.call_many(dict.fromkeys(self.clients, m.TreeEnd(t)), expect=m.Ack)
+        return skeleton.build()
+
+    def _features_of(self, i: int) -> list[int]:
+        return [int(f) for f in np.flatnonzero(self._owner == i)]
+
+    def expand_layer(self, t: int, state: LayerState, skeleton: TreeSkeleton, draws: TreeDraws,
+                     weights: npt.NDArray[np.int64]) -> bool:
+        """One layer; returns False when no node of the layer splits (the tree is finished)."""
+        layer = state.depth
+        stats = self.call(self.label_holder, m.NodeStatsRequest(t, layer), expect=m.NodeStats)
+        n_front = state.frontier.size
+        values, pure = np.asarray(stats.values, dtype=np.float64), np.asarray(stats.pure)
+        if values.shape != (n_front, self.n_outputs) or pure.shape != (n_front,) or pure.dtype != np.bool_:
+            raise ProtocolError("node statistics do not match the frontier")
+        skeleton.set_values(state.frontier, values)
+        can = self.params.grow.may_split(layer, state.node_weights(weights)) & ~pure
+        if not can.any():
+            return False
+        split_pos = np.flatnonzero(can).astype(np.int64)
+        if draws.draws_per_node:
+            node_feats = [draws.node_features() for _ in range(split_pos.size)]
+        else:
+            node_feats = [draws.tree_features] * split_pos.size
+        requests = {}
+        for i, c in enumerate(self.clients):
+            pos, counts, feats = [], [], []
+            for p, fs in zip(split_pos.tolist(), node_feats, strict=True):
+                own = [int(f) for f in fs if self._owner[f] == i]
+                if own:
+                    pos.append(p)
+                    counts.append(len(own))
+                    feats += own
+            requests[c] = m.FindSplits(t, layer, np.asarray(pos, dtype=np.int64),
+                                       np.asarray(counts, dtype=np.int64), np.asarray(feats, dtype=np.int64))
+        bests = self.call_many(requests, expect=m.LocalBest)
+        winner = self._global_best(split_pos, requests, bests)
+        found = np.asarray(sorted(winner), dtype=np.int64)
+        if found.size == 0:
+            return False
+        by_client: dict[str, list[int]] = {}
+        for p in found.tolist():
+            by_client.setdefault(self.clients[winner[p]], []).append(p)
+        parts = self.call_many({c: m.ApplySplit(t, layer, np.asarray(ps, dtype=np.int64))
+                                for c, ps in by_client.items()}, expect=m.Partition)
+        groups = state.samples_of(found)
+        size = {p: g.size for p, g in zip(found.tolist(), groups, strict=True)}
+        pieces: dict[int, npt.NDArray[np.bool_]] = {}
+        for c, ps in by_client.items():
+            left = np.asarray(parts[c].left)
+            if left.dtype != np.bool_ or left.shape != (sum(size[p] for p in ps),):
+                raise ProtocolError(f"{c} sent a partition of the wrong size")
+            offset = 0
+            for p in ps:
+                pieces[p] = left[offset:offset + size[p]]
+                offset += size[p]
+        left_all = np.concatenate([pieces[p] for p in found.tolist()])
+        self.call_many(dict.fromkeys(self.clients, m.LayerPartition(t, layer, found, left_all)), expect=m.Ack)
+        owners = [winner[p] for p in found.tolist()]
+        state.advance(found, left_all, weights,
+                      lambda i, node, lw, rw: skeleton.split(node, lw, rw, provider=owners[i]))
+        return True
+
+    def _global_best(self, split_pos: IntArray, requests: dict[str, m.FindSplits],
+                     bests: dict[str, m.LocalBest]) -> dict[int, int]:
+        """Algorithm 2 line "argmax": per node the client with the largest gain; ties go to
+        the smallest feature id, as in the central search (``best_splits``)."""
+        best: dict[int, tuple[float, int, int]] = {}
+        for i, c in enumerate(self.clients):
+            reply, asked = bests[c], requests[c]
+            pos = np.asarray(reply.positions, dtype=np.int64)
+            if not np.array_equal(pos, asked.positions):
+                raise ProtocolError(f"{c} answered for other nodes")
+            found = np.asarray(reply.found)
+            gains = np.asarray(reply.gains, dtype=np.float64)
+            fids = np.asarray(reply.feature_ids, dtype=np.int64)
+            if found.shape != pos.shape or gains.shape != pos.shape or fids.shape != pos.shape:
+                raise ProtocolError(f"{c} sent a malformed local best")
+            allowed = set(np.asarray(asked.features).tolist())
+            for p, ok, g, f in zip(pos.tolist(), found.tolist(), gains.tolist(), fids.tolist(), strict=True):
+                if not ok:
+                    continue
+                if f not in allowed or not np.isfinite(g):
+                    raise ProtocolError(f"{c} proposed a feature it was not asked about")
+                cur = best.get(p)
+                if cur is None or g > cur[0] or (g == cur[0] and f < cur[1]):
+                    best[p] = (g, f, i)
+        return {p: v[2] for p, v in best.items()}
+
+    # ------------------------------------------------------------------ prediction
+    def align_test(self) -> int:
+        """Collect the clients' HMAC test ids and check they agree (canonical order: sorted)."""
+        reports = self.call_many(dict.fromkeys(self.clients, m.TestIds()), expect=m.ClientTestIds)
+        check_aligned([reports[c].hashed_ids for c in self.clients])
+        self.n_test = len(reports[self.clients[0]].hashed_ids)
+        return self.n_test
+
+    def _require_model(self) -> None:
+        if not self.trees:
+            raise UnexpectedMessage("the forest has not been trained")
+
+    def leaf_of_one_round(self) -> IntArray:
+        """One-round prediction (Algorithm 4): gather every client's leaf sets for all trees in
+        one round, intersect them; returns ``(n_trees, n_test)`` leaf node ids (Proposition 1)."""
+        self._require_model()
+        replies = self.call_many(dict.fromkeys(self.clients, m.PredictRequest()), expect=m.LeafSets)
+        n = self.n_test
+        out = np.empty((len(self.trees), n), dtype=np.int64)
+        for ti, tree in enumerate(self.trees):
+            leaves = tree.leaves
+            acc = np.ones((n, leaves.size), dtype=bool)
+            for c in self.clients:
+                r = replies[c]
+                if r.n_test != n or len(r.bits) != len(self.trees) or int(r.n_leaves[ti]) != leaves.size:
+                    raise ProtocolError(f"{c} sent leaf sets of the wrong shape")
+                bits = np.asarray(r.bits[ti], dtype=np.uint8)
+                if bits.shape != ((n * leaves.size + 7) // 8,):
+                    raise ProtocolError(f"{c} sent leaf sets of the wrong size")
+                acc &= np.unpackbits(bits, count=n * leaves.size).astype(bool).reshape(n, leaves.size)
+            if not np.all(acc.sum(axis=1) == 1):
+                raise ProtocolError("the leaf sets do not intersect in exactly one leaf (Proposition 1)")
+            out[ti] = leaves[np.argmax(acc, axis=1)]
+        return out
+
+    def leaf_of_classical(self) -> IntArray:
+        """Classical prediction: per tree, a round trip to the owner of every internal node
+        that test samples reach."""
+        self._require_model()
+        n = self.n_test
+        out = np.empty((len(self.trees), n), dtype=np.int64)
+        for ti, tree in enumerate(self.trees):
+            at: dict[int, IntArray] = {0: np.arange(n, dtype=np.int64)}
+            for k in range(tree.n_nodes):
+                samples = at.pop(k, None)
+                if samples is None:
+                    continue
+                if tree.left[k] == -1:
+                    out[ti, samples] = k
+                    continue
+                owner = self.clients[int(tree.provider[k])]
+                reply = self.call(owner, m.RouteRequest(ti, k, samples), expect=m.RouteReply)
+                go = np.asarray(reply.left)
+                if go.dtype != np.bool_ or go.shape != samples.shape:
+                    raise ProtocolError(f"{owner} sent a routing reply of the wrong shape")
+                at[int(tree.left[k])] = samples[go]
+                at[int(tree.right[k])] = samples[~go]
+        return out
+
+    def aggregate(self, leaves: IntArray) -> FloatArray:
+        """Forest output from the leaf of each sample in each tree, as ``trees.Forest`` does:
+        mean of the per-tree class distributions (classification) or of the values."""
+        total = np.zeros((leaves.shape[1], self.n_outputs), dtype=np.float64)
+        for ti, tree in enumerate(self.trees):
+            v = tree.value[leaves[ti]]
+            if self.n_classes:
+                s = v.sum(axis=1, keepdims=True)
+                v = np.divide(v, s, out=np.zeros_like(v), where=s > 0)
+            total += v
+        return total / len(self.trees)

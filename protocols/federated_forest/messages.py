@@ -1,0 +1,285 @@
+"""Messages of Federated Forest (``specs/federated_forest.md``, "Message flow").
+
+Wire names are ``federated_forest.<step>``.  Sample indices are positions in the
+canonical order (the sorted HMAC ids); per-node data is concatenated in the
+order of the node positions it accompanies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from securetrees.runtime import Message, message
+
+__all__ = [
+    "Ack",
+    "ApplySplit",
+    "Checkpoint",
+    "ClientInfo",
+    "ClientTestIds",
+    "DistributeLabels",
+    "EncryptedLabels",
+    "FindSplits",
+    "Hello",
+    "LayerPartition",
+    "LeafSets",
+    "LocalBest",
+    "NodeStats",
+    "NodeStatsRequest",
+    "Partition",
+    "PredictRequest",
+    "Resume",
+    "RouteReply",
+    "RouteRequest",
+    "ScoreReply",
+    "ScoreRequest",
+    "Setup",
+    "SharedLabels",
+    "TestIds",
+    "TreeEnd",
+    "TreeStart",
+]
+
+
+@message("federated_forest.ack")
+@dataclass(frozen=True)
+class Ack(Message):
+    """Acknowledges a one-step instruction."""
+
+
+@message("federated_forest.hello")
+@dataclass(frozen=True)
+class Hello(Message):
+    """Master → client: report ids and features (setup)."""
+
+
+@message("federated_forest.client_info")
+@dataclass(frozen=True)
+class ClientInfo(Message):
+    """Client → master: HMAC ids of its rows, its global feature ids, whether it holds the
+    labels and (label holder) the number of classes (0 for regression)."""
+
+    hashed_ids: tuple[bytes, ...]
+    feature_ids: tuple[int, ...]
+    label_holder: bool
+    n_classes: int
+
+
+@message("federated_forest.setup")
+@dataclass(frozen=True)
+class Setup(Message):
+    """Master → client: the run's public settings."""
+
+    n_samples: int
+    n_features: int
+    n_classes: int
+    label_protection: str
+    criterion: str
+    min_samples_leaf: float
+    max_bins: int
+    client_names: tuple[str, ...]
+    label_holder: str
+
+
+@message("federated_forest.distribute_labels")
+@dataclass(frozen=True)
+class DistributeLabels(Message):
+    """Master → label holder: send the labels (shared) or their encryptions to the other clients."""
+
+
+@message("federated_forest.shared_labels")
+@dataclass(frozen=True)
+class SharedLabels(Message):
+    """Label holder → client (``shared`` mode): the labels in canonical order (codes or targets)."""
+
+    labels: np.ndarray
+
+
+@message("federated_forest.encrypted_labels")
+@dataclass(frozen=True)
+class EncryptedLabels(Message):
+    """Label holder → client (``encrypted`` mode): public key, slot layout, per-sample ciphertexts."""
+
+    public_key: bytes
+    n_slots: int
+    slot_bits: int
+    ciphertexts: tuple[int, ...]
+
+
+@message("federated_forest.tree_start")
+@dataclass(frozen=True)
+class TreeStart(Message):
+    """Master → client: tree index, bootstrap weights, the client's own features of the tree."""
+
+    tree: int
+    weights: np.ndarray
+    features: tuple[int, ...]
+
+
+@message("federated_forest.node_stats_request")
+@dataclass(frozen=True)
+class NodeStatsRequest(Message):
+    """Master → label holder: values and purity of the current frontier."""
+
+    tree: int
+    layer: int
+
+
+@message("federated_forest.node_stats")
+@dataclass(frozen=True)
+class NodeStats(Message):
+    """Label holder → master: value (class counts or mean) and purity of each frontier node."""
+
+    values: np.ndarray
+    pure: np.ndarray
+
+
+@message("federated_forest.find_splits")
+@dataclass(frozen=True)
+class FindSplits(Message):
+    """Master → client: for each listed frontier position, ``counts[k]`` of the client's own
+    global feature ids (concatenated in ``features``) drawn for that node."""
+
+    tree: int
+    layer: int
+    positions: np.ndarray
+    counts: np.ndarray
+    features: np.ndarray
+
+
+@message("federated_forest.local_best")
+@dataclass(frozen=True)
+class LocalBest(Message):
+    """Client → master: per listed position whether a valid split exists, its gain, its feature id."""
+
+    positions: np.ndarray
+    found: np.ndarray
+    gains: np.ndarray
+    feature_ids: np.ndarray
+
+
+@message("federated_forest.score_request")
+@dataclass(frozen=True)
+class ScoreRequest(Message):
+    """Client → label holder (``encrypted``): anonymous candidate entries (node position,
+    bin count, categorical) and ``chunks[e]`` packed, re-randomised ciphertexts each."""
+
+    tree: int
+    layer: int
+    entry_node: np.ndarray
+    entry_bins: np.ndarray
+    entry_categorical: np.ndarray
+    chunks: np.ndarray
+    ciphertexts: tuple[int, ...]
+
+
+@message("federated_forest.score_reply")
+@dataclass(frozen=True)
+class ScoreReply(Message):
+    """Label holder → client: per requested node the best entry, bin and missing side."""
+
+    positions: np.ndarray
+    found: np.ndarray
+    gains: np.ndarray
+    entries: np.ndarray
+    bins: np.ndarray
+    missing_left: np.ndarray
+
+
+@message("federated_forest.apply_split")
+@dataclass(frozen=True)
+class ApplySplit(Message):
+    """Master → winning client: the frontier positions whose split it provides."""
+
+    tree: int
+    layer: int
+    positions: np.ndarray
+
+
+@message("federated_forest.partition")
+@dataclass(frozen=True)
+class Partition(Message):
+    """Winning client → master: per position, which of the node's samples go left (concatenated)."""
+
+    left: np.ndarray
+
+
+@message("federated_forest.layer_partition")
+@dataclass(frozen=True)
+class LayerPartition(Message):
+    """Master → client: the positions split (in order) and their left indicators (concatenated)."""
+
+    tree: int
+    layer: int
+    positions: np.ndarray
+    left: np.ndarray
+
+
+@message("federated_forest.tree_end")
+@dataclass(frozen=True)
+class TreeEnd(Message):
+    tree: int
+
+
+@message("federated_forest.checkpoint")
+@dataclass(frozen=True)
+class Checkpoint(Message):
+    """Master → client: save your state under the progress marker ``(tree, layer)``."""
+
+    tree: int
+    layer: int
+
+
+@message("federated_forest.resume")
+@dataclass(frozen=True)
+class Resume(Message):
+    """Master → client: restore the checkpoint with this progress marker."""
+
+    tree: int
+    layer: int
+
+
+@message("federated_forest.test_ids")
+@dataclass(frozen=True)
+class TestIds(Message):
+    """Master → client: report the HMAC ids of your test rows."""
+
+
+@message("federated_forest.client_test_ids")
+@dataclass(frozen=True)
+class ClientTestIds(Message):
+    hashed_ids: tuple[bytes, ...]
+
+
+@message("federated_forest.predict_request")
+@dataclass(frozen=True)
+class PredictRequest(Message):
+    """Master → client (one-round prediction): route the test set through all partial trees."""
+
+
+@message("federated_forest.leaf_sets")
+@dataclass(frozen=True)
+class LeafSets(Message):
+    """Client → master: per tree, ``packbits`` of the (n_test, n_leaves) reachability matrix."""
+
+    n_test: int
+    n_leaves: np.ndarray
+    bits: tuple[np.ndarray, ...]
+
+
+@message("federated_forest.route_request")
+@dataclass(frozen=True)
+class RouteRequest(Message):
+    """Master → owner (classical prediction): which of these test samples go left at a node?"""
+
+    tree: int
+    node: int
+    samples: np.ndarray
+
+
+@message("federated_forest.route_reply")
+@dataclass(frozen=True)
+class RouteReply(Message):
+    left: np.ndarray

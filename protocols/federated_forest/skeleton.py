@@ -1,0 +1,191 @@
+"""The tree under construction, as each party sees it, and the layer bookkeeping all share.
+
+Every party holds the same shape (node ids in creation order, breadth first) and
+the same per-sample positions, because all of them apply the broadcast
+partitions (paper Section 4.1, "Model Storage").  What differs is what a node
+records: the master the owner, the weights and the values; a client the weights
+and, at its own nodes only, feature and threshold.  :func:`assemble_tree` joins
+the master's tree and the clients' partial trees into the complete tree
+``T = T_1 ∪ ... ∪ T_M`` for tests and audits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import ParameterError, ProtocolError
+from securetrees.trees import Tree
+
+__all__ = ["LayerState", "TreeSkeleton", "assemble_tree", "check_positions"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass
+class TreeSkeleton:
+    """Growable parallel lists that become a :class:`Tree` (withheld fields as in ``Tree.partial``)."""
+
+    n_features: int
+    n_outputs: int
+    left: list[int] = field(default_factory=list)
+    right: list[int] = field(default_factory=list)
+    feature: list[int] = field(default_factory=list)
+    threshold: list[float] = field(default_factory=list)
+    categorical: list[bool] = field(default_factory=list)
+    missing_left: list[bool] = field(default_factory=list)
+    provider: list[int] = field(default_factory=list)
+    withheld: list[bool] = field(default_factory=list)
+    weight: list[float] = field(default_factory=list)
+    value: list[list[float]] = field(default_factory=list)
+
+    def add(self, weight: float) -> int:
+        self.left.append(-1)
+        self.right.append(-1)
+        self.feature.append(-1)
+        self.threshold.append(float("nan"))
+        self.categorical.append(False)
+        self.missing_left.append(False)
+        self.provider.append(-1)
+        self.withheld.append(False)
+        self.weight.append(float(weight))
+        self.value.append([float("nan")] * self.n_outputs)
+        return len(self.left) - 1
+
+    def split(self, node: int, left_weight: float, right_weight: float, *, provider: int = -1,
+              feature: int | None = None, threshold: float = float("nan"), categorical: bool = False,
+              missing_left: bool = False) -> tuple[int, int]:
+        """Make leaf ``node`` internal; ``feature=None`` records a withheld split."""
+        if self.left[node] != -1:
+            raise ProtocolError(f"node {node} is already split")
+        lid, rid = self.add(left_weight), self.add(right_weight)
+        self.left[node], self.right[node] = lid, rid
+        self.provider[node] = provider
+        if feature is None:
+            self.withheld[node] = True
+        else:
+            self.feature[node] = feature
+            self.threshold[node] = float(threshold)
+            self.categorical[node] = categorical
+            self.missing_left[node] = missing_left
+        return lid, rid
+
+    def set_values(self, nodes: IntArray, values: FloatArray) -> None:
+        for k, v in zip(nodes.tolist(), np.asarray(values, dtype=np.float64).tolist(), strict=True):
+            self.value[k] = [float(x) for x in v]
+
+    def build(self) -> Tree:
+        return Tree(
+            n_features=self.n_features,
+            left=np.array(self.left, dtype=np.int64),
+            right=np.array(self.right, dtype=np.int64),
+            feature=np.array(self.feature, dtype=np.int64),
+            threshold=np.array(self.threshold, dtype=np.float64),
+            categorical=np.array(self.categorical, dtype=bool),
+            missing_left=np.array(self.missing_left, dtype=bool),
+            provider=np.array(self.provider, dtype=np.int64),
+            withheld=np.array(self.withheld, dtype=bool),
+            weight=np.array(self.weight, dtype=np.float64),
+            value=np.array(self.value, dtype=np.float64).reshape(len(self.left), self.n_outputs),
+        )
+
+    @classmethod
+    def from_tree(cls, tree: Tree) -> TreeSkeleton:
+        sk = cls(tree.n_features, tree.n_outputs)
+        sk.left, sk.right = tree.left.tolist(), tree.right.tolist()
+        sk.feature, sk.threshold = tree.feature.tolist(), tree.threshold.tolist()
+        sk.categorical, sk.missing_left = tree.categorical.tolist(), tree.missing_left.tolist()
+        sk.provider, sk.withheld = tree.provider.tolist(), tree.withheld.tolist()
+        sk.weight, sk.value = tree.weight.tolist(), tree.value.tolist()
+        return sk
+
+
+@dataclass
+class LayerState:
+    """Rows in the tree (canonical indices, weight > 0), each row's frontier position, the
+    frontier's node ids, and the depth: the same at every party after every layer."""
+
+    rows: IntArray
+    pos: IntArray
+    frontier: IntArray
+    depth: int = 0
+
+    @classmethod
+    def start(cls, weights: npt.NDArray[np.int64]) -> LayerState:
+        rows = np.flatnonzero(weights > 0).astype(np.int64)
+        return cls(rows, np.zeros(rows.size, dtype=np.int64), np.zeros(1, dtype=np.int64), 0)
+
+    def node_weights(self, weights: npt.NDArray[np.int64]) -> FloatArray:
+        """Σ bootstrap weight per frontier position."""
+        return np.asarray(np.bincount(self.pos, weights=weights[self.rows].astype(np.float64),
+                                      minlength=self.frontier.size), dtype=np.float64)
+
+    def samples_of(self, positions: IntArray) -> list[IntArray]:
+        """Row indices (into ``rows``) of each listed frontier position, in canonical order."""
+        order = np.argsort(self.pos, kind="stable")
+        starts = np.searchsorted(self.pos[order], np.arange(self.frontier.size + 1))
+        return [order[starts[p]:starts[p + 1]] for p in positions.tolist()]
+
+    def advance(self, positions: IntArray, left: BoolArray, weights: npt.NDArray[np.int64],
+                split: Callable[[int, int, float, float], tuple[int, int]]) -> None:
+        """Apply the layer's partitions: split each listed position (in order) with its left
+        indicator (concatenated over the positions' samples), number the children breadth
+        first, and move the samples; rows of nodes not split leave the tree.
+        ``split(i, node, left_weight, right_weight)`` records the i-th split in the party's
+        skeleton and returns the children's ids."""
+        groups = self.samples_of(positions)
+        sizes = [g.size for g in groups]
+        if left.dtype != np.bool_ or left.shape != (sum(sizes),):
+            raise ProtocolError("a partition does not match the nodes' sample counts")
+        w = weights[self.rows].astype(np.float64)
+        new_pos = np.full(self.rows.size, -1, dtype=np.int64)
+        frontier: list[int] = []
+        offset = 0
+        for i, (p, g) in enumerate(zip(positions.tolist(), groups, strict=True)):
+            go = left[offset:offset + g.size]
+            offset += g.size
+            lw, rw = float(w[g[go]].sum()), float(w[g[~go]].sum())
+            node = int(self.frontier[p])
+            lid, rid = split(i, node, lw, rw)
+            new_pos[g[go]] = len(frontier)
+            new_pos[g[~go]] = len(frontier) + 1
+            frontier += [lid, rid]
+        keep = new_pos >= 0
+        self.rows, self.pos = self.rows[keep], new_pos[keep]
+        self.frontier = np.asarray(frontier, dtype=np.int64)
+        self.depth += 1
+
+
+def check_positions(positions: IntArray, n_frontier: int) -> None:
+    """Raise ProtocolError unless ``positions`` are distinct, increasing frontier positions."""
+    if positions.ndim != 1 or (positions.size and (
+            positions.min() < 0 or positions.max() >= n_frontier or np.any(np.diff(positions) <= 0))):
+        raise ProtocolError("node positions must be increasing positions of the frontier")
+
+
+def assemble_tree(master_tree: Tree, client_trees: Sequence[Tree], partition: Sequence[Sequence[int]]) -> Tree:
+    """The complete tree: shape, owners, weights and values from the master; feature (mapped to
+    the global column) and threshold of each node from its owner's partial tree."""
+    feature = master_tree.feature.copy()
+    threshold = master_tree.threshold.copy()
+    categorical = master_tree.categorical.copy()
+    missing_left = master_tree.missing_left.copy()
+    for k in np.flatnonzero(master_tree.left != -1):
+        owner = int(master_tree.provider[k])
+        t = client_trees[owner]
+        if t.withheld[k] or not np.array_equal(t.left, master_tree.left):
+            raise ParameterError(f"client {owner} does not hold the split of node {k}")
+        feature[k] = sorted(partition[owner])[int(t.feature[k])]  # local columns: increasing global id
+        threshold[k] = t.threshold[k]
+        categorical[k] = t.categorical[k]
+        missing_left[k] = t.missing_left[k]
+    n_features = sum(len(p) for p in partition)
+    return Tree(n_features, master_tree.left.copy(), master_tree.right.copy(), feature, threshold,
+                categorical, missing_left, master_tree.provider.copy(),
+                np.zeros(master_tree.n_nodes, dtype=bool), master_tree.weight.copy(),
+                master_tree.value.copy())
