@@ -75,9 +75,7 @@ def _encrypt_chunk(
 
     pk = key if isinstance(key, PublicKey) else key.public_key
     n, n2 = pk._n, pk._n2
-    if isinstance(key, PublicKey):
-        return [(1 + m * n) * key.obfuscator_from(mode, r) % n2 for m, r in pairs]
-    return [(1 + m * n) * key.obfuscator_from(r) % n2 for m, r in pairs]
+    return [(1 + m * n) * key.obfuscator_from(mode, r) % n2 for m, r in pairs]
 
 
 def _decrypt_chunk(sk: PrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
@@ -117,14 +115,9 @@ def encrypt_many(
     """Fresh ciphertexts of signed integers, in input order (arrays are flattened, C order)."""
     from securetrees.paillier.keys import PublicKey
 
-    if isinstance(key, PublicKey):
-        pk = key
-        draw: Callable[[], Any] = lambda: key.draw_randomness(mode, rng)  # noqa: E731
-    else:
-        pk = key.public_key
-        draw = lambda: key.draw_randomness(rng)  # noqa: E731
+    pk = key if isinstance(key, PublicKey) else key.public_key
     residues = [mpz(pk._range.embed(v)) for v in _flatten(values)]
-    pairs = [(m, draw()) for m in residues]
+    pairs = [(m, key.draw_randomness(mode, rng)) for m in residues]
     out = _run_chunked(_encrypt_chunk, pairs, executor, chunk_size, key, mode)
     return [_make(pk, c, True) for c in out]
 

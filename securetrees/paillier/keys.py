@@ -361,7 +361,7 @@ class PrivateKey:
     prime, the DJN conditions and that hs is an N-th residue.
     """
 
-    __slots__ = ("_hp", "_hq", "_p", "_p2", "_pk", "_q", "_q2", "_q2_inv_p2", "_q_inv_p")
+    __slots__ = ("_hp", "_hq", "_p", "_p2", "_pk", "_q", "_q2", "_q2_inv_p2", "_q_inv_p", "_tables")
 
     _pk: PublicKey
     _p: mpz
@@ -372,6 +372,7 @@ class PrivateKey:
     _hq: mpz
     _q_inv_p: mpz
     _q2_inv_p2: mpz
+    _tables: tuple[FixedBaseTable, FixedBaseTable] | None
 
     def __init__(self, public_key: PublicKey, p: int, q: int) -> None:
         p_, q_ = mpz(as_int(p)), mpz(as_int(q))
@@ -409,6 +410,7 @@ class PrivateKey:
         s(self, "_hq", invert((powmod(g, q - 1, q2) - 1) // q, q))
         s(self, "_q_inv_p", invert(q, p))
         s(self, "_q2_inv_p2", invert(q2, p2))
+        s(self, "_tables", None)
 
     __setattr__ = _immutable
     __delattr__ = _immutable
@@ -470,37 +472,59 @@ class PrivateKey:
                                   constant_time=constant_time)
 
     # -- key-owner encryption --------------------------------------------------------------
-    def draw_randomness(self, rng: RandomSource) -> tuple[mpz, mpz]:
-        """``(r_p, r_q)`` uniform in ``[1, p) × [1, q)``."""
-        return mpz(rng.randbelow(self._p - 1) + 1), mpz(rng.randbelow(self._q - 1) + 1)
+    def comb_tables(self) -> tuple[FixedBaseTable, FixedBaseTable]:
+        """Fixed-base tables for ``hs mod p²`` and ``hs mod q²`` (built on first use)."""
+        tables = self._tables
+        if tables is None:
+            bits = self._pk._half_bits
+            tables = (FixedBaseTable.build(self._pk._hs % self._p2, self._p2, bits, COMB_WINDOW),
+                      FixedBaseTable.build(self._pk._hs % self._q2, self._q2, bits, COMB_WINDOW))
+            object.__setattr__(self, "_tables", tables)
+        return tables
 
-    def obfuscator_from(self, randomness: tuple[mpz, mpz]) -> mpz:
-        """``r^N mod N²`` computed as ``r_p^p mod p²``, ``r_q^q mod q²`` and CRT.
+    def draw_randomness(self, mode: Mode, rng: RandomSource) -> Any:
+        """``a`` for the DJN modes (as the public key draws it); ``(r_p, r_q)`` for classic."""
+        if mode == "classic":
+            return mpz(rng.randbelow(self._p - 1) + 1), mpz(rng.randbelow(self._q - 1) + 1)
+        return self._pk.draw_randomness(mode, rng)
 
-        ``x ↦ x^p`` maps ``Z*_{p²}`` onto its subgroup of order ``p - 1``
-        uniformly (and ``r^p mod p²`` depends on ``r mod p`` only), which is
-        the N-th-residue part mod p²; the same mod q²; CRT joins them.
+    def obfuscator_from(self, mode: Mode, randomness: Any) -> mpz:
+        """The public key's obfuscator for ``mode``, computed modulo p² and q² and joined by CRT.
+
+        DJN modes: ``hs^a`` from the two half-size comb tables (the same value
+        as the public key's ``hs^a``).  Classic: ``r_p^p mod p²`` and
+        ``r_q^q mod q²`` with ``powmod_sec`` (``p``, ``q`` are secret): ``x ↦ x^p``
+        maps ``Z*_{p²}`` uniformly onto its subgroup of order ``p - 1``, the
+        N-th residues mod p², so the result is distributed as ``r^N`` for a
+        uniform ``r``.
         """
-        rp, rq = randomness
-        xp = powmod_sec(rp, self._p, self._p2)
-        xq = powmod_sec(rq, self._q, self._q2)
+        if mode == "classic":
+            rp, rq = randomness
+            xp = powmod_sec(rp, self._p, self._p2)
+            xq = powmod_sec(rq, self._q, self._q2)
+        elif mode in MODES:
+            tp, tq = self.comb_tables()
+            xp, xq = tp.pow(randomness), tq.pow(randomness)
+        else:
+            raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
         return crt_pair(xp, xq, self._p2, self._q2, self._q2_inv_p2)
 
-    def encrypt(self, m: int, *, rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
-        """Key-owner encryption of a signed integer (CRT; about 3.4x faster than ``r^N``)."""
+    def encrypt(self, m: int, *, mode: Mode = "djn", rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
+        """Key-owner encryption of a signed integer: the public key's ``mode``, computed by CRT."""
         pk = self._pk
         residue = pk._range.embed(m)
-        obf = self.obfuscator_from(self.draw_randomness(rng))
+        obf = self.obfuscator_from(mode, self.draw_randomness(mode, rng))
         return _make(pk, (1 + residue * pk._n) * obf % pk._n2, True)
 
     def encrypt_many(
-        self, values: Iterable[int] | np.ndarray, *, executor: Executor | None = None,
-        chunk_size: int | None = None, rng: RandomSource = SYSTEM_RANDOM,
+        self, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
+        executor: Executor | None = None, chunk_size: int | None = None,
+        rng: RandomSource = SYSTEM_RANDOM,
     ) -> list[Ciphertext]:
         """Key-owner batch encryption.  Passing ``executor`` sends this private key to its workers."""
         from securetrees.paillier import batch
 
-        return batch.encrypt_many(self, values, mode="djn", executor=executor,
+        return batch.encrypt_many(self, values, mode=mode, executor=executor,
                                   chunk_size=chunk_size, rng=rng)
 
     # -- storage ---------------------------------------------------------------------------

@@ -35,8 +35,9 @@ def test_encrypt_decrypt_many_serial(mode: str) -> None:
 def test_with_processes(procs: Executor) -> None:
     cts = PK.encrypt_many(np.array(VALUES[:-2], dtype=np.int64), executor=procs)
     assert SK.decrypt_many(cts, executor=procs) == VALUES[:-2]
-    owner = SK.encrypt_many(VALUES, executor=procs, chunk_size=5)
-    assert SK.decrypt_many(owner) == VALUES
+    for mode in ("djn", "classic"):
+        owner = SK.encrypt_many(VALUES, mode=mode, executor=procs, chunk_size=5)  # type: ignore[arg-type]
+        assert SK.decrypt_many(owner) == VALUES
     assert SK.decrypt(sum_ciphertexts(cts, executor=procs, chunk_size=7)) == sum(VALUES[:-2])
 
 

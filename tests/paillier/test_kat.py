@@ -48,7 +48,7 @@ def test_classic_encryption_formula(tiny_keys: tuple[PublicKey, PrivateKey]) -> 
 
 def test_key_owner_encryption_formula(tiny_keys: tuple[PublicKey, PrivateKey]) -> None:
     _pk, sk = tiny_keys
-    c = sk.encrypt(7, rng=DeterministicRandom("kat/crt"))
+    c = sk.encrypt(7, mode="classic", rng=DeterministicRandom("kat/crt"))
     rng = DeterministicRandom("kat/crt")
     p, q = max(TINY_P, TINY_Q), min(TINY_P, TINY_Q)
     rp, rq = rng.randbelow(p - 1) + 1, rng.randbelow(q - 1) + 1
@@ -59,6 +59,16 @@ def test_key_owner_encryption_formula(tiny_keys: tuple[PublicKey, PrivateKey]) -
     assert c.value == CRT_CT
     assert pow(obf, (p - 1) * (q - 1), N * N) == 1  # an N-th residue
     assert sk.decrypt(c) == 7
+
+
+def test_key_owner_djn_equals_public_djn(tiny_keys: tuple[PublicKey, PrivateKey]) -> None:
+    """The key owner computes the same hs^a by CRT: same randomness, same ciphertext."""
+    pk, sk = tiny_keys
+    for mode in ("djn", "djn-short"):
+        a = sk.encrypt(-42, mode=mode, rng=DeterministicRandom("kat/djn"))  # type: ignore[arg-type]
+        b = pk.encrypt(-42, mode=mode, rng=DeterministicRandom("kat/djn"))  # type: ignore[arg-type]
+        assert a.value == b.value
+    assert sk.encrypt(-42, rng=DeterministicRandom("kat/djn")).value == DJN_CT
 
 
 def test_homomorphic_values_pinned(tiny_keys: tuple[PublicKey, PrivateKey]) -> None:
