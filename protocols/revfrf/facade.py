@@ -297,7 +297,8 @@ class RevFRFClassifier(_RevFRF):
 
     def predict(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester"
                 ) -> npt.NDArray[Any]:
-        return np.asarray(self.classes_[np.argmax(self.predict_proba(X, method=method, requester=requester), axis=1)])
+        proba = self.predict_proba(X, method=method, requester=requester)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
 class RevFRFRegressor(_RevFRF):

@@ -9,7 +9,7 @@ import pytest
 from protocols.revfrf import RevFRFClassifier
 from securetrees.trees import BinningParams, GrowParams, train_forest
 
-from .conftest import PARTITION, classifier, make_data, regressor
+from .helpers import PARTITION, classifier, make_data, regressor
 
 
 def _providers(partition: list[list[int]], d: int) -> list[int]:
