@@ -436,10 +436,10 @@ class PrivateKey:
 
     def _residue(self, c: mpz, constant_time: bool) -> mpz:
         p, q, p2, q2 = self._p, self._q, self._p2, self._q2
-        pw = powmod_sec if constant_time else powmod
-        mp = (pw(c % p2, p - 1, p2) - 1) // p * self._hp % p
-        mq = (pw(c % q2, q - 1, q2) - 1) // q * self._hq % q
-        return crt_pair(mp, mq, p, q, self._q_inv_p)
+        pw = gmpy2.powmod_sec if constant_time else gmpy2.powmod  # GMP reduces c mod p² itself
+        mp = (pw(c, p - 1, p2) - 1) // p * self._hp % p
+        mq = (pw(c, q - 1, q2) - 1) // q * self._hq % q
+        return mq + q * ((mp - mq) * self._q_inv_p % p)  # Garner (as _nt.crt_pair)
 
     def decrypt(self, c: Ciphertext, *, constant_time: bool = True) -> int:
         """The signed plaintext; raises :class:`EncodingOverflowError` in the overflow band.
