@@ -399,13 +399,15 @@ class CentralServer(Party):
         partners: Sequence[PublicKey] | None = None,
     ) -> list[Ciphertext]:
         """Batch HoLT: ``[[m1 < m2]]`` for each pair, each under ``h_CS · h_partner``
-        (default: the key of the pair's second ciphertext), in one round trip."""
+        (default: the key of the pair's second ciphertext; a partner key that already
+        contains ``h_CS`` is used as it is), in one round trip."""
         if partners is not None and len(partners) != len(pairs):
             raise ParameterError("one partner key per pair")
         pendings, partials = [], []
         for i, (c1, c2) in enumerate(pairs):
             partner = c2.pk if partners is None else partners[i]
-            out = self.public_key.joint(partner)
+            own = self.public_key.key_id in partner.components
+            out = partner if own else self.public_key.joint(partner)
             pend, part = holt_blind(self._share, c1, c2, out, params=self.holt_params, rng=self._rng)
             pendings.append(pend)
             partials.append(part)

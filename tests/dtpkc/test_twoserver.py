@@ -126,6 +126,14 @@ def test_holt_corner_cases(alpha: int, r: int, m1: int, m2: int) -> None:
     assert decrypt_strong(KEYS.strong, final) == int(m1 < m2)
 
 
+def test_holt_with_a_joint_key_input_that_contains_the_cs_key() -> None:
+    """FT-Test line 6: the split is under h_τ·h_CS; the result stays under that key."""
+    split_key = KEYS.pk("u2").joint(KEYS.pk("cs"))
+    out = CS.holt(encrypt(KEYS.pk("u1"), 7), encrypt(split_key, 9))
+    assert out.pk == split_key
+    assert open_holt(out, "u2") == 1
+
+
 def test_holt_batch_and_fixed_point() -> None:
     fp = FixedPoint(32)
     xs = [-3.25, 0.0, 1e-9, 17.5, 17.5, -1e6]
