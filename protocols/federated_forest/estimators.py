@@ -227,7 +227,8 @@ class FederatedForestClassifier(_FederatedForest):
         return self._output(X, method)
 
     def predict(self, X: npt.ArrayLike, *, method: str | None = None) -> npt.NDArray[Any]:
-        return np.asarray(self.classes_[np.argmax(self._output(X, method), axis=1)])
+        proba = self._output(X, method)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
 class FederatedForestRegressor(_FederatedForest):

@@ -114,6 +114,7 @@ class LayerState:
     pos: IntArray
     frontier: IntArray
     depth: int = 0
+    _cache: tuple[IntArray, IntArray, IntArray] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def start(cls, weights: npt.NDArray[np.int64]) -> LayerState:
@@ -125,10 +126,18 @@ class LayerState:
         return np.asarray(np.bincount(self.pos, weights=weights[self.rows].astype(np.float64),
                                       minlength=self.frontier.size), dtype=np.float64)
 
+    def _grouping(self) -> tuple[IntArray, IntArray]:
+        """Rows sorted by frontier position (stable) and each position's start; cached per layer."""
+        cached = self._cache
+        if cached is None or cached[0] is not self.pos:
+            order = np.argsort(self.pos, kind="stable")
+            starts = np.searchsorted(self.pos[order], np.arange(self.frontier.size + 1))
+            cached = self._cache = (self.pos, order, starts)
+        return cached[1], cached[2]
+
     def samples_of(self, positions: IntArray) -> list[IntArray]:
         """Row indices (into ``rows``) of each listed frontier position, in canonical order."""
-        order = np.argsort(self.pos, kind="stable")
-        starts = np.searchsorted(self.pos[order], np.arange(self.frontier.size + 1))
+        order, starts = self._grouping()
         return [order[starts[p]:starts[p + 1]] for p in positions.tolist()]
 
     def advance(self, positions: IntArray, left: BoolArray, weights: npt.NDArray[np.int64],
@@ -139,22 +148,18 @@ class LayerState:
         ``split(i, node, left_weight, right_weight)`` records the i-th split in the party's
         skeleton and returns the children's ids."""
         groups = self.samples_of(positions)
-        sizes = [g.size for g in groups]
-        if left.dtype != np.bool_ or left.shape != (sum(sizes),):
+        sizes = np.asarray([g.size for g in groups], dtype=np.int64)
+        if left.dtype != np.bool_ or left.shape != (int(sizes.sum()),):
             raise ProtocolError("a partition does not match the nodes' sample counts")
-        w = weights[self.rows].astype(np.float64)
-        new_pos = np.full(self.rows.size, -1, dtype=np.int64)
+        idx = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+        child = 2 * np.repeat(np.arange(positions.size, dtype=np.int64), sizes) + (~left).astype(np.int64)
+        cw = np.bincount(child, weights=weights[self.rows[idx]].astype(np.float64), minlength=2 * positions.size)
         frontier: list[int] = []
-        offset = 0
-        for i, (p, g) in enumerate(zip(positions.tolist(), groups, strict=True)):
-            go = left[offset:offset + g.size]
-            offset += g.size
-            lw, rw = float(w[g[go]].sum()), float(w[g[~go]].sum())
-            node = int(self.frontier[p])
-            lid, rid = split(i, node, lw, rw)
-            new_pos[g[go]] = len(frontier)
-            new_pos[g[~go]] = len(frontier) + 1
-            frontier += [lid, rid]
+        nodes = self.frontier[positions].tolist()
+        for i, node in enumerate(nodes):
+            frontier += split(i, int(node), float(cw[2 * i]), float(cw[2 * i + 1]))
+        new_pos = np.full(self.rows.size, -1, dtype=np.int64)
+        new_pos[idx] = child
         keep = new_pos >= 0
         self.rows, self.pos = self.rows[keep], new_pos[keep]
         self.frontier = np.asarray(frontier, dtype=np.int64)

@@ -1,0 +1,150 @@
+"""Bad input raises one typed error each (``specs/federated_forest.md``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocols.federated_forest import (
+    Client,
+    FederatedForestClassifier,
+    FederatedForestRegressor,
+    ForestParams,
+    LabelSpec,
+    Master,
+)
+from protocols.federated_forest import messages as m
+from protocols.federated_forest.ids import hash_ids
+from protocols.federated_forest.slots import SlotLayout
+from securetrees.errors import (
+    EncodingOverflowError,
+    InvalidCiphertext,
+    NotFittedError,
+    ParameterError,
+    ProtocolError,
+    UnexpectedMessage,
+)
+from securetrees.runtime import InProcessNetwork
+from securetrees.testing.federated_forest import mixed_data, small_key_options
+
+KEY = b"k" * 32
+X, Y, CAT = mixed_data(60, seed=1)
+
+
+def _roles(ids1: list[object], ids2: list[object]) -> Master:
+    net = InProcessNetwork()
+    Client("a", net, X[:, :3], ids1, [0, 1, 2], KEY, labels=LabelSpec(Y, 2))
+    Client("b", net, X[:, 3:], ids2, [3, 4, 5], KEY)
+    return Master("master", net, ["a", "b"], ForestParams(n_estimators=1), label_protection="shared")
+
+
+def test_misaligned_ids() -> None:
+    ids = list(range(60))
+    with pytest.raises(ParameterError, match="aligned"):
+        _roles(ids, [*ids[:-1], "someone else"]).setup()
+    with pytest.raises(ParameterError, match="aligned"):
+        _roles(ids, [*ids[1:], 99]).setup()
+
+
+def test_duplicate_ids_and_short_key() -> None:
+    with pytest.raises(ParameterError, match="unique"):
+        hash_ids(KEY, [1, 2, 1])
+    with pytest.raises(ParameterError, match="bytes"):
+        hash_ids(b"short", [1])
+
+
+@pytest.mark.parametrize("partition", [[[0, 1, 2], [2, 3, 4, 5]], [[0, 1], [3, 4, 5]], [[0, 1, 2, 3, 4, 5]],
+                                       [[0, 1, 2], [3, 4, 6]], [[0, 1, 2], [3, 4, True]]])
+def test_bad_partition(partition: list[list[int]]) -> None:
+    with pytest.raises(ParameterError):
+        FederatedForestClassifier(1, label_protection="shared").fit(X, Y, partition)
+
+
+def test_single_class_and_nan_labels() -> None:
+    with pytest.raises(ParameterError, match="two classes"):
+        FederatedForestClassifier(1, label_protection="shared").fit(X, np.zeros(60), [[0, 1, 2], [3, 4, 5]])
+    y = Y.astype(float)
+    y[3] = np.nan
+    with pytest.raises(ParameterError, match="NaN"):
+        FederatedForestClassifier(1, label_protection="shared").fit(X, y, [[0, 1, 2], [3, 4, 5]])
+    with pytest.raises(ParameterError, match="NaN"):
+        FederatedForestRegressor(1, label_protection="shared").fit(X, y, [[0, 1, 2], [3, 4, 5]])
+    with pytest.raises(ParameterError):
+        LabelSpec(np.array([0, 1, 2]), 2)
+
+
+@pytest.mark.parametrize("kwargs", [{"label_protection": "plain"}, {"prediction": "fast"},
+                                    {"feature_sampling": "forest"}, {"label_holder": 2},
+                                    {"n_estimators": 0}, {"max_depth": -1}, {"criterion": "squared_error"}])
+def test_bad_parameters(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ParameterError):
+        FederatedForestClassifier(**{"n_estimators": 1, "label_protection": "shared", **kwargs}).fit(  # type: ignore[arg-type]
+            X, Y, [[0, 1, 2], [3, 4, 5]])
+
+
+def test_not_fitted_and_wrong_width() -> None:
+    ff = FederatedForestClassifier(1, label_protection="shared")
+    with pytest.raises(NotFittedError):
+        ff.predict(X)
+    ff.fit(X, Y, [[0, 1, 2], [3, 4, 5]])
+    with pytest.raises(ParameterError):
+        ff.predict(X[:, :5])
+
+
+def test_two_label_holders_and_overlapping_role_features() -> None:
+    net = InProcessNetwork()
+    Client("a", net, X[:, :3], range(60), [0, 1, 2], KEY, labels=LabelSpec(Y, 2))
+    Client("b", net, X[:, 3:], range(60), [3, 4, 5], KEY, labels=LabelSpec(Y, 2))
+    with pytest.raises(ParameterError, match="exactly one"):
+        Master("master", net, ["a", "b"], ForestParams(n_estimators=1)).setup()
+    net = InProcessNetwork()
+    Client("a", net, X[:, :3], range(60), [0, 1, 2], KEY, labels=LabelSpec(Y, 2))
+    Client("b", net, X[:, 3:], range(60), [2, 4, 5], KEY)
+    with pytest.raises(ParameterError, match="two clients"):
+        Master("master", net, ["a", "b"], ForestParams(n_estimators=1)).setup()
+
+
+def _encrypted_pair() -> tuple[InProcessNetwork, Client, Client, Master]:
+    net = InProcessNetwork()
+    opts = small_key_options()
+    holder = Client("a", net, X[:, :3], range(60), [0, 1, 2], KEY,
+                    labels=LabelSpec(Y, 2, keypair=opts["paillier_keys"]))
+    other = Client("b", net, X[:, 3:], range(60), [3, 4, 5], KEY, public_key_loader=opts["public_key_loader"])
+    master = Master("master", net, ["a", "b"], ForestParams(n_estimators=1, max_depth=2))
+    master.setup()
+    return net, holder, other, master
+
+
+def test_messages_at_the_wrong_step_and_malformed_ones() -> None:
+    _net, _holder, other, master = _encrypted_pair()
+    with pytest.raises(UnexpectedMessage):  # no tree in progress
+        master.call("b", m.FindSplits(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
+                    expect=m.LocalBest)
+    with pytest.raises(UnexpectedMessage):  # shared labels in encrypted mode
+        master.call("b", m.SharedLabels(Y), expect=m.Ack)
+    weights = np.ones(60, dtype=np.int64)
+    master.call_many({"a": m.TreeStart(0, weights, (0, 1, 2)), "b": m.TreeStart(0, weights, (3, 4, 5))},
+                     expect=m.Ack)
+    with pytest.raises(ProtocolError):  # a feature client b does not hold
+        master.call("b", m.FindSplits(0, 0, np.array([0]), np.array([1]), np.array([1])), expect=m.LocalBest)
+    with pytest.raises(ProtocolError):  # wrong chunk count in a score request
+        other.call("a", m.ScoreRequest(0, 0, np.array([0]), np.array([3]), np.array([False]), np.array([5]),
+                                       (1, 1, 1, 1, 1)), expect=m.ScoreReply)
+    with pytest.raises(InvalidCiphertext):  # a value that is no ciphertext
+        other.call("a", m.ScoreRequest(0, 0, np.array([0]), np.array([3]), np.array([False]), np.array([1]),
+                                       (0,)), expect=m.ScoreReply)
+    with pytest.raises(ProtocolError):  # bootstrap weights of the wrong length
+        master.call("b", m.TreeStart(1, weights[:10], ()), expect=m.Ack)
+    with pytest.raises(ProtocolError):  # a partition of the wrong size
+        master.call("b", m.LayerPartition(0, 0, np.array([0]), np.ones(3, dtype=bool)), expect=m.Ack)
+
+
+def test_slot_layout_limits() -> None:
+    with pytest.raises(ParameterError):
+        SlotLayout(0, 16)
+    with pytest.raises(ParameterError):
+        SlotLayout(2, 12)
+    with pytest.raises(EncodingOverflowError):
+        SlotLayout(2, 8).pack_unit((256, 0))
+    with pytest.raises(ParameterError):
+        SlotLayout(4, 64).bins_per_plaintext(200)
