@@ -212,3 +212,25 @@ def test_l_function_is_exact() -> None:
     assert l_function(1 + 7 * n, n) == 7
     with pytest.raises(InvalidCiphertext):
         l_function(2 + 7 * n, n)
+
+
+@given(a=small, b=small, k=st.integers(-(2**40), 2**40), c=small, i=parties, j=parties)
+def test_homomorphic_identities_under_joint_keys(a: int, b: int, k: int, c: int, i: str, j: str) -> None:
+    if i == j:
+        return
+    ski, skj = KEYS.weak[i], KEYS.weak[j]
+    joint = ski.public.joint(skj.public)
+
+    def opened(ct: Ciphertext) -> int:
+        assert ct.pk == joint
+        return parhdec2(skj, parhdec1(ski, ct))
+
+    ca, cb = encrypt(joint, a), encrypt(joint, b)
+    assert opened(ca + cb) == a + b
+    assert opened(ca - cb) == a - b
+    assert opened(-ca) == -a
+    assert opened(ca.add_constant(c)) == a + c
+    assert opened(ca.rerandomize()) == a
+    small_a = a % (1 << 64) - (1 << 63)
+    assert opened(encrypt(joint, small_a) * k) == small_a * k
+    assert psdec2(KEYS.cc_share, psdec1(KEYS.cs_share, ca + cb)) == a + b
