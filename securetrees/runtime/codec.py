@@ -51,6 +51,28 @@ _NoneType = type(None)
 # --------------------------------------------------------------------------- encoding
 
 
+class _Out(bytearray):
+    """The frame being built: small values go into this buffer, large arrays are kept as
+    zero-copy views and joined once at the end (one copy of array data per message)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[bytes | memoryview] = []
+
+    def blob(self, view: memoryview) -> None:
+        self.chunks.append(bytes(self))
+        self.chunks.append(view)
+        del self[:]
+
+    def frame(self) -> bytes:
+        if not self.chunks:
+            return bytes(self)
+        return b"".join([*self.chunks, bytes(self)])
+
+    def size(self) -> int:
+        return len(self) + sum(len(c) for c in self.chunks)
+
+
 def _varint(n: int, out: bytearray) -> None:
     while True:
         byte = n & 0x7F
@@ -62,14 +84,14 @@ def _varint(n: int, out: bytearray) -> None:
             return
 
 
-def _encode_int(v: int, out: bytearray) -> None:
+def _encode_int(v: int, out: _Out) -> None:
     length = (v.bit_length() + 8) // 8  # room for the sign bit
     out.append(_INT)
     _varint(length, out)
     out += v.to_bytes(length, "big", signed=True)
 
 
-def _encode_value(v: Any, out: bytearray, depth: int) -> None:
+def _encode_value(v: Any, out: _Out, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise DecodeError("message nests too deeply to encode")
     if v is None:
@@ -107,7 +129,7 @@ def _encode_value(v: Any, out: bytearray, depth: int) -> None:
             out += data
             _encode_value(item, out, depth + 1)
     elif isinstance(v, np.ndarray):
-        arr = np.ascontiguousarray(v)
+        arr = v if v.flags.c_contiguous else np.array(v, order="C")
         dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
         arr = arr.astype(dtype, copy=False)
         if dtype.str not in _DTYPES:
@@ -119,14 +141,17 @@ def _encode_value(v: Any, out: bytearray, depth: int) -> None:
         _varint(arr.ndim, out)
         for dim in arr.shape:
             _varint(dim, out)
-        out += arr.tobytes()
+        if arr.nbytes >= 4096:
+            out.blob(memoryview(arr).cast("B"))
+        else:
+            out += arr.tobytes()
     elif isinstance(v, Message):
         _encode_message(v, out, depth + 1)
     else:
         raise DecodeError(f"a value of type {type(v).__name__} cannot be sent")
 
 
-def _encode_message(msg: Message, out: bytearray, depth: int) -> None:
+def _encode_message(msg: Message, out: _Out, depth: int) -> None:
     if not msg.wire_type:
         raise DecodeError(f"{type(msg).__name__} is not a registered message")
     name = msg.wire_type.encode()
@@ -141,12 +166,14 @@ def encode(msg: Message) -> bytes:
     """The wire bytes of ``msg``."""
     if not isinstance(msg, Message):
         raise DecodeError(f"only messages can be sent, not {type(msg).__name__}")
-    out = bytearray(MAGIC)
+    out = _Out()
+    out += MAGIC
     out.append(WIRE_VERSION)
     _encode_message(msg, out, 0)
-    if len(out) > MAX_MESSAGE_BYTES:
-        raise DecodeError(f"message of {len(out)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
-    return bytes(out)
+    size = out.size()
+    if size > MAX_MESSAGE_BYTES:
+        raise DecodeError(f"message of {size} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
+    return out.frame()
 
 
 # --------------------------------------------------------------------------- decoding
@@ -229,7 +256,10 @@ def _read_array(r: _Reader) -> np.ndarray:
     nbytes = count * dtype.itemsize
     if nbytes > MAX_MESSAGE_BYTES:
         raise DecodeError("array too large")
-    arr: np.ndarray = np.frombuffer(r.take(nbytes), dtype=dtype).reshape(shape).copy()
+    if r.pos + nbytes > len(r.data):
+        raise DecodeError("truncated message")
+    arr: np.ndarray = np.frombuffer(r.data, dtype=dtype, count=count, offset=r.pos).reshape(shape).copy()
+    r.pos += nbytes
     if dtype.kind == "b" and arr.view(np.uint8).max(initial=0) > 1:
         raise DecodeError("boolean array holds values other than 0 and 1")
     return arr
@@ -365,7 +395,8 @@ def decode(data: bytes) -> Message:
     """The message in ``data``; raises :class:`DecodeError` on anything malformed."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise DecodeError("wire data must be bytes")
-    data = bytes(data)
+    if not isinstance(data, bytes):
+        data = bytes(data)
     if len(data) > MAX_MESSAGE_BYTES:
         raise DecodeError("message exceeds the size limit")
     if data[:2] != MAGIC:

@@ -204,3 +204,35 @@ def test_deep_nesting_rejected() -> None:
         codec.decode(nested)
     with pytest.raises(DecodeError):
         codec.decode(frame)
+
+
+@message("test.codec.array")
+@dataclass(frozen=True)
+class ArrayOnly(Message):
+    arr: np.ndarray
+
+
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.zeros(0, dtype=np.uint8),
+        np.zeros((3, 0)),
+        np.array(5),
+        np.arange(5000, dtype=np.int16)[::2],  # non-contiguous
+        np.arange(6, dtype=">i4"),  # big-endian input travels little-endian
+        np.arange(10**5, dtype=np.uint64),  # large: sent as a zero-copy view
+        np.array([True, False]),
+    ],
+)
+def test_array_shapes_and_dtypes(arr: np.ndarray) -> None:
+    out = codec.decode(codec.encode(ArrayOnly(arr)))
+    assert isinstance(out, ArrayOnly)
+    assert out.arr.shape == arr.shape and np.array_equal(out.arr, arr)
+    assert out.arr.flags.writeable
+
+
+def test_boolean_array_with_bad_bytes_rejected() -> None:
+    frame = bytearray(codec.encode(ArrayOnly(np.array([True, False]))))
+    frame[-1] = 2
+    with pytest.raises(DecodeError, match="boolean"):
+        codec.decode(bytes(frame))
