@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
@@ -347,11 +348,18 @@ class PublicKey:
                                   chunk_size=chunk_size, rng=rng)
 
 
+# Keys that arrived by pickle in this process (an executor's worker), kept alive so that
+# their comb tables are built once per worker and not once per chunk.
+_RECEIVED: deque[PublicKey | PrivateKey] = deque(maxlen=4)
+
+
 def _restore_public_key(n: int, hs: int) -> PublicKey:
     """Unpickling in the library's own workers: reuse a live key (and its comb table)."""
-    kid = wire.key_id(n, hs)
-    key = _KEYS.get(kid)
-    return key if key is not None else PublicKey._unchecked(mpz(n), mpz(hs))
+    key = _KEYS.get(wire.key_id(n, hs))
+    if key is None:
+        key = PublicKey._unchecked(mpz(n), mpz(hs))
+        _RECEIVED.append(key)
+    return key
 
 
 class PrivateKey:
@@ -361,7 +369,10 @@ class PrivateKey:
     prime, the DJN conditions and that hs is an N-th residue.
     """
 
-    __slots__ = ("_hp", "_hq", "_p", "_p2", "_pk", "_q", "_q2", "_q2_inv_p2", "_q_inv_p", "_tables")
+    __slots__ = (
+        "__weakref__", "_hp", "_hq", "_p", "_p2", "_pk", "_q", "_q2", "_q2_inv_p2", "_q_inv_p",
+        "_tables",
+    )
 
     _pk: PublicKey
     _p: mpz
@@ -411,6 +422,7 @@ class PrivateKey:
         s(self, "_q_inv_p", invert(q, p))
         s(self, "_q2_inv_p2", invert(q2, p2))
         s(self, "_tables", None)
+        _PRIVATE.setdefault(pk.key_id, self)
 
     __setattr__ = _immutable
     __delattr__ = _immutable
@@ -558,8 +570,16 @@ class PrivateKey:
             raise DecodeError(f"stored key is invalid: {exc}") from exc
 
 
+_PRIVATE: weakref.WeakValueDictionary[bytes, PrivateKey] = weakref.WeakValueDictionary()
+
+
 def _restore_private_key(pk: PublicKey, p: int, q: int) -> PrivateKey:
-    return PrivateKey._unchecked(pk, mpz(p), mpz(q))
+    """Unpickling for an explicit private-key batch call: reuse a live key with these factors."""
+    key = _PRIVATE.get(pk.key_id)
+    if key is None or key._p != max(p, q):
+        key = PrivateKey._unchecked(pk, mpz(p), mpz(q))
+        _RECEIVED.append(key)
+    return key
 
 
 def _djn_primes(half: int, rng: RandomSource) -> tuple[mpz, mpz]:
