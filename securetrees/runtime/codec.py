@@ -142,7 +142,7 @@ def _encode_value(v: Any, out: _Out, depth: int) -> None:
         for dim in arr.shape:
             _varint(dim, out)
         if arr.nbytes >= 4096:
-            out.blob(memoryview(arr.reshape(-1).view(np.uint8)))
+            out.blob(arr.reshape(-1).view(np.uint8).data)
         else:
             out += arr.tobytes()
     elif isinstance(v, Message):
