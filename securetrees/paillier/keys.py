@@ -308,9 +308,13 @@ class PublicKey:
         ``mode`` picks the encryption mode; ``pool`` takes a precomputed
         obfuscator instead (the online cost is then one multiplication).
         """
-        residue = self._range.embed(m)
-        return _make(self, (1 + residue * self._n) * self.obfuscator(mode=mode, pool=pool, rng=rng)
-                     % self._n2, True)
+        return self._encrypt_element(self._range.embed(m), mode, pool, rng)
+
+    def _encrypt_element(
+        self, residue: int, mode: Mode, pool: RandomnessPool | None, rng: RandomSource
+    ) -> Ciphertext:
+        obf = self.obfuscator(mode=mode, pool=pool, rng=rng)
+        return _make(self, (1 + residue * self._n) * obf % self._n2, True)
 
     def encrypt_residue(
         self, r: int, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
@@ -320,8 +324,7 @@ class PublicKey:
         residue = as_int(r)
         if not 0 <= residue < self._n:
             raise ParameterError("residue must lie in [0, N)")
-        return _make(self, (1 + residue * self._n) * self.obfuscator(mode=mode, pool=pool, rng=rng)
-                     % self._n2, True)
+        return self._encrypt_element(residue, mode, pool, rng)
 
     def encrypt_fixed(
         self, x: Fixed, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
