@@ -61,7 +61,8 @@ def check_layout(
     if gf and all(isinstance(x, (list, tuple, np.ndarray)) for x in gf):
         if len(gf) != len(guest_rows):
             raise ParameterError("one feature list per guest (or one shared list)")
-        per_guest = [_columns(f"guest_features[{u}]", cols, n_features) for u, cols in enumerate(gf)]
+        per_guest = [_columns(f"guest_features[{u}]", cols, n_features)  # type: ignore[arg-type]
+                     for u, cols in enumerate(gf)]
     else:
         shared = _columns("guest_features", gf, n_features)  # type: ignore[arg-type]
         per_guest = [shared for _ in guest_rows]
@@ -145,9 +146,7 @@ class _HybridTree:
         self.rng = rng
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        names = self.__init__.__code__.co_varnames[1 : self.__init__.__code__.co_argcount
-                                                      + self.__init__.__code__.co_kwonlyargcount]
-        return {k: getattr(self, k) for k in names}
+        return {k: getattr(self, k) for k in _PARAM_NAMES}
 
     def set_params(self, **params: Any) -> _HybridTree:
         for k, v in params.items():
@@ -223,7 +222,7 @@ class _HybridTree:
         net = InProcessNetwork(keep_payloads=self.record_payloads)
         host_mapper = BinMapper.fit(Xa[:, host_cols], max_bins=params.max_bins,
                                     categorical=[c in cat for c in host_cols])
-        guest_X = [self._guest_matrix(Xa[r], space, cols) for r, cols in zip(rows, per_guest)]
+        guest_X = [self._guest_matrix(Xa[r], space, cols) for r, cols in zip(rows, per_guest, strict=True)]
         # The guests agree on common bins for their feature space (spec, "Bin edges").
         guest_mapper = BinMapper.fit(np.vstack(guest_X), max_bins=params.max_bins,
                                      categorical=[c in cat for c in space])
@@ -292,6 +291,14 @@ class _HybridTree:
         for j in range(k):
             raw[:, j] += self.params_.learning_rate * values[:, j::k].sum(axis=1)
         return raw[:, 0] if k == 1 else raw
+
+
+_PARAM_NAMES = tuple(
+    _HybridTree.__init__.__code__.co_varnames[
+        1 : 1 + _HybridTree.__init__.__code__.co_argcount - 1
+        + _HybridTree.__init__.__code__.co_kwonlyargcount
+    ]
+)
 
 
 class HybridTreeClassifier(_HybridTree):

@@ -36,7 +36,7 @@ from protocols.hybridtree.messages import (
 from protocols.hybridtree.params import HybridTreeParams
 from securetrees._nt import mpz
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.paillier import PublicKey
+from securetrees.paillier import Mode, PublicKey
 from securetrees.paillier.wire import decode_public_key, key_id
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
@@ -255,7 +255,7 @@ class Guest(Party):
                 length, ring=ZN(pk.n), round=msg.tree,
                 purpose=f"hybridtree/layer={msg.layer}/attempt={msg.attempt}", peers=msg.peers,
             )
-            mode = "djn-short" if self.params.encryption == "djn-short" else "djn"
+            mode: Mode = "djn-short" if self.params.encryption == "djn-short" else "djn"
             out = tuple(
                 int(a * (1 + m * n) % n2 * pk.obfuscator(mode=mode, rng=self._rng) % n2)
                 for a, m in zip(acc, masks, strict=True)

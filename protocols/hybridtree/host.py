@@ -157,7 +157,8 @@ class Host(Party):
         self._rng = rng
         if params.mode == "secure" and keypair is None:
             raise ParameterError("secure mode needs the host's Paillier key pair")
-        self._pk, self._sk = keypair if keypair is not None else (None, None)
+        self._pk: PublicKey | None = keypair[0] if keypair is not None else None
+        self._sk: PrivateKey | None = keypair[1] if keypair is not None else None
         self._active = set(self.guests)
         self._crit = GradientGain(params.reg_lambda, params.second_order)
         self._guest_n_bins = np.zeros(0, dtype=np.int64)
@@ -436,7 +437,7 @@ class Host(Party):
             ids = nodes[k]
             lid, rid = rec.left[k], rec.right[k]
             nodes[lid], nodes[rid] = ids[go_left[k]], ids[~go_left[k]]
-            if consistent and int(go_left[k].sum()) != int(round(res.left_stats[i][0])):
+            if consistent and int(go_left[k].sum()) != round(float(res.left_stats[i][0])):
                 raise ProtocolError("the guests' routing disagrees with the aggregated counts")
             parents[lid] = parents[rid] = k
             if depth < p.guest_depth:

@@ -109,13 +109,13 @@ class SlotLayout:
         """The plaintexts ``P_i`` of instances of ``leaf`` from ``round(g·2^f)``, ``round(h·2^f)``."""
         s = self.slots[leaf]
         shift_b = self.g_bound << self.frac_bits
-        g_lim = 1 << (self.frac_bits + self.g_bound.bit_length() + 1)
-        h_lim = 1 << (self.frac_bits + self.h_bound.bit_length())
+        g_lim = 2 * shift_b
+        h_lim = self.h_bound << self.frac_bits
         out = []
         for g, h in zip(g_fixed, h_fixed, strict=True):
             gh = int(g) + shift_b
             hh = int(h)
-            if not (0 <= gh < g_lim and 0 <= hh < h_lim):
+            if not (0 <= gh <= g_lim and 0 <= hh <= h_lim):
                 raise EncodingOverflowError("a gradient or hessian exceeds its declared bound")
             out.append((1 | gh << s.w_n | hh << (s.w_n + s.w_g)) << s.offset)
         return out

@@ -1,0 +1,43 @@
+"""Fixtures for the HybridTree tests: small data, a cached 512-bit test key, insecure modes."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from protocols.hybridtree import HybridTreeClassifier, HybridTreeRegressor
+from securetrees.testing.hybridtree import HybridData, hybrid_data
+from securetrees.testing.paillier import small_keypair
+
+
+@pytest.fixture(scope="session")
+def data() -> HybridData:
+    return hybrid_data()
+
+
+def _make(kind: str = "clf", mode: str = "secure", **kw: Any) -> Any:
+    """A facade with small trees and the cached 512-bit test key."""
+    cls = HybridTreeClassifier if kind == "clf" else HybridTreeRegressor
+    params: dict[str, Any] = dict(host_depth=2, guest_depth=2, max_bins=8, keypair=small_keypair(512),
+                                  mode=mode, allow_insecure=mode != "secure")
+    params.update(kw)
+    return cls(kw.pop("n_estimators", 3), **{k: v for k, v in params.items() if k != "n_estimators"})
+
+
+def _fit_quiet(model: Any, *args: Any) -> Any:
+    """Fit, ignoring the InsecureParameterWarning of the insecure modes (tested separately)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(*args)
+
+
+@pytest.fixture(scope="session")
+def make() -> Any:
+    return _make
+
+
+@pytest.fixture(scope="session")
+def fit_quiet() -> Any:
+    return _fit_quiet

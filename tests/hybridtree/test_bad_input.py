@@ -1,0 +1,123 @@
+"""Bad input raises one typed error each (specs/hybridtree.md, "Parameters", "Too few guests")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from protocols.hybridtree import Guest, HybridTreeParams, check_mode
+from securetrees.errors import (
+    InsecureParameterWarning,
+    NotFittedError,
+    ParameterError,
+    ProtocolError,
+    UnexpectedMessage,
+)
+from securetrees.runtime import InProcessNetwork
+from securetrees.testing.hybridtree import HybridData
+from securetrees.testing.paillier import small_keypair
+from securetrees.trees import BinMapper
+
+
+def _fit(make: Any, data: HybridData, **over: Any) -> Any:
+    args = dict(X=data.X, y=data.y, host_features=data.host_features,
+                guest_features=data.guest_features, guest_rows=data.guest_rows)
+    args.update(over)
+    return make("clf", "secure").fit(**args)
+
+
+@pytest.mark.parametrize("over", [
+    {"guest_rows": None},  # replaced below: unknown row IDs
+    {"guest_features": [2, 3, 4]},  # overlaps the host's columns
+    {"host_features": [0, 0, 1]},  # a column twice
+    {"host_features": [0, 1, 9]},  # a column out of range
+    {"guest_features": []},
+])
+def test_layout_errors(make: Any, data: HybridData, over: dict[str, Any]) -> None:
+    if over.get("guest_rows", 1) is None:
+        over = {"guest_rows": [*data.guest_rows[:3], np.array([5, 10_000])]}
+    with pytest.raises(ParameterError):
+        _fit(make, data, **over)
+
+
+def test_guest_rows_errors(make: Any, data: HybridData) -> None:
+    rows = data.guest_rows
+    for bad in ([*rows[:3], np.array([], dtype=np.int64)],       # an empty guest
+                [*rows[:3], np.array([1.0, np.nan])],            # NaN row IDs
+                [*rows[:3], np.array([4, 4])],                   # a row twice
+                [*rows[:3], np.array([-1])],                     # negative ID
+                []):                                             # no guest at all
+        with pytest.raises(ParameterError):
+            _fit(make, data, guest_rows=bad)
+    with pytest.raises(ParameterError):  # two guests: a masked sum would expose each
+        _fit(make, data, guest_rows=rows[:2])
+
+
+def test_value_errors(make: Any, data: HybridData) -> None:
+    y = data.y.astype(float)
+    y[3] = np.nan
+    with pytest.raises(ParameterError):
+        _fit(make, data, y=y)
+    X = data.X.copy()
+    X[0, 0] = np.inf
+    with pytest.raises(ParameterError):
+        _fit(make, data, X=X)
+    with pytest.raises(ParameterError):
+        _fit(make, data, y=np.zeros(len(data.y)))
+    with pytest.raises(ParameterError):
+        _fit(make, data, y=data.y[:-1])
+
+
+def test_mode_and_key_policy(data: HybridData) -> None:
+    with pytest.raises(ParameterError):
+        check_mode("plaintext", allow_insecure=False)
+    with pytest.raises(ParameterError):
+        check_mode("nonsense", allow_insecure=True)
+    with pytest.warns(InsecureParameterWarning):
+        assert check_mode("paper", allow_insecure=True) == "paper"
+    assert check_mode("secure", allow_insecure=False) == "secure"
+    from protocols.hybridtree import HybridTreeClassifier
+
+    with pytest.raises(ParameterError):  # 1024 bits without the insecure flag
+        HybridTreeClassifier(1, key_bits=1024).fit(data.X, data.y, data.host_features,
+                                                   data.guest_features, data.guest_rows)
+
+
+@pytest.mark.parametrize("kw", [{"host_depth": -1}, {"guest_depth": 0}, {"frac_bits": 0},
+                                {"frac_bits": 60}, {"min_guests": 2}, {"learning_rate": 0.0},
+                                {"reg_lambda": float("nan")}, {"few_guests": "ignore"},
+                                {"encryption": "rsa"}, {"mode": "fast"}, {"max_bins": 1}])
+def test_params_rejected(kw: dict[str, Any]) -> None:
+    with pytest.raises(ParameterError):
+        HybridTreeParams(**kw)
+
+
+def test_not_fitted_and_predict_layout(make: Any, data: HybridData) -> None:
+    with pytest.raises(NotFittedError):
+        make("clf").predict(data.X, data.guest_rows)
+    m = _fit(make, data)
+    with pytest.raises(ParameterError):
+        m.predict(data.X[:, :4], data.guest_rows)
+    with pytest.raises(ParameterError):
+        m.predict(data.X, data.guest_rows[:3])
+
+
+def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:
+    from protocols.hybridtree.messages import HistogramRequest, Setup
+
+    net = InProcessNetwork()
+    params = HybridTreeParams()
+    X = data.X[data.guest_rows[0]][:, 3:]
+    g = Guest("g0", net, params=params, ids=data.guest_rows[0], X=X,
+              mapper=BinMapper.fit(X, max_bins=8), host_key=small_keypair(512)[0])
+    other = small_keypair(256)[0].to_bytes()
+    with pytest.raises(ProtocolError):
+        g.on_setup("host", Setup(b"s" * 16, other, ("g0",), "secure"))
+    with pytest.raises(UnexpectedMessage):
+        g.on_setup("mallory", Setup(b"s" * 16, other, ("g0",), "secure"))
+    with pytest.raises(UnexpectedMessage):
+        g.on_histogram("host", HistogramRequest(5, 1, 0, ("g0",), 1, ()))
+    with pytest.raises(ParameterError):
+        Guest("g1", net, params=params, ids=data.guest_rows[1], X=X[:-1], mapper=BinMapper.fit(X))

@@ -1,0 +1,102 @@
+"""Secure mode equals plaintext mode (specs/hybridtree.md, "Modes"); the facade and inference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from securetrees.testing.hybridtree import HybridData
+
+
+@pytest.fixture
+def fit(make: Any, fit_quiet: Any, data: HybridData) -> Any:
+    def run(kind: str, mode: str, y: np.ndarray, **kw: object) -> Any:
+        return fit_quiet(make(kind, mode, **kw), data.X, y, data.host_features,
+                         data.guest_features, data.guest_rows)
+
+    return run
+
+
+def _records(m: object) -> list[tuple[object, ...]]:
+    out = []
+    for r in m.host_.records:  # type: ignore[attr-defined]
+        out.append((r.left, r.right, r.guest_feature, r.guest_bin, r.missing_left, r.value,
+                    r.host_tree.feature.tolist(),
+                    np.nan_to_num(r.host_tree.threshold, nan=-7.0).tolist()))
+    return out
+
+
+@pytest.mark.parametrize(("kind", "target"), [("clf", "y"), ("reg", "y_reg"), ("clf", "y_multi")])
+def test_secure_equals_plaintext(data: HybridData, fit: Any, kind: str, target: str) -> None:
+    y = getattr(data, target)
+    sec = fit(kind, "secure", y)
+    plain = fit(kind, "plaintext", y)
+    assert _records(sec) == _records(plain)  # same splits, same leaf values (exactly)
+    assert sum(r.n_guest_splits for r in sec.host_.records) > 0  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(sec.decision_function(data.X, data.guest_rows),
+                                  plain.decision_function(data.X, data.guest_rows))
+
+
+def test_guest_layers_help_and_guests_share_splits(data: HybridData, fit: Any) -> None:
+    m = fit("clf", "secure", data.y, n_estimators=6)
+    solo = fit("clf", "secure", data.y, n_estimators=6, guest_depth=1)
+    assert m.score(data.X, data.y, data.guest_rows) >= 0.85  # type: ignore[attr-defined]
+    assert m.score(data.X, data.y, data.guest_rows) >= solo.score(  # type: ignore[attr-defined]
+        data.X, data.y, data.guest_rows)
+    tables = [g.splits for g in m.guests_]  # type: ignore[attr-defined]
+    assert all(t == tables[0] for t in tables)  # guests grow the layers jointly
+    # Inference agrees with the training-time leaf assignment of the host.
+    proba = m.predict_proba(data.X, data.guest_rows)  # type: ignore[attr-defined]
+    assert proba.shape == (data.X.shape[0], 2) and np.allclose(proba.sum(axis=1), 1.0)
+
+
+def test_inference_rounds_and_unheld_instances(data: HybridData, fit: Any) -> None:
+    m = fit("clf", "secure", data.y)
+    net = m.network_  # type: ignore[attr-defined]
+    mark = net.transcript.mark()
+    m.predict(data.X, data.guest_rows)  # type: ignore[attr-defined]
+    assert net.transcript.since(mark).rounds == 1  # one call_many: request + reply
+    # Rows no guest holds follow missing_left and still get a prediction.
+    rows = [r[r % 2 == 0] for r in data.guest_rows]
+    p = m.predict_proba(data.X, rows)  # type: ignore[attr-defined]
+    assert np.all(np.isfinite(p))
+
+
+def test_paper_mode_runs_and_differs(data: HybridData, fit: Any) -> None:
+    paper = fit("clf", "paper", data.y, n_estimators=4)
+    joint = fit("clf", "plaintext", data.y, n_estimators=4)
+    assert paper.score(data.X, data.y, data.guest_rows) > 0.7  # type: ignore[attr-defined]
+    assert not np.array_equal(paper.decision_function(data.X, data.guest_rows),  # type: ignore[attr-defined]
+                              joint.decision_function(data.X, data.guest_rows))  # type: ignore[attr-defined]
+
+
+def test_heterogeneous_and_overlapping_guests(data: HybridData, make: Any, fit_quiet: Any) -> None:
+    """Appendix C.4: guests with different feature sets and shared rows (owner = lowest index)."""
+    rows = [np.union1d(data.guest_rows[0], data.guest_rows[1][:10]), *data.guest_rows[1:]]
+    feats = [[3, 4, 5], [3, 5], [4, 5], [3, 4]]
+    m = make("clf", "secure")
+    m.fit(data.X, data.y, data.host_features, feats, rows)
+    plain = fit_quiet(make("clf", "plaintext"), data.X, data.y, data.host_features, feats, rows)
+    np.testing.assert_array_equal(m.decision_function(data.X, rows), plain.decision_function(data.X, rows))
+
+
+def test_few_guests_fall_back_or_raise(data: HybridData, make: Any) -> None:
+    # Guest 3 holds 2 rows: host leaves keep >= 3 owners, but many children do not.
+    rows = [np.concatenate([data.guest_rows[0], data.guest_rows[3][2:]]), data.guest_rows[1],
+            data.guest_rows[2], data.guest_rows[3][:2]]
+    m = make("clf", "secure", host_depth=3)
+    m.fit(data.X, data.y, data.host_features, data.guest_features, rows)
+    assert m.fallback_nodes_ > 0
+    from securetrees.errors import ProtocolError
+
+    with pytest.raises(ProtocolError):
+        make("clf", "secure", host_depth=3, few_guests="raise").fit(
+            data.X, data.y, data.host_features, data.guest_features, rows)
+
+
+def test_get_set_params(make: Any) -> None:
+    m = make("clf")
+    assert m.get_params()["host_depth"] == 2
+    assert m.set_params(host_depth=3).host_depth == 3
