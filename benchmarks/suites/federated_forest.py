@@ -145,7 +145,7 @@ def run(report: Report, quick: bool) -> None:
                            note="prediction times are medians of 3; rounds and bytes from the transcript")
         rows = []
         for p in points:
-            ff, parts, Xq, t_train = make(p)
+            ff, _parts, Xq, t_train = make(p)
             ff.predict(Xq)  # align test ids once
             m = ff.master_
             tr = ff.transcript_
