@@ -130,41 +130,59 @@ def best_splits(
         if feat.size and (feat.min() < -1 or feat.max() >= categorical.size):
             raise ParameterError("feature index out of range")
     present = feat >= 0
-    cat = categorical[np.maximum(feat, 0)] & present  # (nodes, slots)
-    real = hist[:, :, :max_bins, :]
-    missing = hist[:, :, max_bins, :]
-    total = hist.sum(axis=2)  # (nodes, slots, stats); identical across non-empty slots
-    left = np.cumsum(real, axis=2)
-    if cat.any():
-        left = np.where(cat[:, :, None, None], real, left)
-    parent = total[:, :, None, :]
-    min_w = max(float(min_samples_leaf), 1e-12)
-    node_total = total[np.arange(n_nodes), np.argmax(present, axis=1)]
+    fz = np.maximum(feat, 0)
+    real_bins = np.where(present, np.minimum(n_bins[fz], max_bins), 0)  # (nodes, slots)
+    node_total = hist[np.arange(n_nodes), np.argmax(present, axis=1)].sum(axis=1)  # (nodes, S)
     tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
-    floor = (min_gain + tol)[:, None, None]
-    in_range = (np.arange(max_bins)[None, None, :] < n_bins[np.maximum(feat, 0)][:, :, None]) & (
-        present[:, :, None])
-
-    def score(lft: FloatArray, par: FloatArray, ok: BoolArray, fl: FloatArray) -> FloatArray:
-        rgt = par - lft
-        g = criterion.gain(par, lft, rgt)
-        ok = ok & (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > fl)
-        return np.where(ok, g, -np.inf)
-
-    gains = np.full((n_nodes, n_slots, max_bins, 2), -np.inf)
-    gains[..., 0] = score(left, parent, in_range, floor)
+    floor = min_gain + tol  # (nodes,)
+    min_w = max(float(min_samples_leaf), 1e-12)
+    missing = hist[:, :, max_bins, :]
     has_missing = criterion.weight(missing) > 0  # (nodes, slots)
-    if has_missing.any():  # the missing-left variant, only where it differs
-        kk, jj = np.nonzero(has_missing)
-        gains[kk, jj, :, 1] = score(left[kk, jj] + missing[kk, jj][:, None, :],
-                                    parent[kk, jj], in_range[kk, jj], floor[kk, 0])
-    scored = gains.reshape(n_nodes, -1)
-    flat = np.argmax(scored, axis=1)
+
+    # Best candidate per (node, slot), evaluated in groups of similar bin counts so that
+    # a two-bin indicator column is not scored over max_bins bins.
+    pair_gain = np.full((n_nodes, n_slots), -np.inf)
+    pair_bin = np.zeros((n_nodes, n_slots), dtype=np.int64)
+    pair_variant = np.zeros((n_nodes, n_slots), dtype=np.int64)
+    upper = 2
+    lower = 0
+    while lower < max_bins:
+        w = min(upper, max_bins)
+        kk, jj = np.nonzero((real_bins > lower) & (real_bins <= w))
+        lower, upper = w, upper * 4
+        if kk.size == 0:
+            continue
+        real = hist[kk, jj, :w, :]  # (P, w, S)
+        miss = missing[kk, jj]  # (P, S)
+        parent = node_total[kk][:, None, :]
+        cat = categorical[fz[kk, jj]]
+        left = np.cumsum(real, axis=1)
+        if cat.any():
+            left[cat] = real[cat]
+        ok = np.arange(w)[None, :] < real_bins[kk, jj][:, None]  # (P, w)
+        fl = floor[kk][:, None]
+        gains = np.full((kk.size, w, 2), -np.inf)
+        gains[..., 0] = _score(criterion, left, parent, ok, fl, min_w)
+        hm = np.flatnonzero(has_missing[kk, jj])
+        if hm.size:  # the missing-left variant, only where it differs
+            gains[hm, :, 1] = _score(criterion, left[hm] + miss[hm][:, None, :], parent[hm],
+                                     ok[hm], fl[hm], min_w)
+        flat = np.argmax(gains.reshape(kk.size, -1), axis=1)
+        pair_gain[kk, jj] = gains.reshape(kk.size, -1)[np.arange(kk.size), flat]
+        pair_bin[kk, jj], pair_variant[kk, jj] = np.divmod(flat, 2)
+
     rows = np.arange(n_nodes)
-    found = np.isfinite(scored[rows, flat])
-    slot, rem = np.divmod(flat, max_bins * 2)
-    bin_index, variant = np.divmod(rem, 2)
-    chosen_left = left[rows, slot, bin_index] + np.where(
+    slot = np.argmax(pair_gain, axis=1)
+    best = pair_gain[rows, slot]
+    found = np.isfinite(best)
+    f_best = fz[rows, slot]
+    bin_index = pair_bin[rows, slot]
+    variant = pair_variant[rows, slot]
+    chosen = hist[rows, slot, :max_bins, :]  # (nodes, max_bins, S)
+    upto = np.arange(max_bins)[None, :] <= bin_index[:, None]
+    is_cat = categorical[f_best]
+    sel = np.where(is_cat[:, None], np.arange(max_bins)[None, :] == bin_index[:, None], upto)
+    chosen_left = (chosen * sel[:, :, None]).sum(axis=1) + np.where(
         variant[:, None] == 1, missing[rows, slot], 0.0)
     # Where the node had no missing value of the chosen feature, missing values met
     # at prediction time follow the heavier child (ties: left).
@@ -172,10 +190,20 @@ def best_splits(
     heavier_left = criterion.weight(chosen_left) >= criterion.weight(node_total - chosen_left)
     return LayerSplits(
         found=found,
-        gain=np.where(found, scored[rows, flat], 0.0),
-        feature=feat[rows, slot].astype(np.int64),
-        bin=bin_index.astype(np.int64),
+        gain=np.where(found, best, 0.0),
+        feature=f_best.astype(np.int64),
+        bin=bin_index,
         missing_left=np.where(no_missing, heavier_left, variant == 1),
         left_stats=chosen_left,
         right_stats=node_total - chosen_left,
     )
+
+
+def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, ok: BoolArray,
+           floor: FloatArray, min_w: float) -> FloatArray:
+    """Gain of each candidate whose children both weigh ``min_w`` and whose gain beats
+    ``floor``; ``-inf`` elsewhere."""
+    rgt = parent - lft
+    g = criterion.gain(parent, lft, rgt)
+    ok = ok & (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
+    return np.where(ok, g, -np.inf)
