@@ -44,11 +44,21 @@ def build_histograms(
     ``i`` of node ``k`` (``node_index[i] == k``) whose feature ``features[k, j]`` falls in
     bin ``b``.  ``features=None`` means every feature for every node (``j = f``); an
     entry ``-1`` pads a node's row (a slot without a feature; its histogram is ignored
-    by :func:`best_splits`), so nodes may have different numbers of features.
+    by :func:`best_splits`), so nodes may have different numbers of features.  A 1-D
+    ``features`` keeps the all-features layout and fills only the listed columns (the
+    others stay zero).
     """
     n_samples, n_features = binned.shape
     if node_index.shape != (n_samples,) or sample_stats.shape[0] != n_samples:
         raise ParameterError("binned, node_index and sample_stats disagree on the number of samples")
+    if features is not None and features.ndim == 1:
+        full = np.zeros((n_nodes, n_features, max_bins + 1, sample_stats.shape[1]))
+        cols = np.unique(np.asarray(features, dtype=np.int64))
+        if cols.size and (cols[0] < 0 or cols[-1] >= n_features):
+            raise ParameterError("feature index out of range")
+        full[:, cols] = build_histograms(binned, node_index, sample_stats, n_nodes, max_bins,
+                                         np.tile(cols, (n_nodes, 1)))
+        return full
     if features is not None and (features.ndim != 2 or features.shape[0] != n_nodes):
         raise ParameterError("features must have shape (n_nodes, k)")
     width = max_bins + 1
@@ -92,6 +102,7 @@ def best_splits(
     categorical: BoolArray,
     n_bins: IntArray,
     features: IntArray | None = None,
+    feature_mask: BoolArray | None = None,
     min_samples_leaf: float = 1.0,
     min_gain: float = 0.0,
 ) -> LayerSplits:
@@ -99,7 +110,8 @@ def best_splits(
 
     ``hist`` comes from :func:`build_histograms` with the same ``features``
     (``None``: all features; ``-1`` entries are empty slots); ``categorical`` and
-    ``n_bins`` describe all features.
+    ``n_bins`` describe all features.  With the all-features layout
+    (``features=None``), ``feature_mask[k, f]`` may restrict node ``k`` to some features.
     Candidates per (node, feature): numeric "bin <= b" for ``b < n_bins[f]``
     (``b = n_bins[f]-1`` isolates the missing values); categorical "bin == b"
     (one category against the rest, the same partitions as a one-hot encoding).
@@ -119,6 +131,13 @@ def best_splits(
     n_bins = np.asarray(n_bins, dtype=np.int64)
     if categorical.ndim != 1 or categorical.shape != n_bins.shape:
         raise ParameterError("categorical and n_bins must have one entry per feature")
+    if feature_mask is not None:
+        fm = np.asarray(feature_mask, dtype=bool)
+        if features is not None or fm.shape != (n_nodes, n_slots):
+            raise ParameterError("feature_mask needs the all-features layout, shape (n_nodes, n_features)")
+        features = _mask_to_features(fm)
+        hist = hist[np.arange(n_nodes)[:, None], np.maximum(features, 0)]
+        n_slots = features.shape[1]
     if features is None:
         if n_slots != categorical.size:
             raise ParameterError("hist must have one slot per feature when features is None")
@@ -207,3 +226,13 @@ def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, ok: BoolAr
     g = criterion.gain(parent, lft, rgt)
     ok = ok & (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
     return np.where(ok, g, -np.inf)
+
+
+def _mask_to_features(mask: BoolArray) -> IntArray:
+    """Row-wise feature lists of a boolean mask, in increasing order, padded with -1."""
+    k = max(int(mask.sum(axis=1).max(initial=0)), 1)
+    out = np.full((mask.shape[0], k), -1, dtype=np.int64)
+    for i, row in enumerate(mask):
+        idx = np.flatnonzero(row)
+        out[i, : idx.size] = idx
+    return out

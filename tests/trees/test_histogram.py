@@ -153,3 +153,27 @@ def test_bad_shapes_rejected() -> None:
                     features=np.full((2, 3), 7))
     with pytest.raises(ParameterError):
         build_histograms(np.zeros((4, 2), np.uint8), np.zeros(3, np.int64), np.ones((4, 1)), 1, 4)
+
+
+@given(seed=st.integers(0, 10_000))
+def test_feature_mask_and_column_subset_layouts(seed: int) -> None:
+    """The all-features layout: a 1-D column list and a per-node boolean mask give the same
+    splits as the per-node feature lists."""
+    _, mapper, binned, y = _data(seed, 60)
+    rng = np.random.default_rng(seed)
+    stats = class_stats(y, 3, np.ones(60))
+    nodes = rng.integers(0, 2, size=60)
+    kw = {"categorical": np.array(mapper.categorical), "n_bins": np.array(mapper.n_bins)}
+    feats = np.array([[0, 2], [1, -1]])
+    mask = np.array([[True, False, True], [False, True, False]])
+    full = build_histograms(binned, nodes, stats, 2, mapper.max_bins, np.array([0, 1, 2]))
+    np.testing.assert_allclose(full, build_histograms(binned, nodes, stats, 2, mapper.max_bins))
+    a = best_splits(full, Gini(), feature_mask=mask, **kw)
+    b = best_splits(build_histograms(binned, nodes, stats, 2, mapper.max_bins, feats), Gini(),
+                    features=feats, **kw)
+    for field in ("found", "gain", "feature", "bin", "missing_left"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    with pytest.raises(ParameterError):
+        best_splits(full, Gini(), feature_mask=mask[:, :2], **kw)
+    with pytest.raises(ParameterError):
+        build_histograms(binned, nodes, stats, 2, mapper.max_bins, np.array([5]))
