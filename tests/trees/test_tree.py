@@ -98,3 +98,23 @@ def test_builder_rejects_bad_calls() -> None:
         b.split(0, feature=0, threshold=1.0, **kw)  # type: ignore[arg-type]
     with pytest.raises(ParameterError):
         t.reachable_leaves(np.zeros((2, 3)))
+
+
+def test_proposition_1_on_a_trained_forest() -> None:
+    """Partial trees of a forest trained with feature providers (three parties)."""
+    from securetrees.trees import RandomForestClassifier
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 6))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 3]) > 0).astype(int)
+    providers = np.array([0, 0, 1, 1, 2, 2])
+    forest = RandomForestClassifier(5, max_depth=5, feature_providers=providers,
+                                    random_state=0).fit(X, y).model_
+    for tree in forest.trees:
+        assert set(tree.provider[~tree.is_leaf]) <= {0, 1, 2}
+        np.testing.assert_array_equal(tree.provider[~tree.is_leaf],
+                                      providers[tree.feature[~tree.is_leaf]])
+        inter = np.logical_and.reduce([tree.partial(p).reachable_leaves(X) for p in range(3)])
+        np.testing.assert_array_equal(inter.argmax(axis=1), np.searchsorted(tree.leaves, tree.apply(X)))
+        assert (inter.sum(axis=1) == 1).all()
