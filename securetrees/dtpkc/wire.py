@@ -1,9 +1,13 @@
-"""Versioned byte formats for DT-PKC public keys and ciphertexts (no pickle).
+"""Versioned byte formats for DT-PKC public keys, ciphertexts and (passphrase-encrypted)
+secret keys.  No pickle.
 
 Layout (all integers unsigned big-endian, each length-prefixed with 4 bytes)::
 
     public key:  b"STDK" | version 1 | kind 1 | N | g | h | u16 count | count × 16-byte component ids
     ciphertext:  b"STDK" | version 1 | kind 2 | 16-byte key id | T1 | T2
+    secret key:  b"STDK" | version 1 | kind 3 | 16-byte salt | log2(scrypt n) | 12-byte nonce
+                 | AES-256-GCM(key = scrypt(passphrase), aad = everything before the ciphertext)
+                   of: u8 type (1 weak, 2 share 1, 3 share 2) | N | g | secret [| h for a weak key]
 
 Decoding is strict: wrong magic, version or kind, truncation, trailing bytes,
 a non-minimal or oversized integer raise :class:`DecodeError`; a ciphertext whose
@@ -17,19 +21,39 @@ from __future__ import annotations
 from typing import Final
 
 import gmpy2
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from securetrees._nt import mpz
+from securetrees._nt import mpz, powmod_sec
 from securetrees.dtpkc.ciphertext import Ciphertext
-from securetrees.dtpkc.keys import KEY_ID_BYTES, PublicKey, SystemParams, check_key_size
+from securetrees.dtpkc.keys import (
+    KEY_ID_BYTES,
+    PublicKey,
+    StrongKeyShare,
+    SystemParams,
+    WeakSecretKey,
+    check_key_size,
+)
 from securetrees.errors import DecodeError, KeyMismatchError, ParameterError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
-__all__ = ["decode_ciphertext", "decode_public_key", "encode_ciphertext", "encode_public_key"]
+__all__ = [
+    "decode_ciphertext",
+    "decode_public_key",
+    "decrypt_secret_key",
+    "encode_ciphertext",
+    "encode_public_key",
+    "encrypt_secret_key",
+]
 
 MAGIC: Final = b"STDK"
 VERSION: Final = 1
 KIND_PUBLIC_KEY: Final = 1
 KIND_CIPHERTEXT: Final = 2
+KIND_SECRET_KEY: Final = 3
+SCRYPT_LOG2_N: Final = 15
+"""scrypt cost n = 2^15, r = 8, p = 1 (32 MiB, about 0.1 s); decoding accepts 2^14 .. 2^20."""
 MAX_INT_BYTES: Final = 2 * 8192 // 8
 """Largest integer accepted (an N² of a 8192-bit N)."""
 MAX_COMPONENTS: Final = 1024
@@ -145,3 +169,68 @@ def decode_ciphertext(data: bytes, pk: PublicKey) -> Ciphertext:
     if key_id != pk.key_id:
         raise KeyMismatchError("ciphertext is under another key")
     return Ciphertext.from_ints(pk, int(t1), int(t2))
+
+
+def _kdf(passphrase: bytes, salt: bytes, log2_n: int) -> bytes:
+    if not isinstance(passphrase, bytes) or not passphrase:
+        raise ParameterError("the passphrase must be non-empty bytes")
+    return Scrypt(salt=salt, length=32, n=1 << log2_n, r=8, p=1).derive(passphrase)
+
+
+def encrypt_secret_key(
+    key: WeakSecretKey | StrongKeyShare,
+    passphrase: bytes,
+    *,
+    rng: RandomSource = SYSTEM_RANDOM,
+    scrypt_log2_n: int = SCRYPT_LOG2_N,
+) -> bytes:
+    """A weak key or a strong-key share, encrypted under ``passphrase`` (scrypt, AES-256-GCM).
+
+    The whole strong key λ has no serialised form: only the KGC holds it, in memory.
+    """
+    if not 14 <= scrypt_log2_n <= 20:
+        raise ParameterError("scrypt cost must be 2^14 .. 2^20")
+    if isinstance(key, WeakSecretKey):
+        params, secret, kind = key.public.params, key.theta, 1
+        extra = _int_bytes(key.public.h)
+    elif isinstance(key, StrongKeyShare):
+        params, secret, kind, extra = key.params, key.share, 1 + key.index, b""
+    else:
+        raise ParameterError("only a weak key or a strong-key share can be serialised")
+    body = bytes([kind]) + _int_bytes(params.n) + _int_bytes(params.g) + _int_bytes(secret) + extra
+    salt, nonce = rng.token_bytes(16), rng.token_bytes(12)
+    header = MAGIC + bytes([VERSION, KIND_SECRET_KEY]) + salt + bytes([scrypt_log2_n]) + nonce
+    return header + AESGCM(_kdf(passphrase, salt, scrypt_log2_n)).encrypt(nonce, body, header)
+
+
+def decrypt_secret_key(
+    data: bytes, passphrase: bytes, *, params: SystemParams | None = None
+) -> WeakSecretKey | StrongKeyShare:
+    """Open :func:`encrypt_secret_key`'s output; a wrong passphrase or any change to the
+    bytes raises :class:`DecodeError`.  A weak key is checked (``h = g^θ``)."""
+    r = _Reader(data)
+    r.header(KIND_SECRET_KEY)
+    salt, (log2_n,), nonce = r.take(16), r.take(1), r.take(12)
+    if not 14 <= log2_n <= 20:
+        raise DecodeError("scrypt cost out of the accepted range")
+    header = r.data[: r.pos]
+    try:
+        body = AESGCM(_kdf(passphrase, salt, log2_n)).decrypt(nonce, r.data[r.pos :], header)
+    except InvalidTag as exc:
+        raise DecodeError("wrong passphrase or corrupted secret key") from exc
+    b = _Reader(body)
+    kind = b.take(1)[0]
+    n, g, secret = b.integer(), b.integer(), b.integer()
+    h = b.integer() if kind == 1 else None
+    b.end()
+    if params is None:
+        params = SystemParams(n, g)
+    elif params.n != n or params.g != g:
+        raise KeyMismatchError("secret key belongs to other system parameters")
+    if kind == 1 and h is not None:
+        if powmod_sec(params.g, secret, params.n2) != h:
+            raise DecodeError("weak key does not match its public key")
+        return WeakSecretKey(PublicKey(params, h), secret)
+    if kind in (2, 3):
+        return StrongKeyShare(params, secret, 1 if kind == 2 else 2)
+    raise DecodeError(f"unknown secret-key type {kind}")

@@ -6,15 +6,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from securetrees.dtpkc import Ciphertext, decrypt_weak, encrypt
+from securetrees.dtpkc import Ciphertext, StrongKeyShare, WeakSecretKey, decrypt_weak, encrypt
 from securetrees.dtpkc.wire import (
     MAGIC,
     decode_ciphertext,
     decode_public_key,
+    decrypt_secret_key,
     encode_ciphertext,
     encode_public_key,
+    encrypt_secret_key,
 )
-from securetrees.errors import DecodeError, InvalidCiphertext, KeyMismatchError
+from securetrees.errors import DecodeError, InvalidCiphertext, KeyMismatchError, ParameterError
 from securetrees.testing.dtpkc import decode_test_public_key, dtpkc_test_keys
 
 KEYS = dtpkc_test_keys(512)
@@ -178,3 +180,47 @@ def test_fuzz_mutated_public_keys(pos: int, byte: int, cut: bool) -> None:
     except DecodeError:
         return
     assert 1 < pk.h < pk.n2 - 1
+
+
+def test_secret_keys_round_trip_under_a_passphrase() -> None:
+    for key in (KEYS.weak["u1"], KEYS.cs_share, KEYS.cc_share):
+        blob = encrypt_secret_key(key, b"correct horse", scrypt_log2_n=14)
+        assert str(int(getattr(key, "theta", getattr(key, "share", 0)))).encode() not in blob
+        back = decrypt_secret_key(blob, b"correct horse", params=KEYS.params)
+        assert type(back) is type(key)
+    weak = decrypt_secret_key(encrypt_secret_key(KEYS.weak["u2"], b"pw", scrypt_log2_n=14), b"pw")
+    assert isinstance(weak, WeakSecretKey) and weak.theta == KEYS.weak["u2"].theta
+    c = encrypt(KEYS.pk("u2"), 11)
+    assert decrypt_weak(weak, Ciphertext(weak.public, c.t1, c.t2)) == 11
+    share = decrypt_secret_key(encrypt_secret_key(KEYS.cc_share, b"pw", scrypt_log2_n=14), b"pw",
+                               params=KEYS.params)
+    assert isinstance(share, StrongKeyShare) and share.index == 2 and share.share == KEYS.cc_share.share
+
+
+def test_secret_key_rejections() -> None:
+    blob = encrypt_secret_key(KEYS.weak["u1"], b"pw", scrypt_log2_n=14)
+    with pytest.raises(DecodeError):
+        decrypt_secret_key(blob, b"wrong")
+    for pos in (8, 30, len(blob) - 1):  # salt, nonce, tag: all authenticated
+        bad = blob[:pos] + bytes([blob[pos] ^ 1]) + blob[pos + 1 :]
+        with pytest.raises(DecodeError):
+            decrypt_secret_key(bad, b"pw")
+    with pytest.raises(DecodeError):
+        decrypt_secret_key(blob[:6] + b"\x00" * 16 + bytes([30]) + blob[23:], b"pw")  # scrypt cost
+    with pytest.raises(KeyMismatchError):
+        decrypt_secret_key(blob, b"pw", params=dtpkc_test_keys(512, label="other-system").params)
+    with pytest.raises(ParameterError):
+        encrypt_secret_key(KEYS.weak["u1"], b"")
+    with pytest.raises(ParameterError):
+        encrypt_secret_key(KEYS.strong, b"pw")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError):
+        encrypt_secret_key(KEYS.weak["u1"], b"pw", scrypt_log2_n=10)
+
+
+@given(st.binary(max_size=200))
+def test_fuzz_secret_key_decoder(data: bytes) -> None:
+    with pytest.raises(DecodeError):
+        decrypt_secret_key(data, b"pw")
+    header = MAGIC + bytes([1, 3]) + b"\x00" * 16 + bytes([14]) + b"\x00" * 12
+    with pytest.raises(DecodeError):
+        decrypt_secret_key(header + data, b"pw")  # authentication fails before any parsing
