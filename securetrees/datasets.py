@@ -50,7 +50,7 @@ class AdultData:
 
 
 def _read(name: str) -> list[list[str]]:
-    raw = gzip.decompress(resources.files("securetrees.data").joinpath(f"{name}.gz").read_bytes())
+    raw = gzip.decompress((resources.files("securetrees") / "data" / f"{name}.gz").read_bytes())
     digest = hashlib.sha256(raw).hexdigest()
     if digest != ADULT_SHA256[name]:
         raise DecodeError(f"{name}: sha256 {digest} does not match the shipped data")
