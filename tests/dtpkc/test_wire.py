@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from securetrees.dtpkc import Ciphertext, StrongKeyShare, WeakSecretKey, decrypt_weak, encrypt
@@ -217,6 +217,7 @@ def test_secret_key_rejections() -> None:
         encrypt_secret_key(KEYS.weak["u1"], b"pw", scrypt_log2_n=10)
 
 
+@settings(max_examples=10)  # each example past the header costs one scrypt
 @given(st.binary(max_size=200))
 def test_fuzz_secret_key_decoder(data: bytes) -> None:
     with pytest.raises(DecodeError):
