@@ -8,6 +8,7 @@ Roles: :class:`Master` and :class:`Client` (the label holder is the client given
 
 from __future__ import annotations
 
+from protocols.federated_forest.checkpoint import CheckpointStore
 from protocols.federated_forest.client import Client, CryptoCounters, LabelSpec
 from protocols.federated_forest.estimators import (
     FederatedForestClassifier,
@@ -19,6 +20,7 @@ from protocols.federated_forest.params import ForestParams
 from protocols.federated_forest.skeleton import assemble_tree
 
 __all__ = [
+    "CheckpointStore",
     "Client",
     "CryptoCounters",
     "FederatedForestClassifier",

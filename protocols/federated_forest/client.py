@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from protocols.federated_forest import messages as m
+from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, TreeState, WorkState
 from protocols.federated_forest.ids import canonical_order, hash_ids
 from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, check_positions
 from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
@@ -101,6 +102,7 @@ class Client(Party):
         labels: LabelSpec | None = None,
         paillier_mode: Mode = "djn",
         public_key_loader: Callable[[bytes], PublicKey] = PublicKey.from_bytes,
+        checkpoint: CheckpointStore | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         super().__init__(name, network)
@@ -128,6 +130,7 @@ class Client(Party):
         self._mode: Mode = paillier_mode
         self._load_pk = public_key_loader
         self._rng = rng
+        self._store = checkpoint
         self.counters = CryptoCounters()
         self.trees: list[Tree] = []
         self._setup: m.Setup | None = None
@@ -273,11 +276,18 @@ class Client(Party):
             raise ProtocolError("bootstrap weights must be n non-negative integers")
         if not set(msg.features) <= set(self.feature_ids):
             raise ProtocolError("the master selected a feature this client does not hold")
-        self._tree = msg.tree
-        self._weights = w.astype(np.int64)
-        self._state = LayerState.start(self._weights)
-        self._skeleton = TreeSkeleton(self._X.shape[1], self.n_outputs)
-        self._skeleton.add(float(self._weights.sum()))
+        skeleton = TreeSkeleton(self._X.shape[1], self.n_outputs)
+        skeleton.add(float(w.sum()))
+        self._begin_tree(msg.tree, w.astype(np.int64), LayerState.start(w.astype(np.int64)), skeleton)
+        return m.Ack()
+
+    def _begin_tree(self, tree: int, weights: IntArray, state: LayerState, skeleton: TreeSkeleton) -> None:
+        """Adopt a tree's weights and state; derive the weighted label statistics or ciphertexts."""
+        setup = self._require_setup()
+        self._tree = tree
+        self._weights = weights
+        self._state = state
+        self._skeleton = skeleton
         self._candidates, self._won = {}, {}
         self._stats = None
         if self._labels is not None:
@@ -289,6 +299,40 @@ class Client(Party):
                                                self._weights.astype(np.float64))
         elif setup.label_protection == "encrypted":
             self._weight_ciphertexts()
+
+    @handles(m.Checkpoint)
+    def on_checkpoint(self, sender: str, msg: m.Checkpoint) -> m.Ack:
+        """Save this client's own state under the progress marker (``specs``, "Checkpoints")."""
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        work = None
+        if msg.layer:
+            state = self._require_tree(msg.tree)
+            if state.depth != msg.layer or self._skeleton is None:
+                raise UnexpectedMessage("checkpoint marker does not match the tree in progress")
+            work = WorkState.of(self._skeleton, self._weights, state)
+        elif self._state is not None or len(self.trees) != msg.tree:
+            raise UnexpectedMessage("checkpoint marker does not match the finished trees")
+        self._store.save(ClientState(msg.tree, msg.layer, tuple(TreeState.of(t) for t in self.trees), work))
+        return m.Ack()
+
+    @handles(m.Resume)
+    def on_resume(self, sender: str, msg: m.Resume) -> m.Ack:
+        """Restore the checkpoint with the master's progress marker (current or previous file)."""
+        self._require_setup()
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        saved = self._store.load(ClientState, (msg.tree, msg.layer))
+        trees = [t.tree() for t in saved.trees]
+        if len(trees) != msg.tree or any(t.n_features != self._X.shape[1] for t in trees):
+            raise ProtocolError("the checkpoint does not belong to this client's run")
+        self.trees = trees
+        self._state, self._skeleton, self._weighted = None, None, []
+        if saved.work is not None:
+            skeleton, weights, state = saved.work.restore()
+            if weights.shape != (self._require_setup().n_samples,):
+                raise ProtocolError("the checkpoint does not belong to this client's run")
+            self._begin_tree(msg.tree, weights, state, skeleton)
         return m.Ack()
 
     def _weight_ciphertexts(self) -> None:

@@ -17,6 +17,14 @@ import numpy as np
 import numpy.typing as npt
 
 from protocols.federated_forest import messages as m
+from protocols.federated_forest.checkpoint import (
+    CheckpointStore,
+    MasterState,
+    TreeState,
+    WorkState,
+    rng_state,
+    set_rng_state,
+)
 from protocols.federated_forest.ids import check_aligned
 from protocols.federated_forest.params import LABEL_MODES, ForestParams
 from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
@@ -44,6 +52,7 @@ class Master(Party):
         label_protection: str = "encrypted",
         criterion: str | None = None,
         max_bins: int = 255,
+        checkpoint: CheckpointStore | None = None,
         show_progress: bool = False,
     ) -> None:
         super().__init__(name, network)
@@ -57,6 +66,7 @@ class Master(Party):
         self._criterion_name = criterion
         self.max_bins = max_bins
         self.show_progress = show_progress
+        self._store = checkpoint
         self.trees: list[Tree] = []
         self.n_samples = 0
         self.n_features = 0
@@ -107,30 +117,74 @@ class Master(Party):
         """Setup, then every tree (Algorithm 2 / 6)."""
         self.setup()
         self.trees = []
-        gens = tree_generators(self.params.random_state, self.params.n_estimators)
-        for t in progress(range(self.params.n_estimators), desc="federated forest",
-                          total=self.params.n_estimators, enabled=self.show_progress):
-            self.trees.append(self.build_tree(t, gens[t]))
+        self._train_from(0, None)
         return self.trees
 
-    def build_tree(self, t: int, rng: np.random.Generator) -> Tree:
+    def resume(self) -> list[Tree]:
+        """Restart from the master's latest checkpoint: repeat the setup (deterministic in the
+        data and the id key), have every client restore the same progress marker, finish."""
+        if self._store is None:
+            raise ParameterError("this master keeps no checkpoints")
+        saved = self._store.load(MasterState)
+        self.setup()
+        trees = [t.tree() for t in saved.trees]
+        if len(trees) != saved.tree or any(t.n_features != self.n_features for t in trees):
+            raise ProtocolError("the checkpoint does not belong to this run")
+        self.call_many(dict.fromkeys(self.clients, m.Resume(saved.tree, saved.layer)), expect=m.Ack)
+        self.trees = trees
+        self._train_from(saved.tree, saved if saved.work is not None else None)
+        return self.trees
+
+    def _train_from(self, first: int, saved: MasterState | None) -> None:
+        gens = tree_generators(self.params.random_state, self.params.n_estimators)
+        for t in progress(range(first, self.params.n_estimators), desc="federated forest",
+                          total=self.params.n_estimators - first, enabled=self.show_progress):
+            self.trees.append(self.build_tree(t, gens[t], saved if t == first else None))
+            self._checkpoint(t + 1, 0, None)
+
+    def build_tree(self, t: int, rng: np.random.Generator, saved: MasterState | None = None) -> Tree:
         """One tree, layer by layer: node statistics, candidate features, local bests,
-        global best, the winners' partitions, the broadcast."""
+        global best, the winners' partitions, the broadcast.  ``saved`` continues a tree
+        from a layer checkpoint."""
         k_tree, k_node = self.params.feature_counts(self.n_features)
         draws = TreeDraws(rng, self.n_samples, self.n_features, bootstrap=self.params.bootstrap,
                           max_features_tree=k_tree, max_features=k_node)
-        weights = draws.sample_weight.astype(np.int64)
-        tree_feats = set(draws.tree_features.tolist())
-        self.call_many({c: m.TreeStart(t, weights, tuple(f for f in self._features_of(i) if f in tree_feats))
-                        for i, c in enumerate(self.clients)}, expect=m.Ack)
-        state = LayerState.start(weights)
-        skeleton = TreeSkeleton(self.n_features, self.n_outputs)
-        skeleton.add(float(weights.sum()))
+        if saved is not None and saved.work is not None:
+            skeleton, weights, state = saved.work.restore()
+            if not (np.array_equal(weights, draws.sample_weight)
+                    and np.array_equal(saved.tree_features, draws.tree_features)):
+                raise ProtocolError("the checkpoint's draws do not match this forest's random_state")
+            set_rng_state(draws.rng, saved.rng_state)
+        else:
+            weights = draws.sample_weight.astype(np.int64)
+            tree_feats = set(draws.tree_features.tolist())
+            self.call_many({c: m.TreeStart(t, weights, tuple(f for f in self._features_of(i) if f in tree_feats))
+                            for i, c in enumerate(self.clients)}, expect=m.Ack)
+            state = LayerState.start(weights)
+            skeleton = TreeSkeleton(self.n_features, self.n_outputs)
+            skeleton.add(float(weights.sum()))
         while state.frontier.size and state.rows.size:
             if not self.expand_layer(t, state, skeleton, draws, weights):
                 break
+            if self.params.checkpoint == "layer":
+                self._checkpoint(t, state.depth, (skeleton, weights, state, draws))
         self.call_many(dict.fromkeys(self.clients, m.TreeEnd(t)), expect=m.Ack)
         return skeleton.build()
+
+    def _checkpoint(self, tree: int, layer: int,
+                    work: tuple[TreeSkeleton, npt.NDArray[np.int64], LayerState, TreeDraws] | None) -> None:
+        """Every client saves its state under ``(tree, layer)``, then the master saves its own."""
+        if self._store is None:
+            return
+        self.call_many(dict.fromkeys(self.clients, m.Checkpoint(tree, layer)), expect=m.Ack)
+        trees = tuple(TreeState.of(x) for x in self.trees)
+        if work is None:
+            state = MasterState(tree, layer, trees, None, (0, 0, 0, 0), np.zeros(0, dtype=np.int64))
+        else:
+            skeleton, weights, layer_state, draws = work
+            state = MasterState(tree, layer, trees, WorkState.of(skeleton, weights, layer_state),
+                                rng_state(draws.rng), draws.tree_features)
+        self._store.save(state)
 
     def _features_of(self, i: int) -> list[int]:
         return [int(f) for f in np.flatnonzero(self._owner == i)]

@@ -1,0 +1,195 @@
+"""Resumable training: each party's own state, sealed at rest, pickle-free
+(``specs/federated_forest.md``, "Checkpoints"; the paper's "recovered from the break point").
+
+File format, version 1: ``b"FFCK"``, the version byte ``0x01``, a 12-byte nonce, then
+AES-256-GCM under the party's 32-byte key, with associated data
+``b"securetrees/federated_forest/checkpoint/v1/" + party name``, of one state message
+encoded by the runtime's strict codec (:mod:`securetrees.runtime.codec`).  Loading never
+unpickles; a wrong key, another party's file or any modified byte raises ``DecodeError``.
+
+State is the progress marker ``(tree, layer)`` (``layer == 0``: tree ``tree`` not yet
+started; ``layer >= 1``: tree ``tree`` grown to that depth), the finished trees, and the
+tree in progress.  Inputs (data, labels, encrypted labels, keys) are not stored: a
+restarted run repeats the setup, which is deterministic in the data and the id key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
+from securetrees.errors import DecodeError, ParameterError, ProtocolError
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Message, decode, encode, message
+from securetrees.trees import Tree
+
+__all__ = ["CheckpointStore", "ClientState", "MasterState", "TreeState", "WorkState"]
+
+MAGIC = b"FFCK"
+VERSION = 1
+_AD = b"securetrees/federated_forest/checkpoint/v1/"
+S = TypeVar("S", bound=Message)
+
+
+@message("federated_forest.state.tree")
+@dataclass(frozen=True)
+class TreeState(Message):
+    """A :class:`Tree`'s arrays (the model data of one party)."""
+
+    n_features: int
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    categorical: np.ndarray
+    missing_left: np.ndarray
+    provider: np.ndarray
+    withheld: np.ndarray
+    weight: np.ndarray
+    value: np.ndarray
+
+    @classmethod
+    def of(cls, t: Tree) -> TreeState:
+        return cls(t.n_features, t.left, t.right, t.feature, t.threshold, t.categorical, t.missing_left,
+                   t.provider, t.withheld, t.weight, t.value)
+
+    def tree(self) -> Tree:
+        n = self.left.shape
+        arrays = (self.right, self.feature, self.threshold, self.categorical, self.missing_left,
+                  self.provider, self.withheld, self.weight)
+        if self.left.ndim != 1 or any(a.shape != n for a in arrays) or self.value.ndim != 2 \
+                or self.value.shape[0] != n[0]:
+            raise DecodeError("inconsistent tree arrays in a checkpoint")
+        return Tree(self.n_features, self.left.astype(np.int64), self.right.astype(np.int64),
+                    self.feature.astype(np.int64), self.threshold.astype(np.float64), self.categorical.astype(bool),
+                    self.missing_left.astype(bool), self.provider.astype(np.int64), self.withheld.astype(bool),
+                    self.weight.astype(np.float64), self.value.astype(np.float64))
+
+
+@message("federated_forest.state.work")
+@dataclass(frozen=True)
+class WorkState(Message):
+    """The tree in progress: skeleton, bootstrap weights, rows, positions, frontier, depth."""
+
+    skeleton: TreeState
+    weights: np.ndarray
+    rows: np.ndarray
+    pos: np.ndarray
+    frontier: np.ndarray
+    depth: int
+
+    @classmethod
+    def of(cls, skeleton: TreeSkeleton, weights: np.ndarray, state: LayerState) -> WorkState:
+        return cls(TreeState.of(skeleton.build()), weights, state.rows, state.pos, state.frontier, state.depth)
+
+    def restore(self) -> tuple[TreeSkeleton, np.ndarray, LayerState]:
+        sk = TreeSkeleton.from_tree(self.skeleton.tree())
+        rows, pos, frontier = (np.asarray(a, dtype=np.int64) for a in (self.rows, self.pos, self.frontier))
+        if rows.shape != pos.shape or (pos.size and (pos.min() < 0 or pos.max() >= frontier.size)):
+            raise DecodeError("inconsistent layer state in a checkpoint")
+        return sk, np.asarray(self.weights, dtype=np.int64), LayerState(rows, pos, frontier, self.depth)
+
+
+@message("federated_forest.state.master")
+@dataclass(frozen=True)
+class MasterState(Message):
+    """The master's progress, finished trees, tree in progress and random state (PCG64 integers)."""
+
+    tree: int
+    layer: int
+    trees: tuple[TreeState, ...]
+    work: WorkState | None
+    rng_state: tuple[int, int, int, int]
+    tree_features: np.ndarray
+
+
+@message("federated_forest.state.client")
+@dataclass(frozen=True)
+class ClientState(Message):
+    """A client's progress, partial trees and tree in progress."""
+
+    tree: int
+    layer: int
+    trees: tuple[TreeState, ...]
+    work: WorkState | None
+
+
+def rng_state(g: np.random.Generator) -> tuple[int, int, int, int]:
+    st = g.bit_generator.state
+    if st.get("bit_generator") != "PCG64":
+        raise ParameterError("only PCG64 generators can be checkpointed")
+    return (int(st["state"]["state"]), int(st["state"]["inc"]), int(st["has_uint32"]), int(st["uinteger"]))
+
+
+def set_rng_state(g: np.random.Generator, s: tuple[int, int, int, int]) -> None:
+    g.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": s[0], "inc": s[1]},
+                             "has_uint32": s[2], "uinteger": s[3]}
+
+
+class CheckpointStore:
+    """``<directory>/<party>.ckpt`` and the previous one, ``<party>.prev.ckpt``, sealed under ``key``."""
+
+    def __init__(self, directory: str | os.PathLike[str], party: str, key: bytes, *,
+                 rng: RandomSource = SYSTEM_RANDOM) -> None:
+        if not isinstance(key, bytes) or len(key) != 32:
+            raise ParameterError("a checkpoint key is 32 bytes")
+        self.directory = Path(directory)
+        self.party = party
+        self._aead = AESGCM(key)
+        self._rng = rng
+        self._ad = _AD + party.encode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({str(self.directory)!r}, {self.party!r}, key=<hidden>)"
+
+    @property
+    def current(self) -> Path:
+        return self.directory / f"{self.party}.ckpt"
+
+    @property
+    def previous(self) -> Path:
+        return self.directory / f"{self.party}.prev.ckpt"
+
+    def seal(self, state: Message) -> bytes:
+        nonce = self._rng.token_bytes(12)
+        return MAGIC + bytes([VERSION]) + nonce + self._aead.encrypt(nonce, encode(state), self._ad)
+
+    def open(self, blob: bytes, expect: type[S]) -> S:
+        if len(blob) < 5 + 12 + 16 or blob[:4] != MAGIC:
+            raise DecodeError("not a Federated Forest checkpoint")
+        if blob[4] != VERSION:
+            raise DecodeError(f"unsupported checkpoint version {blob[4]}")
+        try:
+            data = self._aead.decrypt(blob[5:17], blob[17:], self._ad)
+        except InvalidTag as exc:
+            raise DecodeError("checkpoint does not open under this key and party (or was modified)") from exc
+        state = decode(data)
+        if not isinstance(state, expect):
+            raise DecodeError(f"checkpoint holds {state.wire_type}, expected {expect.wire_type}")
+        return state
+
+    def save(self, state: Message) -> None:
+        """Write ``state`` atomically, keeping the previous checkpoint."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / f"{self.party}.ckpt.tmp"
+        tmp.write_bytes(self.seal(state))
+        if self.current.exists():
+            os.replace(self.current, self.previous)
+        os.replace(tmp, self.current)
+
+    def load(self, expect: type[S], marker: tuple[int, int] | None = None) -> S:
+        """The latest checkpoint, or the one (current or previous) with progress ``marker``."""
+        for path in (self.current, self.previous):
+            if not path.exists():
+                continue
+            state = self.open(path.read_bytes(), expect)
+            if marker is None or (getattr(state, "tree", None), getattr(state, "layer", None)) == marker:
+                return state
+        raise ProtocolError(f"{self.party} has no checkpoint" + (f" at {marker}" if marker else ""))
