@@ -18,7 +18,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from protocols.federated_forest.checkpoint import CheckpointStore
 from protocols.federated_forest.client import Client, LabelSpec
 from protocols.federated_forest.ids import canonical_order, hash_ids
 from protocols.federated_forest.master import Master
@@ -62,6 +65,12 @@ def check_partition(partition: Sequence[Sequence[int]], n_features: int) -> list
     return out
 
 
+def _derive(key: bytes, purpose: str) -> bytes:
+    """A 32-byte key for one party or purpose from the facade's checkpoint key (HKDF-SHA256)."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                info=b"securetrees/federated_forest/" + purpose.encode("utf-8")).derive(key)
+
+
 class _FederatedForest:
     _task = ""
 
@@ -87,6 +96,9 @@ class _FederatedForest:
         public_key_loader: Callable[[bytes], PublicKey] | None = None,
         frac_bits: int = 32,
         prediction: str = "one-round",
+        checkpoint_dir: str | None = None,
+        checkpoint_key: bytes | None = None,
+        checkpoint: str = "tree",
         random_state: int | None = None,
         show_progress: bool = False,
         rng: RandomSource = SYSTEM_RANDOM,
@@ -110,6 +122,9 @@ class _FederatedForest:
         self.public_key_loader = public_key_loader
         self.frac_bits = frac_bits
         self.prediction = prediction
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_key = checkpoint_key
+        self.checkpoint = checkpoint
         self.random_state = random_state
         self.show_progress = show_progress
         self.rng = rng
@@ -118,7 +133,11 @@ class _FederatedForest:
     def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
         raise NotImplementedError
 
-    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]]) -> _FederatedForest:
+    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
+            resume: bool = False) -> _FederatedForest:
+        """Train on ``X``'s columns split by ``partition``; with ``checkpoint_dir`` every party
+        checkpoints its own state, and ``resume=True`` finishes an interrupted run from there
+        (the same data, partition, parameters and ``checkpoint_key``)."""
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] == 0:
             raise ParameterError("X must be a non-empty 2-d array")
@@ -140,24 +159,38 @@ class _FederatedForest:
             n_estimators=self.n_estimators, max_depth=self.max_depth,
             min_samples_split=self.min_samples_split, min_samples_leaf=self.min_samples_leaf,
             max_features=self.max_features, feature_sampling=self.feature_sampling,
-            bootstrap=self.bootstrap, random_state=self.random_state,
+            bootstrap=self.bootstrap, random_state=self.random_state, checkpoint=self.checkpoint,
         )
         spec = LabelSpec(codes, n_classes, key_bits=self.key_bits, allow_insecure=self.allow_insecure,
                          keypair=self.paillier_keys, frac_bits=self.frac_bits)
         net = InProcessNetwork()
-        id_key = self.rng.token_bytes(32)
-        ids = [f"row-{i}" for i in range(Xa.shape[0])]
         names = [f"client{i}" for i in range(len(parts))]
+        stores: dict[str, CheckpointStore | None] = dict.fromkeys([*names, "master"])
+        if self.checkpoint_dir is not None:
+            if not isinstance(self.checkpoint_key, bytes) or len(self.checkpoint_key) != 32:
+                raise ParameterError("checkpoint_dir needs a 32-byte checkpoint_key")
+            stores = {n: CheckpointStore(self.checkpoint_dir, n, _derive(self.checkpoint_key, n), rng=self.rng)
+                      for n in stores}
+            id_key = _derive(self.checkpoint_key, "sample ids")  # the canonical order must survive a restart
+        elif resume:
+            raise ParameterError("resume needs checkpoint_dir")
+        else:
+            id_key = self.rng.token_bytes(32)
+        ids = [f"row-{i}" for i in range(Xa.shape[0])]
         loader = self.public_key_loader or PublicKey.from_bytes
         clients = [
             Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
                    labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
-                   public_key_loader=loader, rng=self.rng)
+                   public_key_loader=loader, checkpoint=stores[name], rng=self.rng)
             for i, (name, cols) in enumerate(zip(names, parts, strict=True))
         ]
         master = Master("master", net, names, params, label_protection=self.label_protection,
-                        criterion=self.criterion, max_bins=self.max_bins, show_progress=self.show_progress)
-        master.fit()
+                        criterion=self.criterion, max_bins=self.max_bins, checkpoint=stores["master"],
+                        show_progress=self.show_progress)
+        if resume:
+            master.resume()
+        else:
+            master.fit()
         self.network_ = net
         self.master_ = master
         self.clients_ = clients

@@ -110,3 +110,20 @@ def test_checkpoint_files_are_sealed(tmp_path: Path) -> None:
         store.open(b"FFCK\x02" + blob[5:], ClientState)
     with pytest.raises(ProtocolError):
         store.load(ClientState, (1, 3))
+
+
+def test_facade_resume(tmp_path: Path) -> None:
+    """The facade's checkpoints: a finished run resumed from its last checkpoint is unchanged,
+    and a run interrupted after two of four trees finishes the same forest."""
+    from protocols.federated_forest import FederatedForestClassifier
+
+    kw: dict[str, Any] = {"max_depth": 3, "random_state": 5, "label_protection": "shared",
+                          "checkpoint_key": b"c" * 32, "categorical": CAT}
+    full = FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "a"), **kw).fit(X, Y, PARTITION)
+    FederatedForestClassifier(2, checkpoint_dir=str(tmp_path / "b"), **kw).fit(X, Y, PARTITION)
+    resumed = FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "b"), **kw).fit(X, Y, PARTITION, resume=True)
+    a, b = full.complete_forest(), resumed.complete_forest()
+    assert all(s.same_as(t) for s, t in zip(a.trees, b.trees, strict=True)) and len(b.trees) == 4
+    with pytest.raises(DecodeError):  # another key cannot open the checkpoints
+        FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "b"),
+                                  **{**kw, "checkpoint_key": b"d" * 32}).fit(X, Y, PARTITION, resume=True)
