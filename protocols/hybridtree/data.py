@@ -16,10 +16,12 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 
-__all__ = ["HybridSplit", "hybrid_split"]
+__all__ = ["ADULT_SEED", "HybridSplit", "hybrid_split"]
 
 IntArray = npt.NDArray[np.int64]
 TABLE5_HOST_FRACTION = 102 / 123
+#: The pinned seed of the demo and benchmark split (see ``specs/hybridtree.md``, "Adult split").
+ADULT_SEED = 1
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ network (with its transcript) is ``network_``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -241,6 +242,7 @@ class _HybridTree:
         raw = np.tile(base, (n, 1))
         rounds = progress_bar(range(self.n_estimators), desc="hybridtree", total=self.n_estimators,
                               enabled=self.progress)
+        tree_cpu: list[float] = []
         for r in rounds:
             if self._classifier:
                 p = sigmoid(raw) if k == 1 else softmax(raw)
@@ -248,7 +250,9 @@ class _HybridTree:
             else:
                 grad, hess = raw - target, np.ones_like(raw)
             for j in range(k):
+                start = time.process_time()
                 rec, values = host.grow(r * k + j, grad[:, j], hess[:, j])
+                tree_cpu.append(time.process_time() - start)
                 host.records.append(rec)
                 raw[:, j] += params.learning_rate * values
         self.params_ = params
@@ -260,6 +264,8 @@ class _HybridTree:
         self.host_, self.guests_, self.network_ = host, guests, net
         self.fallback_nodes_ = host.fallback_nodes
         self.dropped_guests_ = list(host.dropped)
+        #: CPU seconds of this process per tree: every party's work, since all run here.
+        self.tree_cpu_seconds_ = tree_cpu
         return self
 
     @staticmethod

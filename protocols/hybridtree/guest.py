@@ -121,6 +121,9 @@ class Guest(Party):
         self.paper_trees: dict[tuple[int, int], Tree] = {}
         self._test_ids = np.zeros(0, dtype=np.int64)
         self._test_X = np.zeros((0, mapper.n_features))
+        #: Operation counts for the benchmark's floor: homomorphic additions, mask elements
+        #: expanded (one per accumulator and peer), re-randomisations.
+        self.op_counts = {"add": 0, "mask": 0, "rerandomize": 0}
 
     # -- local inputs ----------------------------------------------------------------------
     def load_test(self, ids: npt.ArrayLike, X: npt.ArrayLike) -> None:
@@ -236,6 +239,7 @@ class Guest(Party):
             bins = self._binned[pos]
             base = item.acc_set * self._n_acc + self._feat_offset
             idx = np.where(bins == missing, -1, bins + base[None, :])
+            self.op_counts["add"] += int(np.count_nonzero(idx >= 0))
             vals = self._values
             for row, p in zip(idx.tolist(), pos.tolist(), strict=True):
                 v = vals[p]
@@ -256,6 +260,8 @@ class Guest(Party):
                 purpose=f"hybridtree/layer={msg.layer}/attempt={msg.attempt}", peers=msg.peers,
             )
             mode: Mode = "djn-short" if self.params.encryption == "djn-short" else "djn"
+            self.op_counts["mask"] += length * (len(msg.peers) - 1)
+            self.op_counts["rerandomize"] += length
             out = tuple(
                 int(a * (1 + m * n) % n2 * pk.obfuscator(mode=mode, rng=self._rng) % n2)
                 for a, m in zip(acc, masks, strict=True)

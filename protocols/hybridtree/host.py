@@ -164,6 +164,8 @@ class Host(Party):
         self._guest_n_bins = np.zeros(0, dtype=np.int64)
         self._guest_cat = np.zeros(0, dtype=bool)
         self.records: list[TreeRecord] = []
+        #: Operation counts for the benchmark's floor: encryptions and decryptions.
+        self.op_counts = {"encrypt": 0, "decrypt": 0}
         self.fallback_nodes = 0
         self.dropped: list[str] = []
         self._batch = 0
@@ -285,6 +287,7 @@ class Host(Party):
                 sel = ids[owner[ids] == gi]
                 plain.append((self.guests[gi], k, sel, layout.encode(k, g_fix[sel], h_fix[sel])))
         flat = [v for *_, vals in plain for v in vals]
+        self.op_counts["encrypt"] += len(flat)
         if self._pk is not None and self._sk is not None:
             if p.encryption == "key-owner":
                 cts = self._sk.encrypt_many(flat, rng=self._rng)
@@ -312,6 +315,7 @@ class Host(Party):
             return [sum(col) for col in zip(*(r.values for r in replies.values()), strict=True)]
         pk, sk = self._pk, self._sk
         n2 = mpz(pk.n_square)
+        self.op_counts["decrypt"] += length
         out = []
         for col in zip(*(r.values for r in replies.values()), strict=True):
             acc = mpz(1)
