@@ -33,7 +33,13 @@ from securetrees.trees.grow import GrowParams, goes_left_binned, grow_tree
 from securetrees.trees.histogram import LayerSplits, best_splits, build_histograms, node_totals
 from securetrees.trees.persistence import dumps, load, loads, save
 from securetrees.trees.sampling import TreeDraws, resolve_max_features, tree_generators
-from securetrees.trees.train import BinningParams, class_stats, train_boosted, train_forest
+from securetrees.trees.train import (
+    BinningParams,
+    class_stats,
+    regression_stats,
+    train_boosted,
+    train_forest,
+)
 from securetrees.trees.tree import Tree, TreeBuilder
 
 __all__ = [
@@ -68,6 +74,7 @@ __all__ = [
     "make_criterion",
     "node_totals",
     "quantile_edges",
+    "regression_stats",
     "resolve_max_features",
     "save",
     "train_boosted",

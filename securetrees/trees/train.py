@@ -23,7 +23,7 @@ from securetrees.trees.forest import BoostedForest, Forest, sigmoid, softmax
 from securetrees.trees.grow import GrowParams, grow_tree
 from securetrees.trees.sampling import TreeDraws, resolve_max_features, tree_generators
 
-__all__ = ["BinningParams", "class_stats", "train_boosted", "train_forest"]
+__all__ = ["BinningParams", "class_stats", "regression_stats", "train_boosted", "train_forest"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
