@@ -139,6 +139,8 @@ class TableCache:
                 self._tables.move_to_end(key)
                 return tab
             uses = self._uses.get(key, 0) + 1
+            if len(self._uses) >= 4096:  # forget use counts of one-off bases
+                self._uses.clear()
             self._uses[key] = uses
             if not build and uses < self.build_after:
                 return None
