@@ -1,0 +1,23 @@
+"""Cross-silo histogram forest (Kalloori and Klingler, SAC 2022) with DP and secure aggregation.
+
+Spec: ``specs/histogram_forest.md``.  Roles :class:`Server` and :class:`Client`;
+one-process facade :class:`HistogramForestClassifier`.
+"""
+
+from protocols.histogram_forest.accountant import PrivacyAccountant, Release
+from protocols.histogram_forest.classifier import HistogramForestClassifier, forest_proba
+from protocols.histogram_forest.client import Client
+from protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
+from protocols.histogram_forest.server import ForestConfig, Server
+
+__all__ = [
+    "Client",
+    "ForestConfig",
+    "HistogramForestClassifier",
+    "PrivacyAccountant",
+    "Release",
+    "Server",
+    "forest_proba",
+    "geometric_noise",
+    "geometric_pmf",
+]

@@ -1,0 +1,285 @@
+"""``HistogramForestClassifier``: the whole protocol in one process, with scikit-learn conventions.
+
+Spec: ``specs/histogram_forest.md``.  ``fit(parts)`` takes one ``(X_i, y_i)``
+pair per client, starts a :class:`Server` and one :class:`Client` per part on an
+:class:`~securetrees.runtime.InProcessNetwork` (every message goes through the
+wire codec, so ``transcript_`` holds the real bytes and rounds) and keeps the
+forest the server grew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.histogram_forest.accountant import Release
+from protocols.histogram_forest.client import Client
+from protocols.histogram_forest.mechanisms import check_epsilon
+from protocols.histogram_forest.server import ForestConfig, Server
+from securetrees.errors import NotFittedError, ParameterError
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.secagg.masker import check_party_count
+from securetrees.trees.sampling import resolve_max_features
+from securetrees.trees.tree import Tree
+
+__all__ = ["HistogramForestClassifier", "forest_proba"]
+
+FloatArray = npt.NDArray[np.float64]
+Part = tuple[npt.ArrayLike, npt.ArrayLike]
+
+
+def forest_proba(trees: Sequence[Tree], X: npt.ArrayLike, n_classes: int) -> FloatArray:
+    """Soft vote: the mean over trees of each leaf's class counts normalised to a distribution
+    (noisy counts clipped at zero; an empty leaf votes uniformly)."""
+    Xa = np.asarray(X, dtype=np.float64)
+    total = np.zeros((Xa.shape[0], n_classes), dtype=np.float64)
+    for tree in trees:
+        counts = np.maximum(tree.leaf_values(Xa), 0.0)
+        mass = counts.sum(axis=1, keepdims=True)
+        total += np.where(mass > 0, counts / np.where(mass > 0, mass, 1.0), 1.0 / n_classes)
+    return total / len(trees)
+
+
+class HistogramForestClassifier:
+    """Cross-silo histogram random forest (Kalloori and Klingler 2022), with optional DP and
+    secure aggregation.
+
+    Parameters (spec "Modes"): ``n_estimators``, ``max_depth``, ``n_bins`` (b), ``epsilon`` (total
+    privacy budget per client, None for no noise), ``secure_aggregation`` (>= 3 clients),
+    ``random_state`` (bootstrap and feature draws; noise never depends on it), ``histogram``
+    ("auto", "streaming" = the paper's bins, "fixed" = declared-range bins), ``noise`` ("histogram"
+    = the geometric mechanism on every count, "input" = perturb the data once), ``criterion``
+    ("gini" or "entropy"), ``max_features`` (per node; "sqrt", "log2", int, fraction, None),
+    ``sampling`` ("bootstrap", "subsample" without replacement, "none"), ``subsample_fraction``,
+    ``max_multiplicity`` (bootstrap cap under DP), ``min_samples_split``, ``min_samples_leaf``,
+    ``categorical`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
+    parts if None), ``feature_ranges`` (``(low, high)`` per feature, None for categorical; required
+    for DP), ``show_progress``.
+    """
+
+    def __init__(
+        self,
+        n_estimators: int = 10,
+        max_depth: int = 8,
+        n_bins: int = 32,
+        epsilon: float | None = None,
+        secure_aggregation: bool = False,
+        random_state: int | None = None,
+        *,
+        histogram: str = "auto",
+        noise: str = "histogram",
+        criterion: str = "gini",
+        max_features: int | float | str | None = "sqrt",
+        sampling: str = "bootstrap",
+        subsample_fraction: float = 0.632,
+        max_multiplicity: int = 3,
+        min_samples_split: float = 2.0,
+        min_samples_leaf: float = 1.0,
+        categorical: Sequence[bool] | None = None,
+        categories: Sequence[int] | None = None,
+        feature_ranges: Sequence[tuple[float, float] | None] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.n_bins = n_bins
+        self.epsilon = epsilon
+        self.secure_aggregation = secure_aggregation
+        self.random_state = random_state
+        self.histogram = histogram
+        self.noise = noise
+        self.criterion = criterion
+        self.max_features = max_features
+        self.sampling = sampling
+        self.subsample_fraction = subsample_fraction
+        self.max_multiplicity = max_multiplicity
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.categorical = categorical
+        self.categories = categories
+        self.feature_ranges = feature_ranges
+        self.show_progress = show_progress
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def _check_parts(self, parts: Sequence[Part]) -> tuple[list[FloatArray], list[npt.NDArray[np.generic]]]:
+        if not isinstance(parts, (list, tuple)) or len(parts) == 0:
+            raise ParameterError("parts must be a non-empty list of (X, y) pairs, one per client")
+        Xs: list[FloatArray] = []
+        ys: list[npt.NDArray[np.generic]] = []
+        for i, part in enumerate(parts):
+            if not isinstance(part, (list, tuple)) or len(part) != 2:
+                raise ParameterError(f"part {i} is not an (X, y) pair")
+            try:
+                X = np.asarray(part[0], dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"client {i}: X is not numeric") from exc
+            y = np.asarray(part[1])
+            if X.ndim != 2 or X.shape[0] == 0:
+                raise ParameterError(f"client {i} is empty or its X is not 2-dimensional")
+            if y.shape != (X.shape[0],):
+                raise ParameterError(f"client {i}: y must have one label per row of X")
+            if np.isinf(X).any():
+                raise ParameterError(f"client {i}: X holds infinite values")
+            if y.dtype.kind == "f" and np.isnan(y).any():
+                raise ParameterError(f"client {i}: y holds NaN")
+            if y.dtype.kind not in "iufbUS":
+                raise ParameterError(f"client {i}: unsupported label type {y.dtype}")
+            Xs.append(X)
+            ys.append(y)
+        widths = {X.shape[1] for X in Xs}
+        if len(widths) != 1:
+            raise ParameterError(f"clients hold different feature sets (widths {sorted(widths)})")
+        return Xs, ys
+
+    def _check_params(self, n_clients: int) -> None:
+        for name in ("n_estimators", "max_depth", "n_bins", "max_multiplicity"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ParameterError(f"{name} must be a positive int, got {v!r}")
+        if self.n_bins < 2:
+            raise ParameterError("n_bins must be >= 2")
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon)
+        if self.histogram not in ("auto", "streaming", "fixed"):
+            raise ParameterError(f"unknown histogram kind {self.histogram!r}")
+        if self.noise not in ("histogram", "input"):
+            raise ParameterError(f"unknown noise placement {self.noise!r}")
+        if self.criterion not in ("gini", "entropy"):
+            raise ParameterError(f"unknown criterion {self.criterion!r}")
+        if self.sampling not in ("bootstrap", "subsample", "none"):
+            raise ParameterError(f"unknown sampling {self.sampling!r}")
+        if not 0.0 < self.subsample_fraction <= 1.0:
+            raise ParameterError("subsample_fraction must be in (0, 1]")
+        if self.secure_aggregation:
+            check_party_count(n_clients)
+
+    def _histogram_kind(self) -> str:
+        dp_hist = self.epsilon is not None and self.noise == "histogram"
+        if self.histogram == "auto":
+            return "fixed" if dp_hist or self.secure_aggregation else "streaming"
+        if self.histogram == "streaming" and (dp_hist or self.secure_aggregation):
+            raise ParameterError(
+                "the paper's streaming bins send means of raw values: they cannot be noised or securely summed; "
+                "use histogram='fixed'"
+            )
+        return self.histogram
+
+    def _schema(
+        self, Xs: list[FloatArray]
+    ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
+        d = Xs[0].shape[1]
+        cat = [False] * d if self.categorical is None else [bool(c) for c in self.categorical]
+        if len(cat) != d:
+            raise ParameterError("categorical mask length differs from the number of features")
+        if self.categories is not None:
+            categories = tuple(int(k) for k in self.categories)
+            if len(categories) != d or any((k >= 2) != c for k, c in zip(categories, cat, strict=True)):
+                raise ParameterError("categories must give k >= 2 for each categorical feature and 0 otherwise")
+        else:
+            ks = []
+            for f in range(d):
+                if not cat[f]:
+                    ks.append(0)
+                    continue
+                col = np.concatenate([X[:, f] for X in Xs])
+                col = col[~np.isnan(col)]
+                if col.size and (col.min() < 0 or np.any(col != np.floor(col))):
+                    raise ParameterError(f"categorical feature {f} must hold integer codes >= 0")
+                ks.append(max(2, int(col.max()) + 1 if col.size else 2))
+            categories = tuple(ks)
+        needs_ranges = self.epsilon is not None
+        if self.feature_ranges is None:
+            if needs_ranges and any(k == 0 for k in categories):
+                raise ParameterError("differential privacy needs declared feature_ranges (data-independent bins)")
+            return categories, None, None
+        if len(self.feature_ranges) != d:
+            raise ParameterError("feature_ranges needs one entry per feature")
+        low = np.full(d, np.nan)
+        high = np.full(d, np.nan)
+        for f, r in enumerate(self.feature_ranges):
+            if categories[f]:
+                continue
+            if r is None:
+                raise ParameterError(f"numeric feature {f} needs a declared range")
+            lo, hi = float(r[0]), float(r[1])
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+                raise ParameterError(f"feature {f}: a range needs finite low < high")
+            low[f], high[f] = lo, hi
+        return categories, low, high
+
+    # -- fitting -------------------------------------------------------------------------------
+
+    def fit(self, parts: Sequence[Part], *, rng: RandomSource = SYSTEM_RANDOM) -> HistogramForestClassifier:
+        """Train on one ``(X_i, y_i)`` per client.  ``rng`` is the cryptographic source of noise,
+        keys and the session id (tests pass a DeterministicRandom)."""
+        Xs, ys = self._check_parts(parts)
+        self._check_params(len(Xs))
+        kind = self._histogram_kind()
+        categories, low, high = self._schema(Xs)
+        classes = np.unique(np.concatenate(ys))
+        if classes.size < 2:
+            raise ParameterError("the clients' labels hold fewer than two classes")
+        d = Xs[0].shape[1]
+        config = ForestConfig(
+            n_features=d,
+            categories=categories,
+            n_classes=int(classes.size),
+            n_trees=int(self.n_estimators),
+            max_depth=int(self.max_depth),
+            n_bins=int(self.n_bins),
+            histogram=kind,
+            features_per_node=resolve_max_features(self.max_features, d),
+            criterion=self.criterion,
+            sampling=self.sampling,
+            subsample_fraction=float(self.subsample_fraction),
+            max_multiplicity=int(self.max_multiplicity),
+            min_samples_split=float(self.min_samples_split),
+            min_samples_leaf=float(self.min_samples_leaf),
+            epsilon=None if self.epsilon is None or self.noise == "input" else float(self.epsilon),
+            input_epsilon=float(self.epsilon) if self.epsilon is not None and self.noise == "input" else None,
+            secure=bool(self.secure_aggregation),
+            low=low,
+            high=high,
+        )
+        seeds = np.random.SeedSequence(self.random_state).spawn(len(Xs) + 1)
+        network = InProcessNetwork()
+        names = [f"client{i}" for i in range(len(Xs))]
+        clients = [
+            Client(
+                name, network, X, np.searchsorted(classes, y),
+                seed=int(seed.generate_state(1)[0]), max_epsilon=self.epsilon, rng=rng,
+            )
+            for name, X, y, seed in zip(names, Xs, ys, seeds[1:], strict=True)
+        ]
+        server = Server(
+            "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
+        )
+        self.trees_ = server.train(show_progress=self.show_progress)
+        self.classes_ = classes
+        self.n_features_in_ = d
+        self.config_ = config
+        self.transcript_: Transcript = network.transcript
+        self.privacy_ledger_: list[Release] = [] if server.accountant is None else list(server.accountant.releases)
+        if config.input_epsilon is not None:
+            self.epsilon_spent_ = float(config.input_epsilon)
+        else:
+            self.epsilon_spent_ = 0.0 if server.accountant is None else server.accountant.spent
+        self.client_epsilon_spent_ = [c.privacy_spent for c in clients]
+        return self
+
+    # -- prediction ----------------------------------------------------------------------------
+
+    def predict_proba(self, X: npt.ArrayLike) -> FloatArray:
+        if not hasattr(self, "trees_"):
+            raise NotFittedError("fit the forest first")
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
+            raise ParameterError(f"X must have shape (n, {self.n_features_in_})")
+        return forest_proba(self.trees_, Xa, self.classes_.size)
+
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.generic]:
+        return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])

@@ -1,0 +1,349 @@
+"""The client role (an organisation holding rows of the shared features): Algorithm 2 per layer.
+
+Spec: ``specs/histogram_forest.md``, "Client per layer".  A client answers the
+server's ``setup``, ``ranges``, ``keys`` and ``layer`` requests; it draws its own
+bootstrap samples, enforces its own privacy budget and never releases a count
+that is not noisy (DP) or masked (secure mode) when those are configured.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.histogram_forest.accountant import (
+    PrivacyAccountant,
+    Release,
+    layer_sensitivity,
+    per_release_epsilon,
+)
+from protocols.histogram_forest.mechanisms import check_epsilon, geometric_noise, laplace_noise, randomized_response
+from protocols.histogram_forest.messages import (
+    Ack,
+    BinsReply,
+    CountsReply,
+    KeysRequest,
+    LayerRequest,
+    RangesReply,
+    RangesRequest,
+    SetupReply,
+    SetupRequest,
+)
+from protocols.histogram_forest.schema import fixed_mapper
+from protocols.histogram_forest.streaming import build_bins
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Message, Network, Party, handles
+from securetrees.secagg.keyagree import AgreementKey
+from securetrees.secagg.masker import PairwiseMasker
+from securetrees.secagg.rings import Z2k
+from securetrees.trees.binning import BinMapper
+from securetrees.trees.histogram import build_histograms
+from securetrees.trees.sampling import TreeDraws, tree_generators
+
+__all__ = ["MASK_PURPOSE", "Client", "perturb_inputs"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+MASK_PURPOSE = "histogram_forest/layer"
+RING = Z2k(64)
+
+
+def perturb_inputs(
+    X: FloatArray,
+    y: IntArray,
+    categories: tuple[int, ...],
+    n_classes: int,
+    low: FloatArray,
+    high: FloatArray,
+    epsilon: float,
+    *,
+    rng: RandomSource = SYSTEM_RANDOM,
+) -> tuple[FloatArray, IntArray]:
+    """Input perturbation (paper Section 5.0.2): ε-local DP per row, ε split over the d + 1 attributes.
+
+    Numeric: clip to the declared range, add Laplace((high - low) / ε_attr).  Categorical: k-ary
+    randomised response over the k codes plus "missing".  Label: randomised response over the classes.
+    Missing numeric values are refused (their missingness would be released as is).
+    """
+    n, d = X.shape
+    eps_attr = epsilon / (d + 1)
+    out = np.empty_like(X)
+    for f, k in enumerate(categories):
+        col = X[:, f]
+        if k:
+            codes = np.where(np.isnan(col), k, col).astype(np.int64)
+            noisy = randomized_response(codes, k + 1, eps_attr, rng=rng)
+            out[:, f] = np.where(noisy == k, np.nan, noisy.astype(np.float64))
+        else:
+            if np.isnan(col).any():
+                raise ParameterError("input perturbation needs every numeric value present")
+            lo, hi = float(low[f]), float(high[f])
+            if not lo < hi:
+                raise ParameterError("input perturbation needs a declared range low < high per numeric feature")
+            out[:, f] = np.clip(col, lo, hi) + laplace_noise(n, (hi - lo) / eps_attr, rng=rng)
+    return out, randomized_response(y, n_classes, eps_attr, rng=rng)
+
+
+class Client(Party):
+    """One data holder.  ``X`` float (NaN = missing; categorical columns hold integer codes),
+    ``y`` class indices ``0..n_classes-1``; ``seed`` seeds its bootstrap draws (ML randomness);
+    ``rng`` supplies noise and key material (cryptographic)."""
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        X: npt.ArrayLike,
+        y: npt.ArrayLike,
+        *,
+        seed: int | None = None,
+        max_epsilon: float | None = None,
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        super().__init__(name, network)
+        Xa = np.asarray(X, dtype=np.float64)
+        ya = np.asarray(y)
+        if Xa.ndim != 2 or Xa.shape[0] == 0 or Xa.shape[1] == 0:
+            raise ParameterError(f"client {name}: X must be a non-empty 2-d array")
+        if ya.shape != (Xa.shape[0],) or ya.dtype.kind not in "iu":
+            raise ParameterError(f"client {name}: y must hold one integer class index per row")
+        if np.isinf(Xa).any():
+            raise ParameterError(f"client {name}: infinite feature values")
+        self._X = Xa.copy()
+        self._y = ya.astype(np.int64)
+        self._seed = seed
+        self._max_epsilon = None if max_epsilon is None else check_epsilon(max_epsilon)
+        self._eps_release: float | None = None
+        self._rng = rng
+        self._setup: SetupRequest | None = None
+        self._mapper: BinMapper | None = None
+        self._binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]] | None = None
+        self._generators: list[np.random.Generator] = []
+        self._key: AgreementKey | None = None
+        self._masker: PairwiseMasker | None = None
+        self._accountant: PrivacyAccountant | None = None
+        self._last_step = -1
+        self._tree = -1
+        self._layer = -1
+        self._weights = np.zeros(0, dtype=np.int64)
+        self._pos = np.zeros(0, dtype=np.int64)
+        self._n_kept = 0
+
+    @property
+    def privacy_spent(self) -> float:
+        """The ε this client has released so far (0 without histogram noise)."""
+        return 0.0 if self._accountant is None else self._accountant.spent
+
+    @property
+    def releases(self) -> list[Release]:
+        return [] if self._accountant is None else list(self._accountant.releases)
+
+    # -- setup -------------------------------------------------------------------------------
+
+    @handles(RangesRequest)
+    def on_ranges(self, sender: str, msg: RangesRequest) -> RangesReply:
+        """Step ``ranges``.  Reveals: this client's min and max of each numeric feature."""
+        if msg.numeric.size != self._X.shape[1]:
+            raise ProtocolError("ranges request for a different number of features")
+        low = np.full(self._X.shape[1], np.nan)
+        high = np.full(self._X.shape[1], np.nan)
+        for f in np.flatnonzero(msg.numeric):
+            col = self._X[:, f]
+            if not np.isnan(col).all():
+                low[f], high[f] = np.nanmin(col), np.nanmax(col)
+        return RangesReply(low=low, high=high)
+
+    @handles(SetupRequest)
+    def on_setup(self, sender: str, msg: SetupRequest) -> SetupReply:
+        """Step ``setup``: check the schema against the local data and prepare the bins."""
+        if self._setup is not None:
+            raise UnexpectedMessage("this client is already set up")
+        if msg.n_features != self._X.shape[1]:
+            raise ProtocolError(f"{self.name} holds {self._X.shape[1]} features, the schema {msg.n_features}")
+        if self._y.min() < 0 or self._y.max() >= msg.n_classes:
+            raise ProtocolError(f"{self.name} holds labels outside the {msg.n_classes} declared classes")
+        for f, k in enumerate(msg.categories):
+            col = self._X[:, f]
+            col = col[~np.isnan(col)]
+            if k and col.size and (col.min() < 0 or col.max() >= k or np.any(col != np.floor(col))):
+                raise ProtocolError(f"{self.name}: feature {f} holds codes outside the declared {k} categories")
+        if msg.secure and msg.histogram != "fixed":
+            raise ProtocolError("secure aggregation needs fixed bins")
+        if msg.epsilon is not None and (msg.histogram != "fixed" or msg.low.size == 0):
+            raise ProtocolError("histogram noise needs fixed bins from declared ranges")
+        for eps in (msg.epsilon, msg.input_epsilon):
+            if eps is not None and self._max_epsilon is not None and eps > self._max_epsilon:
+                raise ProtocolError(f"{self.name} allows at most ε = {self._max_epsilon}, asked for {eps}")
+        if msg.input_epsilon is not None:
+            self._X, self._y = perturb_inputs(
+                self._X, self._y, msg.categories, msg.n_classes, msg.low, msg.high, msg.input_epsilon, rng=self._rng
+            )
+        if msg.histogram == "fixed":
+            if msg.low.size == 0:
+                raise ProtocolError("fixed bins need ranges")
+            self._mapper = fixed_mapper(msg.categories, msg.low, msg.high, msg.n_bins)
+            self._binned = self._mapper.transform(self._X)
+        if msg.epsilon is not None:
+            self._accountant = PrivacyAccountant(msg.epsilon)
+            self._eps_release = per_release_epsilon(msg.epsilon, msg.n_trees, msg.max_depth)
+        self._generators = tree_generators(self._seed, msg.n_trees)
+        public = b""
+        if msg.secure:
+            self._key = AgreementKey.generate(rng=self._rng)
+            public = self._key.public
+        self._setup = msg
+        return SetupReply(n_features=self._X.shape[1], public_key=public)
+
+    @handles(KeysRequest)
+    def on_keys(self, sender: str, msg: KeysRequest) -> Ack:
+        """Step ``keys``: one X25519 agreement per peer (secure mode)."""
+        if self._setup is None or not self._setup.secure or self._key is None or self._masker is not None:
+            raise UnexpectedMessage("keys arrive once, after a secure setup")
+        if msg.public_keys.get(self.name) != self._key.public:
+            raise ProtocolError("the key directory does not hold this client's own public key")
+        peers = {name: key for name, key in msg.public_keys.items() if name != self.name}
+        self._masker = PairwiseMasker(self.name, self._key, peers, session=self._setup.session)
+        return Ack()
+
+    # -- one layer -------------------------------------------------------------------------------
+
+    @handles(LayerRequest)
+    def on_layer(self, sender: str, msg: LayerRequest) -> Message:
+        """Step ``layer``: route rows through the previous splits, then histogram the kept nodes.
+
+        Reveals to the server: streaming: this client's bins; fixed: its counts (noisy with DP);
+        secure: a masked vector (only the sum over clients is learned).
+        """
+        setup = self._setup
+        if setup is None:
+            raise UnexpectedMessage("layer before setup")
+        if setup.secure and self._masker is None:
+            raise UnexpectedMessage("layer before the key exchange")
+        if msg.step != self._last_step + 1:
+            raise UnexpectedMessage(f"step {msg.step} after {self._last_step}: steps are never repeated or skipped")
+        if msg.features.shape[1] != setup.n_features:
+            raise ProtocolError("feature mask of the wrong width")
+        per_node = msg.features.sum(axis=1)
+        if per_node.min() < 1 or per_node.max() > setup.features_per_node:
+            raise ProtocolError(f"each node must ask for 1..{setup.features_per_node} features")
+        if msg.layer == 0:
+            if msg.tree != self._tree + 1 or msg.tree >= setup.n_trees:
+                raise UnexpectedMessage(f"tree {msg.tree} cannot start after tree {self._tree}")
+            self._start_tree(msg.tree)
+        else:
+            if msg.tree != self._tree or msg.layer != self._layer + 1:
+                raise UnexpectedMessage("layers of a tree arrive in order")
+            self._route(msg)
+        self._last_step, self._tree, self._layer = msg.step, msg.tree, msg.layer
+        self._n_kept = int(msg.keep.size)
+        if setup.histogram == "streaming":
+            return self._streaming_reply(msg)
+        return self._counts_reply(msg)
+
+    def _start_tree(self, tree: int) -> None:
+        setup = self._setup
+        if setup is None:  # pragma: no cover - checked by the caller
+            raise UnexpectedMessage("no setup")
+        n = self._X.shape[0]
+        gen = self._generators[tree]
+        if setup.sampling == "bootstrap":
+            w = TreeDraws(gen, n, setup.n_features, bootstrap=True).sample_weight.astype(np.int64)
+            if setup.epsilon is not None:
+                w = np.minimum(w, setup.max_multiplicity)
+        elif setup.sampling == "subsample":
+            w = np.zeros(n, dtype=np.int64)
+            w[gen.choice(n, size=max(1, math.ceil(setup.subsample_fraction * n)), replace=False)] = 1
+        else:
+            w = np.ones(n, dtype=np.int64)
+        self._weights = w
+        self._pos = np.where(w > 0, 0, -1).astype(np.int64)
+
+    def _route(self, msg: LayerRequest) -> None:
+        if msg.split_feature.size != self._n_kept:
+            raise ProtocolError("split arrays must have one entry per node of the previous request")
+        n_features = self._X.shape[1]
+        if msg.split_feature.size and (msg.split_feature.max() >= n_features or msg.split_feature.min() < -1):
+            raise ProtocolError("split feature out of range")
+        found = msg.split_feature >= 0
+        child_base = np.where(found, 2 * (np.cumsum(found) - 1), -1)
+        n_children = 2 * int(found.sum())
+        keep = msg.keep
+        if keep.min() < 0 or keep.max() >= n_children or np.any(np.diff(keep) <= 0):
+            raise ProtocolError("kept nodes must be increasing positions of the new frontier")
+        inverse = np.full(n_children, -1, dtype=np.int64)
+        inverse[keep] = np.arange(keep.size)
+        rows = np.flatnonzero(self._pos >= 0)
+        node = self._pos[rows]
+        split = found[node]
+        rows, node = rows[split], node[split]
+        f = msg.split_feature[node]
+        x = self._X[rows, f]
+        thr = msg.split_threshold[node]
+        test = np.where(msg.split_categorical[node], x == thr, x <= thr)
+        left = np.where(np.isnan(x), msg.split_missing_left[node], test)
+        new_pos = np.full_like(self._pos, -1)
+        new_pos[rows] = inverse[child_base[node] + (~left).astype(np.int64)]
+        self._pos = new_pos
+
+    def _pairs(self, msg: LayerRequest) -> tuple[IntArray, IntArray]:
+        node, feature = np.nonzero(msg.features)
+        return node.astype(np.int64), feature.astype(np.int64)
+
+    def _streaming_reply(self, msg: LayerRequest) -> BinsReply:
+        setup = self._setup
+        if setup is None:  # pragma: no cover - checked by the caller
+            raise UnexpectedMessage("no setup")
+        C = setup.n_classes
+        centres: list[FloatArray] = []
+        counts: list[IntArray] = []
+        lengths: list[int] = []
+        missing: list[IntArray] = []
+        active = self._pos >= 0
+        for i, f in zip(*self._pairs(msg), strict=True):
+            rows = np.flatnonzero(active & (self._pos == i))
+            x, lab, w = self._X[rows, f], self._y[rows], self._weights[rows]
+            cats = setup.categories[f]
+            c, k = build_bins(x, lab, w, C, None if cats else setup.n_bins)
+            centres.append(c)
+            counts.append(k)
+            lengths.append(c.size)
+            nan = np.isnan(x)
+            missing.append(np.bincount(lab[nan], weights=w[nan], minlength=C).astype(np.int64))
+        return BinsReply(
+            centres=np.concatenate(centres),
+            counts=np.concatenate(counts).reshape(-1, C),
+            lengths=np.asarray(lengths, dtype=np.int64),
+            missing=np.vstack(missing),
+        )
+
+    def _counts_reply(self, msg: LayerRequest) -> CountsReply:
+        setup, mapper, binned = self._setup, self._mapper, self._binned
+        if setup is None or mapper is None or binned is None:  # pragma: no cover - checked by the caller
+            raise UnexpectedMessage("no setup")
+        C = setup.n_classes
+        rows = np.flatnonzero(self._pos >= 0)
+        stats = np.zeros((rows.size, C), dtype=np.float64)
+        stats[np.arange(rows.size), self._y[rows]] = self._weights[rows]
+        used = np.flatnonzero(msg.features.any(axis=0)).astype(np.int64)
+        hist = build_histograms(binned[rows], self._pos[rows], stats, int(msg.keep.size), mapper.max_bins, used)
+        counts = np.rint(hist[msg.features]).astype(np.int64)  # (pairs, slots + 1, classes)
+        eps = self._eps_release
+        if eps is not None and self._accountant is not None:
+            multiplicity = setup.max_multiplicity if setup.sampling == "bootstrap" else 1
+            delta = layer_sensitivity(multiplicity, setup.features_per_node)
+            self._accountant.charge(
+                Release(msg.tree, msg.layer, int(msg.keep.size), setup.features_per_node, delta, eps)
+            )
+            counts = counts + geometric_noise(counts.shape, eps, delta, rng=self._rng)
+        flat = counts.reshape(-1)
+        if not setup.secure:
+            return CountsReply(counts=flat)
+        if self._masker is None:  # pragma: no cover - checked by the caller
+            raise UnexpectedMessage("no masker")
+        masked = self._masker.mask(flat.view(np.uint64), ring=RING, round=msg.step, purpose=MASK_PURPOSE)
+        return CountsReply(counts=RING.to_wire(masked))
+

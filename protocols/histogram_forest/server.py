@@ -1,0 +1,370 @@
+"""The server role (the paper's global server G): Algorithm 1 and 3, one round trip per layer.
+
+Spec: ``specs/histogram_forest.md``, "Message flow" and "Server per layer".
+The server holds only public parameters and what the clients send; it grows
+every tree layer by layer, scoring candidates with the shared
+:func:`securetrees.trees.histogram.best_splits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.histogram_forest.accountant import (
+    PrivacyAccountant,
+    Release,
+    layer_sensitivity,
+    per_release_epsilon,
+)
+from protocols.histogram_forest.client import RING
+from protocols.histogram_forest.messages import (
+    Ack,
+    BinsReply,
+    CountsReply,
+    KeysRequest,
+    LayerRequest,
+    RangesReply,
+    RangesRequest,
+    SetupReply,
+    SetupRequest,
+)
+from protocols.histogram_forest.schema import fixed_mapper, slot_count
+from protocols.histogram_forest.streaming import combine_bins, split_thresholds
+from securetrees.errors import ParameterError, ProtocolError
+from securetrees.progress import progress
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Network, Party
+from securetrees.secagg.masker import check_party_count
+from securetrees.trees.criteria import Criterion, make_criterion
+from securetrees.trees.grow import GrowParams
+from securetrees.trees.histogram import best_splits
+from securetrees.trees.sampling import TreeDraws, tree_generators
+from securetrees.trees.tree import Tree, TreeBuilder
+
+__all__ = ["ForestConfig", "Server"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class ForestConfig:
+    """The public parameters of one run (validated by the facade; spec "Modes").
+
+    ``low``/``high`` are declared numeric ranges (NaN for categorical features),
+    or None to ask the clients (fixed bins without DP only).
+    """
+
+    n_features: int
+    categories: tuple[int, ...]
+    n_classes: int
+    n_trees: int
+    max_depth: int
+    n_bins: int
+    histogram: str
+    features_per_node: int
+    criterion: str = "gini"
+    sampling: str = "bootstrap"
+    subsample_fraction: float = 0.632
+    max_multiplicity: int = 3
+    min_samples_split: float = 2.0
+    min_samples_leaf: float = 1.0
+    epsilon: float | None = None
+    input_epsilon: float | None = None
+    secure: bool = False
+    low: FloatArray | None = field(default=None, compare=False)
+    high: FloatArray | None = field(default=None, compare=False)
+
+
+class Server(Party):
+    """Grows the forest from the clients' histograms.  ``random_state`` seeds the per-node feature
+    draws (ML randomness); ``rng`` only draws the public session id."""
+
+    def __init__(
+        self,
+        name: str,
+        network: Network,
+        clients: Sequence[str],
+        config: ForestConfig,
+        *,
+        random_state: int | None = None,
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        super().__init__(name, network)
+        if len(clients) < 1 or len(set(clients)) != len(clients):
+            raise ParameterError("the server needs at least one client, each named once")
+        if config.secure:
+            check_party_count(len(clients))
+        self.clients = tuple(clients)
+        self.config = config
+        self._random_state = random_state
+        self._rng = rng
+        self._criterion: Criterion = make_criterion(config.criterion)
+        self._grow = GrowParams(
+            max_depth=config.max_depth,
+            min_samples_split=config.min_samples_split,
+            min_samples_leaf=config.min_samples_leaf,
+        )
+        self._slots = slot_count(config.categories, config.n_bins)
+        self._categorical = np.array([k > 0 for k in config.categories], dtype=bool)
+        self._step = 0
+        self.accountant: PrivacyAccountant | None = None
+        self.low: FloatArray | None = None
+        self.high: FloatArray | None = None
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def ranges(self) -> tuple[FloatArray, FloatArray]:
+        """Step ``ranges``: the union of the clients' ranges.  Reveals each client's min and max."""
+        if self.config.epsilon is not None or self.config.input_epsilon is not None:
+            raise ParameterError("differential privacy needs declared feature ranges")
+        numeric = ~self._categorical
+        replies = self.call_many({c: RangesRequest(numeric=numeric) for c in self.clients}, expect=RangesReply)
+        lows = np.vstack([r.low for r in replies.values()])
+        highs = np.vstack([r.high for r in replies.values()])
+        if lows.shape[1] != self.config.n_features:
+            raise ProtocolError("a client answered ranges for a different number of features")
+        unknown = np.isnan(lows).all(axis=0) | np.isnan(highs).all(axis=0)
+        low = np.where(unknown, np.nan, np.where(np.isnan(lows), np.inf, lows).min(axis=0))
+        high = np.where(unknown, np.nan, np.where(np.isnan(highs), -np.inf, highs).max(axis=0))
+        return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+    def setup(self) -> None:
+        """Steps ``setup`` (and ``ranges``, ``keys`` where needed)."""
+        cfg = self.config
+        if cfg.histogram == "fixed" or cfg.input_epsilon is not None:
+            if cfg.low is None or cfg.high is None:
+                self.low, self.high = self.ranges()
+            else:
+                self.low, self.high = np.asarray(cfg.low, np.float64), np.asarray(cfg.high, np.float64)
+        else:
+            self.low = self.high = np.empty(0, dtype=np.float64)
+        request = SetupRequest(
+            session=self._rng.token_bytes(16),
+            n_features=cfg.n_features,
+            categories=cfg.categories,
+            n_classes=cfg.n_classes,
+            n_trees=cfg.n_trees,
+            histogram=cfg.histogram,
+            n_bins=cfg.n_bins,
+            low=self.low,
+            high=self.high,
+            sampling=cfg.sampling,
+            subsample_fraction=cfg.subsample_fraction,
+            max_multiplicity=cfg.max_multiplicity,
+            features_per_node=cfg.features_per_node,
+            max_depth=cfg.max_depth,
+            epsilon=cfg.epsilon,
+            input_epsilon=cfg.input_epsilon,
+            secure=cfg.secure,
+        )
+        replies = self.call_many({c: request for c in self.clients}, expect=SetupReply)
+        for name, reply in replies.items():
+            if reply.n_features != cfg.n_features:
+                raise ProtocolError(f"{name} has {reply.n_features} features, the schema {cfg.n_features}")
+        if cfg.secure:
+            directory = {name: reply.public_key for name, reply in replies.items()}
+            if len(set(directory.values())) != len(directory):
+                raise ProtocolError("two clients sent the same public key")
+            self.call_many({c: KeysRequest(public_keys=directory) for c in self.clients}, expect=Ack)
+        if cfg.epsilon is not None:
+            self.accountant = PrivacyAccountant(cfg.epsilon)
+
+    # -- training ------------------------------------------------------------------------------
+
+    def train(self, *, show_progress: bool = False) -> list[Tree]:
+        """Algorithm 1: set up, then grow ``n_trees`` trees layer by layer."""
+        self.setup()
+        generators = tree_generators(self._random_state, self.config.n_trees)
+        return [
+            self._grow_tree(t, gen)
+            for t, gen in progress(enumerate(generators), desc="trees", total=len(generators), enabled=show_progress)
+        ]
+
+    def _draw_features(self, draws: TreeDraws, count: int) -> BoolArray:
+        mask = np.zeros((count, self.config.n_features), dtype=bool)
+        for i in range(count):
+            mask[i, draws.node_features()] = True
+        return mask
+
+    def _grow_tree(self, tree: int, gen: np.random.Generator) -> Tree:
+        cfg = self.config
+        draws = TreeDraws(gen, 1, cfg.n_features, max_features=cfg.features_per_node)
+        builder = TreeBuilder(cfg.n_features, cfg.n_classes)
+        features = self._draw_features(draws, 1)
+        empty_i, empty_f, empty_b = np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, bool)
+        request = LayerRequest(
+            step=self._step, tree=tree, layer=0, split_feature=empty_i, split_threshold=empty_f,
+            split_categorical=empty_b, split_missing_left=empty_b, keep=np.zeros(1, np.int64), features=features,
+        )
+        node_ids: list[int] = []
+        layer = 0
+        while True:
+            hist, thresholds = self._layer_histograms(request)
+            if layer == 0:
+                root = self._node_totals(hist, request.features)[0]
+                node_ids = [builder.add_root(float(self._criterion.weight(root)), self._criterion.leaf_value(root))]
+                if not self._splittable(0, root[None, :])[0]:
+                    break
+            res = best_splits(
+                hist, self._criterion, categorical=self._categorical, n_bins=self._n_bins_for_search(),
+                feature_mask=request.features, min_samples_leaf=cfg.min_samples_leaf,
+            )
+            split_feature = np.full(len(node_ids), -1, dtype=np.int64)
+            split_threshold = np.zeros(len(node_ids), dtype=np.float64)
+            split_categorical = np.zeros(len(node_ids), dtype=bool)
+            split_missing_left = np.zeros(len(node_ids), dtype=bool)
+            children: list[int] = []
+            child_stats: list[FloatArray] = []
+            for i in np.flatnonzero(res.found):
+                f, b = int(res.feature[i]), int(res.bin[i])
+                thr = self._threshold(f, b, thresholds[i] if thresholds else None)
+                ls, rs = res.left_stats[i], res.right_stats[i]
+                lid, rid = builder.split(
+                    node_ids[i], feature=f, threshold=thr, categorical=bool(self._categorical[f]),
+                    missing_left=bool(res.missing_left[i]), provider=-1,
+                    left=(float(self._criterion.weight(ls)), self._criterion.leaf_value(ls)),
+                    right=(float(self._criterion.weight(rs)), self._criterion.leaf_value(rs)),
+                )
+                split_feature[i], split_threshold[i] = f, thr
+                split_categorical[i], split_missing_left[i] = self._categorical[f], res.missing_left[i]
+                children += [lid, rid]
+                child_stats += [ls, rs]
+            layer += 1
+            if not children:
+                break
+            ok = self._splittable(layer, np.vstack(child_stats))
+            keep = np.flatnonzero(ok).astype(np.int64)
+            if keep.size == 0:
+                break
+            node_ids = [children[k] for k in keep]
+            self._step += 1
+            request = LayerRequest(
+                step=self._step, tree=tree, layer=layer, split_feature=split_feature,
+                split_threshold=split_threshold, split_categorical=split_categorical,
+                split_missing_left=split_missing_left, keep=keep, features=self._draw_features(draws, keep.size),
+            )
+        self._step += 1
+        return builder.build()
+
+    def _splittable(self, depth: int, stats: FloatArray) -> BoolArray:
+        weight = self._criterion.weight(stats)
+        return np.asarray(self._grow.may_split(depth, weight) & ~self._criterion.is_pure(stats))
+
+    def _n_bins_for_search(self) -> IntArray:
+        if self.config.histogram == "fixed":
+            if self.low is None or self.high is None:  # pragma: no cover - set by setup()
+                raise ProtocolError("not set up")
+            mapper = fixed_mapper(self.config.categories, self.low, self.high, self.config.n_bins)
+            return np.asarray(mapper.n_bins, dtype=np.int64)
+        return np.array([k if k else self._slots for k in self.config.categories], dtype=np.int64)
+
+    def _threshold(self, feature: int, bin_index: int, streaming: FloatArray | None) -> float:
+        if self._categorical[feature]:
+            return float(bin_index)
+        if streaming is not None:
+            return float(streaming[feature, bin_index])
+        if self.low is None or self.high is None:  # pragma: no cover - set by setup()
+            raise ProtocolError("not set up")
+        return fixed_mapper(self.config.categories, self.low, self.high, self.config.n_bins).threshold(
+            feature, bin_index
+        )
+
+    def _node_totals(self, hist: FloatArray, features: BoolArray) -> FloatArray:
+        first = np.argmax(features, axis=1)
+        return np.asarray(hist[np.arange(hist.shape[0]), first].sum(axis=1), dtype=np.float64)
+
+    def _charge(self, request: LayerRequest) -> None:
+        cfg = self.config
+        if self.accountant is None or cfg.epsilon is None:
+            return
+        multiplicity = cfg.max_multiplicity if cfg.sampling == "bootstrap" else 1
+        delta = layer_sensitivity(multiplicity, cfg.features_per_node)
+        eps = per_release_epsilon(cfg.epsilon, cfg.n_trees, cfg.max_depth)
+        self.accountant.charge(
+            Release(request.tree, request.layer, int(request.keep.size), cfg.features_per_node, delta, eps)
+        )
+
+    def _layer_histograms(self, request: LayerRequest) -> tuple[FloatArray, list[FloatArray]]:
+        """One round trip: send the request, merge the replies into ``(kept, features, slots+1, C)``.
+
+        Unrequested (node, feature) cells get the node's total in the missing slot, so every
+        feature's histogram carries the node total that :func:`best_splits` reads.
+        """
+        cfg = self.config
+        n_kept = int(request.keep.size)
+        C = cfg.n_classes
+        width = self._slots + 1
+        node, feat = np.nonzero(request.features)
+        hist = np.zeros((n_kept, cfg.n_features, width, C), dtype=np.float64)
+        thresholds: list[FloatArray] = []
+        if cfg.histogram == "streaming":
+            replies = self.call_many({c: request for c in self.clients}, expect=BinsReply)
+            thresholds = [np.full((cfg.n_features, self._slots), np.inf) for _ in range(n_kept)]
+            self._merge_streaming(replies, node, feat, hist, thresholds)
+        else:
+            self._charge(request)
+            replies_c = self.call_many({c: request for c in self.clients}, expect=CountsReply)
+            hist[node, feat] = self._merge_counts(replies_c, node.size * width * C).reshape(node.size, width, C)
+        np.maximum(hist, 0.0, out=hist)  # noisy counts: clipping is post-processing
+        totals = self._node_totals(hist, request.features)
+        unrequested = ~request.features
+        hist[:, :, -1, :] = np.where(unrequested[:, :, None], totals[:, None, :], hist[:, :, -1, :])
+        return hist, thresholds
+
+    def _merge_counts(self, replies: dict[str, CountsReply], length: int) -> npt.NDArray[np.int64]:
+        if self.config.secure:
+            total = RING.zeros(length)
+            for name, reply in replies.items():
+                try:
+                    vec = RING.from_wire(reply.counts, length)
+                except ProtocolError as exc:
+                    raise ProtocolError(f"{name}: {exc}") from exc
+                total = RING.add(total, vec)
+            return np.asarray(total, dtype=np.uint64).view(np.int64)
+        out = np.zeros(length, dtype=np.int64)
+        for name, reply in replies.items():
+            if reply.counts.dtype != np.int64 or reply.counts.shape != (length,):
+                raise ProtocolError(f"{name} sent counts of the wrong shape or type")
+            out += reply.counts
+        return out
+
+    def _merge_streaming(
+        self,
+        replies: dict[str, BinsReply],
+        node: IntArray,
+        feat: IntArray,
+        hist: FloatArray,
+        thresholds: list[FloatArray],
+    ) -> None:
+        """Algorithm 3 for every requested (node, feature) pair."""
+        cfg = self.config
+        C = cfg.n_classes
+        per_client: list[list[tuple[FloatArray, npt.NDArray[np.int64]]]] = []
+        for name, reply in replies.items():
+            if reply.lengths.size != node.size or reply.counts.shape[1] != C:
+                raise ProtocolError(f"{name} sent bins for a different request")
+            if (reply.counts.size and reply.counts.min() < 0) or (reply.missing.size and reply.missing.min() < 0):
+                raise ProtocolError(f"{name} sent negative counts")
+            bounds = np.concatenate(([0], np.cumsum(reply.lengths)))
+            per_client.append([
+                (reply.centres[bounds[j]:bounds[j + 1]], reply.counts[bounds[j]:bounds[j + 1]])
+                for j in range(node.size)
+            ])
+            hist[node, feat, -1, :] += reply.missing
+        for j, (i, f) in enumerate(zip(node, feat, strict=True)):
+            k = cfg.categories[f]
+            centres, counts = combine_bins([bins[j] for bins in per_client], C, None if k else cfg.n_bins)
+            if k:
+                codes = centres.astype(np.int64)
+                if np.any(codes != centres) or (codes.size and (codes.min() < 0 or codes.max() >= k)):
+                    raise ProtocolError("categorical bins must be declared category codes")
+                hist[i, f, codes, :] = counts
+            else:
+                hist[i, f, : centres.size, :] = counts
+                thresholds[i][f] = split_thresholds(centres, self._slots)
