@@ -153,6 +153,8 @@ class Client(Party):
         self._weighted: list[Ciphertext | None] = []
         self._candidates: dict[int, _Candidate] = {}
         self._won: dict[int, _Candidate] = {}
+        self._gains_layer: tuple[int, int] | None = None  # label holder: gains kept for the master
+        self._gains: dict[str, tuple[IntArray, FloatArray]] = {}
         # prediction
         self._test_hashed: tuple[bytes, ...] = ()
         self._X_test = np.empty((0, 0))
@@ -382,7 +384,9 @@ class Client(Party):
     @handles(m.FindSplits)
     def on_find_splits(self, sender: str, msg: m.FindSplits) -> m.LocalBest:
         """Layer step 2 (Algorithm 1 lines 10-15): the local best split of each listed node
-        (Reveals: the master learns the best gain and the best feature's id, not the threshold)."""
+        (Reveals: the master learns the best gain and the best feature's id, not the threshold;
+        in ``encrypted`` mode a client other than the label holder learns which of its
+        candidates is best at each node, never the gain)."""
         setup = self._require_setup()
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth:
@@ -482,8 +486,8 @@ class Client(Party):
         feat = np.asarray(entry_feat, dtype=np.int64)[np.where(found, entries, 0)]
         if np.any(found & (np.asarray(entry_node)[np.where(found, entries, 0)] != positions)):
             raise ProtocolError("the label holder chose a candidate of another node")
-        return found, np.asarray(reply.gains, dtype=np.float64), feat, np.asarray(reply.bins, dtype=np.int64), \
-            np.asarray(reply.missing_left, dtype=bool)
+        gains = np.zeros(positions.size, dtype=np.float64)  # the label holder tells the master
+        return found, gains, feat, np.asarray(reply.bins, dtype=np.int64), np.asarray(reply.missing_left, dtype=bool)
 
     @handles(m.ScoreRequest)
     def on_score_request(self, sender: str, msg: m.ScoreRequest) -> m.ScoreReply:
@@ -540,8 +544,27 @@ class Client(Party):
             hist[k, counts[k]:] = hist[k, counts[k] - 1]
         res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,
                           min_samples_leaf=setup.min_samples_leaf)
-        return m.ScoreReply(positions.astype(np.int64), res.found, np.where(res.found, res.gain, 0.0),
-                            res.feature.astype(np.int64), res.bin.astype(np.int64), res.missing_left)
+        if self._gains_layer != (msg.tree, msg.layer):
+            self._gains_layer, self._gains = (msg.tree, msg.layer), {}
+        if sender in self._gains:
+            raise UnexpectedMessage(f"{sender} already sent its candidates for this layer")
+        self._gains[sender] = (positions[res.found].astype(np.int64), res.gain[res.found].astype(np.float64))
+        return m.ScoreReply(positions.astype(np.int64), res.found, res.feature.astype(np.int64),
+                            res.bin.astype(np.int64), res.missing_left)
+
+    @handles(m.GainsRequest)
+    def on_gains_request(self, sender: str, msg: m.GainsRequest) -> m.GainsReply:
+        """Layer step 2c (label holder, ``encrypted``): the best gain of each client's scored
+        nodes goes to the master, not to the client (Reveals: the master learns the gains)."""
+        self._require_tree(msg.tree)
+        gains = self._gains if self._gains_layer == (msg.tree, msg.layer) else {}
+        self._gains_layer, self._gains = None, {}
+        names = tuple(sorted(gains))
+        pos = [gains[c][0] for c in names]
+        val = [gains[c][1] for c in names]
+        return m.GainsReply(names, np.asarray([p.size for p in pos], dtype=np.int64),
+                            np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64),
+                            np.concatenate(val) if val else np.zeros(0, dtype=np.float64))
 
     @handles(m.ApplySplit)
     def on_apply_split(self, sender: str, msg: m.ApplySplit) -> m.Partition:

@@ -219,7 +219,18 @@ class Master(Party):
             requests[c] = m.FindSplits(t, layer, np.asarray(pos, dtype=np.int64),
                                        np.asarray(counts, dtype=np.int64), np.asarray(feats, dtype=np.int64))
         bests = self.call_many(requests, expect=m.LocalBest)
-        winner = self._global_best(split_pos, requests, bests)
+        held: dict[str, dict[int, float]] = {}
+        if self.label_protection == "encrypted":
+            g = self.call(self.label_holder, m.GainsRequest(t, layer), expect=m.GainsReply)
+            g_counts = np.asarray(g.counts, dtype=np.int64)
+            g_pos, g_val = np.asarray(g.positions, dtype=np.int64), np.asarray(g.gains, dtype=np.float64)
+            if g_counts.shape != (len(g.clients),) or g_pos.shape != g_val.shape or g_pos.size != g_counts.sum() \
+                    or not set(g.clients) <= set(self.clients) - {self.label_holder}:
+                raise ProtocolError("malformed gains from the label holder")
+            bounds = np.concatenate([[0], np.cumsum(g_counts)])
+            held = {c: dict(zip(g_pos[bounds[k]:bounds[k + 1]].tolist(), g_val[bounds[k]:bounds[k + 1]].tolist(),
+                                strict=True)) for k, c in enumerate(g.clients)}
+        winner = self._global_best(split_pos, requests, bests, held)
         found = np.asarray(sorted(winner), dtype=np.int64)
         if found.size == 0:
             return False
@@ -247,9 +258,10 @@ class Master(Party):
         return True
 
     def _global_best(self, split_pos: IntArray, requests: dict[str, m.FindSplits],
-                     bests: dict[str, m.LocalBest]) -> dict[int, int]:
+                     bests: dict[str, m.LocalBest], held: dict[str, dict[int, float]]) -> dict[int, int]:
         """Algorithm 2 line "argmax": per node the client with the largest gain; ties go to
-        the smallest feature id, as in the central search (``best_splits``)."""
+        the smallest feature id, as in the central search (``best_splits``).  ``held``: the
+        gains the label holder reports for other clients (``encrypted`` mode)."""
         best: dict[int, tuple[float, int, int]] = {}
         for i, c in enumerate(self.clients):
             reply, asked = bests[c], requests[c]
@@ -262,9 +274,15 @@ class Master(Party):
             if found.shape != pos.shape or gains.shape != pos.shape or fids.shape != pos.shape:
                 raise ProtocolError(f"{c} sent a malformed local best")
             allowed = set(np.asarray(asked.features).tolist())
+            from_holder = self.label_protection == "encrypted" and c != self.label_holder
+            if from_holder and {p for p, ok in zip(pos.tolist(), found.tolist(), strict=True) if ok} != \
+                    set(held.get(c, {})):
+                raise ProtocolError(f"the label holder's gains do not match {c}'s candidates")
             for p, ok, g, f in zip(pos.tolist(), found.tolist(), gains.tolist(), fids.tolist(), strict=True):
                 if not ok:
                     continue
+                if from_holder:
+                    g = held[c][p]
                 if f not in allowed or not np.isfinite(g):
                     raise ProtocolError(f"{c} proposed a feature it was not asked about")
                 cur = best.get(p)

@@ -22,6 +22,8 @@ __all__ = [
     "DistributeLabels",
     "EncryptedLabels",
     "FindSplits",
+    "GainsReply",
+    "GainsRequest",
     "Hello",
     "LayerPartition",
     "LeafSets",
@@ -152,7 +154,8 @@ class FindSplits(Message):
 @message("federated_forest.local_best")
 @dataclass(frozen=True)
 class LocalBest(Message):
-    """Client → master: per listed position whether a valid split exists, its gain, its feature id."""
+    """Client → master: per listed position whether a valid split exists, its gain (0 where the
+    label holder reports it, ``encrypted`` mode), its feature id."""
 
     positions: np.ndarray
     found: np.ndarray
@@ -178,14 +181,35 @@ class ScoreRequest(Message):
 @message("federated_forest.score_reply")
 @dataclass(frozen=True)
 class ScoreReply(Message):
-    """Label holder → client: per requested node the best entry, bin and missing side."""
+    """Label holder → client: per requested node the best entry, bin and missing side (not the
+    gain, which goes to the master: ``gains_request``)."""
 
     positions: np.ndarray
     found: np.ndarray
-    gains: np.ndarray
     entries: np.ndarray
     bins: np.ndarray
     missing_left: np.ndarray
+
+
+@message("federated_forest.gains_request")
+@dataclass(frozen=True)
+class GainsRequest(Message):
+    """Master → label holder (``encrypted``): the gains of the candidates it scored this layer."""
+
+    tree: int
+    layer: int
+
+
+@message("federated_forest.gains_reply")
+@dataclass(frozen=True)
+class GainsReply(Message):
+    """Label holder → master: per client (``counts[k]`` entries each, concatenated) the positions
+    with a valid candidate and their best gains."""
+
+    clients: tuple[str, ...]
+    counts: np.ndarray
+    positions: np.ndarray
+    gains: np.ndarray
 
 
 @message("federated_forest.apply_split")

@@ -108,8 +108,14 @@ def test_client_views_match_the_spec() -> None:
     assert core <= received <= core | {"federated_forest.apply_split"}
     holder = set(tr.types_received("client0"))
     assert "federated_forest.encrypted_labels" not in holder and "federated_forest.shared_labels" not in holder
-    assert "federated_forest.score_request" in holder and "federated_forest.node_stats_request" in holder
+    assert {"federated_forest.score_request", "federated_forest.node_stats_request",
+            "federated_forest.gains_request"} <= holder
     master = set(tr.types_received("master"))
     assert master <= {"federated_forest.client_info", "federated_forest.ack", "federated_forest.node_stats",
                       "federated_forest.local_best", "federated_forest.partition",
-                      "federated_forest.client_test_ids", "federated_forest.leaf_sets"}
+                      "federated_forest.client_test_ids", "federated_forest.leaf_sets",
+                      "federated_forest.gains_reply"}
+    # a client other than the label holder never receives a gain (a function of the labels)
+    for rec in tr.view("client1"):
+        if isinstance(rec.payload, m.ScoreReply):
+            assert not hasattr(rec.payload, "gains")
