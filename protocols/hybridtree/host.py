@@ -40,7 +40,6 @@ from securetrees._nt import mpz
 from securetrees.errors import (
     EncodingOverflowError,
     ParameterError,
-    PartyUnavailable,
     ProtocolError,
     UnexpectedMessage,
 )
@@ -327,43 +326,47 @@ class Host(Party):
         return out
 
     def _request_histograms(
-        self, tree: int, depth: int, build: list[BuildNode], n_sets: int,
-    ) -> list[int]:
-        """G1 with the dropout rule: repeat with fresh masks among the survivors."""
+        self, tree: int, depth: int, attempt: int, build: list[BuildNode], n_sets: int,
+    ) -> list[int] | None:
+        """G1, one attempt: every active guest answers, or None after recording the dropouts."""
         length = n_sets * int(self._guest_n_bins.sum())
-        for attempt in range(len(self.guests) + 1):
-            peers = tuple(sorted(self._active))
-            req = HistogramRequest(tree, depth, attempt, peers, n_sets, tuple(build))
-            replies = self.call_many({gn: req for gn in peers}, expect=MaskedHistogram,
-                                     allow_missing=True)
-            if len(replies) == len(peers):
-                for r in replies.values():
-                    if (r.tree, r.layer, r.attempt) != (tree, depth, attempt):
-                        raise UnexpectedMessage("a histogram for another request")
-                return self._aggregate(replies, length)
+        peers = tuple(sorted(self._active))
+        req = HistogramRequest(tree, depth, attempt, peers, n_sets, tuple(build))
+        replies = self.call_many({gn: req for gn in peers}, expect=MaskedHistogram,
+                                 allow_missing=True)
+        if len(replies) != len(peers):
             self._live(dict(replies), peers)
-        raise PartyUnavailable("guests kept dropping out")  # pragma: no cover - bounded above
+            return None
+        for r in replies.values():
+            if (r.tree, r.layer, r.attempt) != (tree, depth, attempt):
+                raise UnexpectedMessage("a histogram for another request")
+        return self._aggregate(replies, length)
 
-    def _guest_layer(
-        self, tree: int, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
-        nodes: dict[int, IntArray], layout: SlotLayout, g_fix: IntArray, h_fix: IntArray,
-    ) -> _Layer:
-        p = self.params
-        f = p.frac_bits
-        # Which nodes get a histogram from the guests, which by subtraction (spec, G1).
+    def _plan_builds(
+        self, depth: int, rec: TreeRecord, frontier: list[int], parents: dict[int, int],
+        nodes: dict[int, IntArray], layout: SlotLayout,
+    ) -> tuple[list[int], list[BuildNode], dict[int, int], int, int]:
+        """Which nodes to split (eligible now), which to build, which to derive by subtraction;
+        the last item counts the nodes left as leaves for want of guests."""
+        owner = self._effective_owner()
         build_nodes: list[int] = []
         derive: dict[int, int] = {}  # node -> built sibling
         if depth == 1:
-            build_nodes = list(layer.frontier)
+            keep = [k for k in frontier if self._eligible(nodes[k], owner)]
+            build_nodes = list(keep)
         else:
             by_parent: dict[int, list[int]] = {}
-            for k in layer.frontier:
+            for k in frontier:
                 by_parent.setdefault(parents[k], []).append(k)
+            keep = []
             for kids in by_parent.values():
                 a, b = sorted(kids)
+                if not (self._eligible(nodes[a], owner) and self._eligible(nodes[b], owner)):
+                    continue  # both children stay leaves: a histogram of one reveals the other
                 small, big = (a, b) if nodes[a].size <= nodes[b].size else (b, a)
                 build_nodes.append(small)
                 derive[big] = small
+                keep += [a, b]
         sets: dict[tuple[int, int], int] = {}
         used: dict[int, int] = {}
         build: list[BuildNode] = []
@@ -375,7 +378,28 @@ class Host(Party):
             if key not in sets:
                 sets[key] = len(sets)
             build.append(BuildNode(k, sets[key]))
-        residues = self._request_histograms(tree, depth, build, len(sets))
+        return sorted(keep), build, derive, len(sets), len(frontier) - len(keep)
+
+    def _guest_layer(
+        self, tree: int, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
+        nodes: dict[int, IntArray], layout: SlotLayout, g_fix: IntArray, h_fix: IntArray,
+    ) -> _Layer:
+        p = self.params
+        f = p.frac_bits
+        # Dropout rule (spec, "Dropouts"): a new attempt with fresh masks among the survivors,
+        # after re-checking which nodes still have enough contributing guests.
+        attempt = 0
+        while True:
+            frontier, build, derive, n_sets, few = self._plan_builds(
+                depth, rec, layer.frontier, parents, nodes, layout)
+            residues = (self._request_histograms(tree, depth, attempt, build, n_sets)
+                        if build else [])
+            if residues is not None:
+                break
+            attempt += 1
+        self._count_fallback(few)
+        if not build:
+            return _Layer(frontier=[], hist=layer.hist)
         n_feat = self._guest_n_bins.size
         width = p.max_bins + 1
         a_len = int(self._guest_n_bins.sum())
@@ -395,7 +419,7 @@ class Host(Party):
             layer.hist[item.node] = hist
         for big, small in derive.items():
             layer.hist[big] = layer.hist[parents[big]] - layer.hist[small]
-        order = list(layer.frontier)
+        order = frontier
         stack = np.stack([layer.hist[k] for k in order]).astype(np.float64)
         stack[..., 1:] /= float(1 << f)
         res = best_splits(stack, self._crit, categorical=self._guest_cat, n_bins=self._guest_n_bins,
@@ -445,11 +469,7 @@ class Host(Party):
                 raise ProtocolError("the guests' routing disagrees with the aggregated counts")
             parents[lid] = parents[rid] = k
             if depth < p.guest_depth:
-                ok = [self._eligible(nodes[c], owner_after) for c in (lid, rid)]
-                if all(ok):
-                    next_frontier += [lid, rid]
-                else:
-                    self._count_fallback(2)
+                next_frontier += [lid, rid]
         return _Layer(frontier=next_frontier, hist=layer.hist)
 
     # -- paper mode ------------------------------------------------------------------------
