@@ -82,7 +82,14 @@ def encrypt(
     return encrypt_residue(pk, rng_.embed(as_int(m)), rng=rng)
 
 
+def _key_type(key: object, expected: type, what: str) -> None:
+    """The runtime twin of the type annotations: a share is not the strong key, and so on."""
+    if not isinstance(key, expected):
+        raise KeyMismatchError(f"{what} needs a {expected.__name__}, got {type(key).__name__}")
+
+
 def _own(sk: WeakSecretKey, c: Ciphertext) -> None:
+    _key_type(sk, WeakSecretKey, "weak decryption")
     if c.pk.key_id != sk.key_id:
         raise KeyMismatchError("ciphertext is not under this weak key")
 
@@ -97,6 +104,7 @@ def decrypt_weak(sk: WeakSecretKey, c: Ciphertext, *, signed: SignedRange | None
 
 def decrypt_strong(sk: StrongSecretKey, c: Ciphertext, *, signed: SignedRange | None = None) -> int:
     """Strong decryption ``m = L(T1^λ mod N²) · λ⁻¹ mod N`` under any key of the system."""
+    _key_type(sk, StrongSecretKey, "strong decryption")
     if c.pk.params != sk.params:
         raise KeyMismatchError("ciphertext belongs to another DT-PKC system")
     n, n2 = sk.params.n, sk.params.n2
@@ -114,6 +122,7 @@ class PartialDecryption:
 
 def psdec1(share: StrongKeyShare, c: Ciphertext) -> PartialDecryption:
     """PSDec1 (CS, λ1): ``(T1, T1^λ1 mod N²)``.  Works under any weak or joint key."""
+    _key_type(share, StrongKeyShare, "PSDec1")
     if c.pk.params != share.params:
         raise KeyMismatchError("ciphertext belongs to another DT-PKC system")
     return PartialDecryption(int(c.t1), int(share.t1_pow(c.t1)))
@@ -124,6 +133,7 @@ def psdec2_residue(share: StrongKeyShare, partial: PartialDecryption) -> mpz:
 
     The inputs come from a peer, so both are validated as units mod N².
     """
+    _key_type(share, StrongKeyShare, "PSDec2")
     p = share.params
     t1 = check_unit(partial.t1, p.n, p.n2, "T1")
     c1 = check_unit(partial.share, p.n, p.n2, "partial decryption")
@@ -132,7 +142,8 @@ def psdec2_residue(share: StrongKeyShare, partial: PartialDecryption) -> mpz:
 
 def psdec2(share: StrongKeyShare, partial: PartialDecryption, *, signed: SignedRange | None = None) -> int:
     """PSDec2 returning the signed plaintext."""
-    return _signed(share.params, psdec2_residue(share, partial), signed)
+    residue = psdec2_residue(share, partial)
+    return _signed(share.params, residue, signed)
 
 
 def parhdec1(sk: WeakSecretKey, c: Ciphertext) -> Ciphertext:
@@ -151,6 +162,7 @@ def parhdec2(sk: WeakSecretKey, c: Ciphertext, *, signed: SignedRange | None = N
 def hreenc(sk: WeakSecretKey, c: Ciphertext, *, rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
     """HReEnc: the holder of θ_j moves ``[[m]]_h`` to ``[[m]]_{h·h_j}`` (``T1·T2^θ_j``), then
     re-randomises, or the unchanged T2 would link input and output (erratum E10)."""
+    _key_type(sk, WeakSecretKey, "HReEnc")
     if c.pk.params != sk.public.params:
         raise KeyMismatchError("ciphertext belongs to another DT-PKC system")
     n2 = c.pk.n2

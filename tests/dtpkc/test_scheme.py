@@ -234,3 +234,20 @@ def test_homomorphic_identities_under_joint_keys(a: int, b: int, k: int, c: int,
     small_a = a % (1 << 64) - (1 << 63)
     assert opened(encrypt(joint, small_a) * k) == small_a * k
     assert psdec2(KEYS.cc_share, psdec1(KEYS.cs_share, ca + cb)) == a + b
+
+
+def test_key_types_are_checked_at_runtime_too() -> None:
+    """mypy rejects these calls; at run time they raise KeyMismatchError rather than misbehave."""
+    c = encrypt(KEYS.pk("u1"), 1)
+    with pytest.raises(KeyMismatchError):
+        decrypt_strong(KEYS.cs_share, c)  # type: ignore[arg-type]  # a share is not λ
+    with pytest.raises(KeyMismatchError):
+        psdec1(KEYS.strong, c)  # type: ignore[arg-type]
+    with pytest.raises(KeyMismatchError):
+        psdec2(KEYS.weak["u1"], psdec1(KEYS.cs_share, c))  # type: ignore[arg-type]
+    with pytest.raises(KeyMismatchError):
+        decrypt_weak(KEYS.cc_share, c)  # type: ignore[arg-type]
+    with pytest.raises(KeyMismatchError):
+        parhdec1(KEYS.strong, c)  # type: ignore[arg-type]
+    with pytest.raises(KeyMismatchError):
+        hreenc(KEYS.cs_share, c)  # type: ignore[arg-type]

@@ -218,3 +218,25 @@ def test_step_functions_check_roles_and_keys() -> None:
     with pytest.raises(KeyMismatchError):
         ComputationServer("cc", net, share=KEYS.cc_share, weak_key=KEYS.weak["cc"],
                           directory={"j": KEYS.pk("u1").joint(KEYS.pk("u2"))})
+
+
+PROTOCOL_ERRORS = (InvalidCiphertext, KeyMismatchError, EncodingOverflowError, ProtocolError,
+                   UnexpectedMessage)
+
+
+@given(
+    xs=st.lists(st.integers(-(2**1100), 2**1100), min_size=0, max_size=3),
+    shares=st.lists(st.integers(-(2**1100), 2**1100), min_size=0, max_size=3),
+    keyids=st.lists(st.binary(min_size=0, max_size=20), max_size=3),
+    holt=st.booleans(),
+)
+def test_fuzz_cc_handlers(xs: list[int], shares: list[int], keyids: list[bytes], holt: bool) -> None:
+    """Arbitrary request contents: the CC answers or raises one of the protocol's typed errors."""
+    n = min(len(xs), len(shares))
+    out_keys = tuple((k,) for k in keyids[:n]) if keyids else tuple(
+        (KEYS.pk("u1").components[0], KEYS.pk("cs").components[0]) for _ in range(n))
+    msg = (HoLTRequest if holt else HoAddRequest)(tuple(xs), tuple(shares), out_keys)
+    try:
+        CC.on_holt("cs", msg) if holt else CC.on_hoadd("cs", msg)  # type: ignore[arg-type]
+    except PROTOCOL_ERRORS:
+        return
