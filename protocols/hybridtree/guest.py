@@ -117,6 +117,7 @@ class Guest(Party):
         self._tree = -1
         self._values: list[Any] = []  # per own instance: ciphertext (mpz) or plaintext int
         self._nodes: dict[int, IntArray] = {}  # node -> positions of own instances
+        self._answered: set[tuple[int, int, int]] = set()  # (tree, layer, attempt) masked once
         self.splits: dict[int, dict[int, GuestSplit]] = {}
         self.paper_trees: dict[tuple[int, int], Tree] = {}
         self._test_ids = np.zeros(0, dtype=np.int64)
@@ -225,6 +226,9 @@ class Guest(Party):
             raise UnexpectedMessage("histogram request for another tree or layer")
         if self.name not in msg.peers or msg.n_sets < 1 or msg.n_sets > 1 << 16:
             raise ProtocolError("malformed histogram request")
+        if (msg.tree, msg.layer, msg.attempt) in self._answered:
+            raise ProtocolError("a histogram request is answered once: a repeat could unmask")
+        self._answered.add((msg.tree, msg.layer, msg.attempt))
         length = msg.n_sets * self._n_acc
         pk = self._pk
         n2 = mpz(pk.n_square) if pk is not None else mpz(0)

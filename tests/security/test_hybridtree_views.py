@@ -194,3 +194,11 @@ def test_dropout_below_three_guests_is_refused() -> None:
     host, _, data = _parties("secure", 3, drop_at=(0, 1))
     with pytest.raises(ProtocolError):
         _train(host, data, 1)
+
+
+def test_guest_refuses_to_mask_the_same_request_twice() -> None:
+    host, guests, data = _parties("secure", 4, drop_at=(-1, -1))
+    _train(host, data, 1)
+    req = HistogramRequest(0, 1, 0, tuple(g.name for g in guests), 1, ())
+    with pytest.raises(ProtocolError):
+        guests[0].on_histogram("host", req)
