@@ -8,7 +8,8 @@ record (bytes, rounds, every party's view).  The random draws index the samples
 in the canonical (sorted HMAC) order: row ``sample_order_[j]`` of ``X`` is sample
 ``j``, so ``train_forest(X[sample_order_], y[sample_order_], ...)`` with the same
 ``random_state`` grows the same trees.  ``predict`` runs the one-round
-method (or the classical one, ``prediction="classical"``).
+method (or the classical one, ``prediction="classical"``).  ``record_payloads=False``
+keeps only sizes in the transcript (large benchmark runs).
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class _FederatedForest:
         checkpoint: str = "tree",
         random_state: int | None = None,
         show_progress: bool = False,
+        record_payloads: bool = True,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         self.n_estimators = n_estimators
@@ -127,6 +129,7 @@ class _FederatedForest:
         self.checkpoint = checkpoint
         self.random_state = random_state
         self.show_progress = show_progress
+        self.record_payloads = record_payloads
         self.rng = rng
 
     # ------------------------------------------------------------------ fitting
@@ -163,7 +166,7 @@ class _FederatedForest:
         )
         spec = LabelSpec(codes, n_classes, key_bits=self.key_bits, allow_insecure=self.allow_insecure,
                          keypair=self.paillier_keys, frac_bits=self.frac_bits)
-        net = InProcessNetwork()
+        net = InProcessNetwork(keep_payloads=self.record_payloads)
         names = [f"client{i}" for i in range(len(parts))]
         stores: dict[str, CheckpointStore | None] = dict.fromkeys([*names, "master"])
         if self.checkpoint_dir is not None:
