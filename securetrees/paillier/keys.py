@@ -399,7 +399,7 @@ class PrivateKey:
             raise ParameterError("factors violate the DJN conditions p ≡ q ≡ 3 (mod 4), "
                                  "gcd(p-1, q-1) = 2")
         hs = public_key._hs
-        if powmod(hs, p_ - 1, p_ * p_) != 1 or powmod(hs, q_ - 1, q_ * q_) != 1:
+        if powmod_sec(hs, p_ - 1, p_ * p_) != 1 or powmod_sec(hs, q_ - 1, q_ * q_) != 1:
             raise KeyMismatchError("hs is not an N-th residue for these factors")
         self._setup(public_key, p_, q_)
 
@@ -419,9 +419,9 @@ class PrivateKey:
         s(self, "_q", q)
         s(self, "_p2", p2)
         s(self, "_q2", q2)
-        g = pk._n + 1
-        s(self, "_hp", invert((powmod(g, p - 1, p2) - 1) // p, p))
-        s(self, "_hq", invert((powmod(g, q - 1, q2) - 1) // q, q))
+        # h_p = L_p(g^(p-1) mod p²)^-1 mod p; with g = 1 + N, L_p(...) = (p-1)·q mod p.
+        s(self, "_hp", invert((p - 1) * q % p, p))
+        s(self, "_hq", invert((q - 1) * p % q, q))
         s(self, "_q_inv_p", invert(q, p))
         s(self, "_q2_inv_p2", invert(q2, p2))
         s(self, "_tables", None)
@@ -454,7 +454,7 @@ class PrivateKey:
         pw = gmpy2.powmod_sec if constant_time else gmpy2.powmod  # GMP reduces c mod p² itself
         mp = (pw(c, p - 1, p2) - 1) // p * self._hp % p
         mq = (pw(c, q - 1, q2) - 1) // q * self._hq % q
-        return mq + q * ((mp - mq) * self._q_inv_p % p)  # Garner (as _nt.crt_pair)
+        return crt_pair(mp, mq, p, q, self._q_inv_p)
 
     def decrypt(self, c: Ciphertext, *, constant_time: bool = True) -> int:
         """The signed plaintext; raises :class:`EncodingOverflowError` in the overflow band.
