@@ -149,6 +149,7 @@ def psdec2(share: StrongKeyShare, partial: PartialDecryption, *, signed: SignedR
 def parhdec1(sk: WeakSecretKey, c: Ciphertext) -> Ciphertext:
     """ParHDec1 (party i of a joint key ``h_i·h_j``): ``(T1·(T2^θ_i)⁻¹, T2)``, a ciphertext
     under the joint key without ``h_i`` (``h_j`` for a two-party key)."""
+    _key_type(sk, WeakSecretKey, "ParHDec1")
     rest = c.pk.without(sk.public)
     n2 = c.pk.n2
     return Ciphertext(rest, c.t1 * invert(sk.t2_pow(c.t2), n2) % n2, c.t2, fresh=False)
