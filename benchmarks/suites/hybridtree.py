@@ -167,6 +167,8 @@ def run(report: Report, quick: bool) -> None:
                   round(m.fallback_nodes_ / len(m.host_.records), 1), round(acc_g, 4))
 
     report.data["fedtree_securerboost_512bit_s_per_tree"] = FEDTREE_SECUREBOOST_512_S_PER_TREE
+    if quick:  # the targets are about 50 trees on all of Adult at 2048 bits
+        return
     report.check("secure accuracy (>= paper's 0.832)", acc_secure, ">=", PAPER["HybridTree"])
     report.check("secure accuracy - paper mode (>= -0.005)", acc_secure - acc_paper, ">=", -0.005)
     report.check("secure accuracy - SOLO (> 0)", acc_secure - base["SOLO"], ">=", 1e-9)
