@@ -148,3 +148,22 @@ def test_slot_layout_limits() -> None:
         SlotLayout(2, 8).pack_unit((256, 0))
     with pytest.raises(ParameterError):
         SlotLayout(4, 64).bins_per_plaintext(200)
+
+
+def test_messages_from_the_wrong_party() -> None:
+    """Instructions only from the master of the setup; score requests only from other clients;
+    labels only from the label holder."""
+    _net, holder, other, master = _encrypted_pair()
+    weights = np.ones(60, dtype=np.int64)
+    with pytest.raises(UnexpectedMessage):
+        other.call("a", m.TreeStart(0, weights, (0, 1, 2)), expect=m.Ack)
+    master.call_many({"a": m.TreeStart(0, weights, (0, 1, 2)), "b": m.TreeStart(0, weights, (3, 4, 5))},
+                     expect=m.Ack)
+    with pytest.raises(UnexpectedMessage):
+        master.call("a", m.ScoreRequest(0, 0, np.array([0]), np.array([3]), np.array([False]), np.array([1]), (1,)),
+                    expect=m.ScoreReply)
+    with pytest.raises(UnexpectedMessage):
+        other.call("a", m.NodeStatsRequest(0, 0), expect=m.NodeStats)
+    with pytest.raises(UnexpectedMessage):
+        master.call("b", m.EncryptedLabels(b"", 1, 8, ()), expect=m.Ack)
+    assert holder.is_label_holder
