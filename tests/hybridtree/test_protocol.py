@@ -100,3 +100,11 @@ def test_get_set_params(make: Any) -> None:
     m = make("clf")
     assert m.get_params()["host_depth"] == 2
     assert m.set_params(host_depth=3).host_depth == 3
+
+
+@pytest.mark.parametrize("encryption", ["djn-short", "key-owner"])
+def test_encryption_modes_give_the_same_model(data: HybridData, fit: Any, encryption: str) -> None:
+    ref = fit("clf", "plaintext", data.y, n_estimators=2)
+    sec = fit("clf", "secure", data.y, n_estimators=2, encryption=encryption)
+    np.testing.assert_array_equal(sec.decision_function(data.X, data.guest_rows),
+                                  ref.decision_function(data.X, data.guest_rows))
