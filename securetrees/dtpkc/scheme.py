@@ -57,11 +57,15 @@ def l_function(x: mpz, n: mpz) -> mpz:
     return (x - 1) // n
 
 
-def _signed(params: SystemParams, residue: mpz, signed: SignedRange | None) -> int:
-    rng = params.signed if signed is None else signed
-    if rng.modulus != params.n:
+def _range(params: SystemParams, signed: SignedRange | None) -> SignedRange:
+    out = params.signed if signed is None else signed
+    if out.modulus != params.n:
         raise ParameterError("signed range is not over this key's N")
-    return rng.extract(int(residue))
+    return out
+
+
+def _signed(params: SystemParams, residue: mpz, signed: SignedRange | None) -> int:
+    return _range(params, signed).extract(int(residue))
 
 
 def encrypt_residue(pk: PublicKey, m: int | mpz, *, rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
@@ -76,10 +80,7 @@ def encrypt(
     pk: PublicKey, m: int, *, rng: RandomSource = SYSTEM_RANDOM, signed: SignedRange | None = None
 ) -> Ciphertext:
     """HoEnc of a signed integer ``m`` (``|m| < N/3`` unless ``signed`` says otherwise)."""
-    rng_ = pk.params.signed if signed is None else signed
-    if rng_.modulus != pk.n:
-        raise ParameterError("signed range is not over this key's N")
-    return encrypt_residue(pk, rng_.embed(as_int(m)), rng=rng)
+    return encrypt_residue(pk, _range(pk.params, signed).embed(as_int(m)), rng=rng)
 
 
 def _key_type(key: object, expected: type, what: str) -> None:
