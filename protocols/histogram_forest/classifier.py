@@ -282,4 +282,5 @@ class HistogramForestClassifier:
         return forest_proba(self.trees_, Xa, self.classes_.size)
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.generic]:
-        return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])
+        proba = self.predict_proba(X)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])

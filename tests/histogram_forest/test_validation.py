@@ -1,0 +1,196 @@
+"""Bad input to the facade and out-of-order or malformed messages to the roles: each raises one typed error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocols.histogram_forest import Client, HistogramForestClassifier
+from protocols.histogram_forest.messages import KeysRequest, LayerRequest, SetupRequest
+from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.runtime import InProcessNetwork, decode, encode
+
+
+def test_clients_with_different_feature_sets(parts3: Any) -> None:
+    parts = [*parts3[:2], (parts3[2][0][:, :2], parts3[2][1])]
+    with pytest.raises(ParameterError, match="different feature sets"):
+        HistogramForestClassifier().fit(parts)
+
+
+def test_empty_client(parts3: Any) -> None:
+    parts = [*parts3[:2], (np.empty((0, 3)), np.empty(0, dtype=np.int64))]
+    with pytest.raises(ParameterError, match="empty"):
+        HistogramForestClassifier().fit(parts)
+    with pytest.raises(ParameterError):
+        HistogramForestClassifier().fit([])
+
+
+@pytest.mark.parametrize("epsilon", [0.0, -1.0, float("nan"), float("inf")])
+def test_non_positive_epsilon(parts3: Any, schema: dict[str, Any], epsilon: float) -> None:
+    with pytest.raises(ParameterError, match="epsilon"):
+        HistogramForestClassifier(epsilon=epsilon, **schema).fit(parts3)
+
+
+def test_nan_labels_and_infinite_features(parts3: Any) -> None:
+    X, y = parts3[0]
+    with pytest.raises(ParameterError, match="NaN"):
+        HistogramForestClassifier().fit([(X, np.where(y == 1, np.nan, 0.0)), *parts3[1:]])
+    X_inf = X.copy()
+    X_inf[0, 0] = np.inf
+    with pytest.raises(ParameterError, match="infinite"):
+        HistogramForestClassifier().fit([(X_inf, y), *parts3[1:]])
+
+
+def test_nan_features_are_missing_values_not_errors(parts3: Any) -> None:
+    """NaN in X means "missing" (its own histogram slot, tried on both sides of each split)."""
+    assert np.isnan(parts3[0][0]).any()
+    model = HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(parts3)
+    assert np.isfinite(model.predict_proba(parts3[0][0])).all()
+
+
+def test_refused_combinations(parts3: Any, schema: dict[str, Any]) -> None:
+    with pytest.raises(ParameterError, match="at least 3"):
+        HistogramForestClassifier(secure_aggregation=True, **schema).fit(parts3[:2])
+    with pytest.raises(ParameterError, match="streaming"):
+        HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema).fit(parts3)
+    with pytest.raises(ParameterError, match="streaming"):
+        HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema).fit(parts3)
+    with pytest.raises(ParameterError, match="feature_ranges"):
+        HistogramForestClassifier(epsilon=1.0, categorical=[False, False, True]).fit(parts3)
+    with pytest.raises(ParameterError):
+        HistogramForestClassifier(epsilon=1.0, categorical=[False, False, True],
+                                  feature_ranges=[(0.0, 10.0), (5.0, 5.0), None]).fit(parts3)
+    for bad in (dict(n_bins=1), dict(max_depth=0), dict(n_estimators=True), dict(noise="output"),
+                dict(criterion="mse"), dict(histogram="quantile"), dict(sampling="poisson")):
+        with pytest.raises(ParameterError):
+            HistogramForestClassifier(**bad).fit(parts3)  # type: ignore[arg-type]
+
+
+def test_labels_of_a_single_class_and_bad_categories(parts3: Any) -> None:
+    with pytest.raises(ParameterError, match="two classes"):
+        HistogramForestClassifier().fit([(X, np.zeros_like(y)) for X, y in parts3])
+    X, y = parts3[0]
+    bad = X.copy()
+    bad[0, 2] = 1.5
+    with pytest.raises(ParameterError, match="integer codes"):
+        HistogramForestClassifier(categorical=[False, False, True]).fit([(bad, y)])
+
+
+def test_predict_before_fit_and_with_wrong_width(parts3: Any) -> None:
+    with pytest.raises(NotFittedError):
+        HistogramForestClassifier().predict(parts3[0][0])
+    model = HistogramForestClassifier(n_estimators=1, max_depth=2).fit(parts3)
+    with pytest.raises(ParameterError):
+        model.predict(parts3[0][0][:, :2])
+
+
+# -- the client role on its own --------------------------------------------------------------
+
+def setup_msg(**changes: Any) -> SetupRequest:
+    fields: dict[str, Any] = dict(
+        session=bytes(16), n_features=3, categories=(0, 0, 4), n_classes=2, n_trees=2, histogram="fixed",
+        n_bins=4, low=np.array([0.0, 0.0, np.nan]), high=np.array([10.0, 20.0, np.nan]), sampling="none",
+        subsample_fraction=1.0, max_multiplicity=1, features_per_node=2, max_depth=3, epsilon=None,
+        input_epsilon=None, secure=False,
+    )
+    fields.update(changes)
+    return SetupRequest(**fields)
+
+
+def layer_msg(step: int, tree: int = 0, features: list[list[bool]] | None = None) -> LayerRequest:
+    e_i, e_f, e_b = np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, bool)
+    return LayerRequest(
+        step=step, tree=tree, layer=0, split_feature=e_i, split_threshold=e_f, split_categorical=e_b,
+        split_missing_left=e_b, keep=np.zeros(1, np.int64),
+        features=np.array(features or [[True, False, False]], dtype=bool),
+    )
+
+
+def make_client(parts3: Any, **kw: Any) -> Client:
+    X, y = parts3[0]
+    return Client("client0", InProcessNetwork(), X, y, seed=1, **kw)
+
+
+def test_client_refuses_out_of_order_and_repeated_steps(parts3: Any) -> None:
+    client = make_client(parts3)
+    with pytest.raises(UnexpectedMessage, match="before setup"):
+        client.on_layer("server", layer_msg(0))
+    client.on_setup("server", setup_msg())
+    with pytest.raises(UnexpectedMessage):
+        client.on_setup("server", setup_msg())
+    client.on_layer("server", layer_msg(0))
+    with pytest.raises(UnexpectedMessage, match="never repeated"):
+        client.on_layer("server", layer_msg(0, tree=1))
+    with pytest.raises(UnexpectedMessage, match="never repeated"):
+        client.on_layer("server", layer_msg(5, tree=1))
+    with pytest.raises(UnexpectedMessage, match="cannot start"):
+        client.on_layer("server", layer_msg(1, tree=3))
+
+
+def test_client_refuses_more_features_than_declared(parts3: Any) -> None:
+    """The sensitivity Δ = m·k holds only if no node asks for more than k features."""
+    client = make_client(parts3)
+    client.on_setup("server", setup_msg())
+    with pytest.raises(ProtocolError, match="features"):
+        client.on_layer("server", layer_msg(0, features=[[True, True, True]]))
+
+
+def test_client_refuses_a_schema_that_does_not_fit_its_data(parts3: Any) -> None:
+    with pytest.raises(ProtocolError, match="features"):
+        make_client(parts3).on_setup("server", setup_msg(n_features=4, categories=(0, 0, 4, 0),
+                                                         low=np.zeros(4), high=np.ones(4)))
+    with pytest.raises(ProtocolError, match="categories"):
+        make_client(parts3).on_setup("server", setup_msg(categories=(0, 0, 3)))
+    X, y = parts3[0]
+    shifted = Client("c", InProcessNetwork(), X, y + 5)
+    with pytest.raises(ProtocolError, match="classes"):
+        shifted.on_setup("server", setup_msg())
+
+
+def test_client_enforces_its_own_budget(parts3: Any) -> None:
+    with pytest.raises(ProtocolError, match="at most"):
+        make_client(parts3, max_epsilon=1.0).on_setup("server", setup_msg(epsilon=2.0))
+
+
+def test_client_checks_the_key_directory(parts3: Any) -> None:
+    client = make_client(parts3)
+    client.on_setup("server", setup_msg(secure=True))
+    with pytest.raises(UnexpectedMessage, match="key exchange"):
+        client.on_layer("server", layer_msg(0))
+    with pytest.raises(ProtocolError, match="own public key"):
+        client.on_keys("server", KeysRequest(public_keys={"client0": bytes(32), "a": bytes(32), "b": bytes(32)}))
+    plain = make_client(parts3)
+    plain.on_setup("server", setup_msg())
+    with pytest.raises(UnexpectedMessage):
+        plain.on_keys("server", KeysRequest(public_keys={}))
+
+
+def test_bad_client_construction() -> None:
+    net = InProcessNetwork()
+    with pytest.raises(ParameterError):
+        Client("a", net, np.empty((0, 2)), np.empty(0, dtype=np.int64))
+    with pytest.raises(ParameterError):
+        Client("b", net, np.ones((2, 2)), np.array([0.5, 1.0]))
+
+
+def test_malformed_messages_do_not_decode() -> None:
+    good = encode(layer_msg(0))
+    assert isinstance(decode(good), LayerRequest)
+    with pytest.raises(ParameterError):
+        LayerRequest(**{**layer_msg(0).__dict__, "keep": np.zeros(2, np.int64)})  # one feature row, two nodes
+    with pytest.raises(ParameterError):
+        setup_msg(epsilon=-1.0)
+    with pytest.raises(DecodeError):
+        decode(good[:-3])
+
+
+@given(st.binary(max_size=200))
+def test_decoder_fuzz(data: bytes) -> None:
+    try:
+        decode(b"ST\x01" + data)
+    except DecodeError:
+        pass

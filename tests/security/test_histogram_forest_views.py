@@ -1,0 +1,127 @@
+"""What the histogram forest's server sees in each mode (specs/histogram_forest.md, "Modes", "Message flow").
+
+- Secure aggregation: the server receives only masked vectors that look uniform, none equal to a
+  client's own counts, whose sum equals the plain mode's sum; no planted raw value reaches it.
+- Streaming (the paper's bins): the planted raw value *does* reach the server (positive control for
+  the scanner, and the reason DP and secure aggregation refuse this mode).
+- DP: every cell the server receives carries geometric noise, including empty bins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from protocols.histogram_forest import HistogramForestClassifier
+from protocols.histogram_forest.mechanisms import geometric_pmf
+from protocols.histogram_forest.messages import CountsReply
+from securetrees.rand import DeterministicRandom
+from securetrees.runtime import Transcript
+from securetrees.testing.canaries import assert_no_canaries, find_canaries
+
+CANARY = 731.0271849
+CATEGORICAL = [False, False, True]
+RANGES = [(0.0, 1000.0), (0.0, 20.0), None]
+
+# Chi-square over 256 byte values (255 degrees of freedom), false-alarm rate 1e-6 per test:
+# Wilson-Hilferty critical value with z = 4.753.
+CHI2_255 = 255 * (1 - 2 / (9 * 255) + 4.753 * math.sqrt(2 / (9 * 255))) ** 3
+
+
+def parts(n_clients: int = 4, rows: int = 150) -> list[tuple[np.ndarray, np.ndarray]]:
+    gen = np.random.default_rng(42)
+    out = []
+    for i in range(n_clients):
+        a = np.round(gen.uniform(0, 10, rows), 2)
+        b = gen.integers(0, 21, rows).astype(np.float64)
+        c = gen.integers(0, 4, rows).astype(np.float64)
+        y = ((a > 5) ^ (c == 1)).astype(np.int64)
+        X = np.column_stack([a, b, c])
+        if i == 1:
+            X[7, 0] = CANARY  # far from every other value: stays a bin of its own in streaming mode
+        out.append((X, y))
+    return out
+
+
+def server_counts(transcript: Transcript) -> dict[int, dict[str, np.ndarray]]:
+    """The CountsReply vectors the server received, by round and client."""
+    rounds: dict[int, dict[str, np.ndarray]] = {}
+    for rec in transcript.view("server"):
+        if isinstance(rec.payload, CountsReply):
+            rounds.setdefault(rec.round, {})[rec.sender] = rec.payload.counts
+    return rounds
+
+
+def fit(**kw: object) -> HistogramForestClassifier:
+    common: dict[str, object] = dict(
+        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES
+    )
+    common.update(kw)
+    return HistogramForestClassifier(**common).fit(parts(), rng=DeterministicRandom("hf/views"))  # type: ignore[arg-type]
+
+
+def test_secure_server_view_holds_only_masked_vectors_with_the_plain_sum() -> None:
+    plain = fit(histogram="fixed")
+    secure = fit(secure_aggregation=True)
+    types = secure.transcript_.types_received("server")
+    assert set(types) == {
+        "histogram_forest.setup_reply", "histogram_forest.ack", "histogram_forest.counts",
+    }
+    plain_rounds = list(server_counts(plain.transcript_).values())
+    secure_rounds = list(server_counts(secure.transcript_).values())
+    assert len(plain_rounds) == len(secure_rounds) > 2
+    masked_all = []
+    for own, masked in zip(plain_rounds, secure_rounds, strict=True):
+        assert set(own) == set(masked) == {f"client{i}" for i in range(4)}
+        total = sum(v.astype(np.int64) for v in own.values())
+        masked_sum = np.zeros_like(total).view(np.uint64)
+        for name, vec in masked.items():
+            assert vec.dtype == np.uint64
+            # No client's individual counts: a masked entry equals its true count with chance 2^-64.
+            assert np.count_nonzero(vec.view(np.int64) == own[name]) <= 1
+            masked_sum = masked_sum + vec
+            masked_all.append(vec)
+        np.testing.assert_array_equal(masked_sum.view(np.int64), total)
+    stacked = np.concatenate(masked_all)
+    counts = np.bincount(stacked.view(np.uint8), minlength=256).astype(np.float64)
+    expected = counts.sum() / 256
+    assert float(((counts - expected) ** 2 / expected).sum()) < CHI2_255
+
+
+@pytest.mark.parametrize("mode", [dict(secure_aggregation=True), dict(histogram="fixed"),
+                                  dict(epsilon=5.0, sampling="subsample")])
+def test_planted_raw_value_never_reaches_the_server_with_fixed_bins(mode: dict[str, object]) -> None:
+    model = fit(**mode)
+    assert_no_canaries(model.transcript_.view("server"), [CANARY])
+    for i in range(4):
+        assert_no_canaries(model.transcript_.view(f"client{i}"), [CANARY])
+
+
+def test_streaming_mode_sends_raw_bin_centres_positive_control() -> None:
+    """The paper's centres are means of raw values: the planted value reaches the server."""
+    model = fit(histogram="streaming", sampling="none", max_features=None)
+    hits = find_canaries(model.transcript_.view("server"), [CANARY])
+    assert hits and all(h.record.sender == "client1" for h in hits)
+    # ... but never another client: the server does not forward bins.
+    for name in ("client0", "client2", "client3"):
+        assert_no_canaries(model.transcript_.view(name), [CANARY])
+
+
+def test_dp_noise_is_on_every_cell_the_server_receives() -> None:
+    """With histogram noise, a received cell equals the true count with probability P[Z = 0] only,
+    also where the true count is zero (empty bins are noised too)."""
+    truth = server_counts(fit(histogram="fixed", sampling="subsample").transcript_)
+    eps = 3.0
+    noisy = server_counts(fit(epsilon=eps, sampling="subsample").transcript_)
+    first_truth, first_noisy = next(iter(truth.values())), next(iter(noisy.values()))  # the root layer
+    alpha = math.exp(-(eps / (2 * 3)) / 1)  # ε per release = ε / (trees · depth); Δ = 1 · sqrt(3) -> 1
+    p_zero = float(geometric_pmf(0, alpha))
+    same, zero_cells, total = 0, 0, 0
+    for name, own in first_truth.items():
+        same += int(np.count_nonzero(first_noisy[name] == own))
+        zero_cells += int(np.count_nonzero((own == 0) & (first_noisy[name] != 0)))
+        total += own.size
+    assert abs(same / total - p_zero) < 0.1
+    assert zero_cells > 0
