@@ -603,18 +603,22 @@ class Client(Party):
         check_positions(positions, state.frontier.size)
         if msg.layer != state.depth or not set(positions.tolist()) <= set(self._candidates):
             raise UnexpectedMessage("apply_split for a node without a local candidate")
-        if self._binned is None or self._mapper is None:
-            raise UnexpectedMessage("no features")
-        mapper = self._mapper
         out = []
         for p, g in zip(positions.tolist(), state.samples_of(positions), strict=True):
             cand = self._candidates[p]
-            bins = self._binned[state.rows[g], cand.feature]
-            n = bins.size
-            out.append(goes_left_binned(bins, np.full(n, cand.bin), np.full(n, mapper.categorical[cand.feature]),
-                                        np.full(n, cand.missing_left), mapper.missing_bin))
+            out.append(self._goes_left(cand, state.rows[g]))
             self._won[p] = cand
         return m.Partition(np.concatenate(out) if out else np.zeros(0, dtype=bool))
+
+    def _goes_left(self, cand: _Candidate, rows: IntArray) -> BoolArray:
+        """Which of ``rows`` go left under the own split ``cand`` (the binned rule of the grower)."""
+        if self._binned is None or self._mapper is None:
+            raise UnexpectedMessage("no features")
+        mapper = self._mapper
+        bins = self._binned[rows, cand.feature]
+        n = bins.size
+        return goes_left_binned(bins, np.full(n, cand.bin), np.full(n, mapper.categorical[cand.feature]),
+                                np.full(n, cand.missing_left), mapper.missing_bin)
 
     @handles(m.LayerPartition)
     def on_layer_partition(self, sender: str, msg: m.LayerPartition) -> m.Ack:
@@ -643,12 +647,8 @@ class Client(Party):
             groups = state.samples_of(positions)
             offsets = np.cumsum([0] + [g.size for g in groups])
             for i, p in enumerate(pos_list):
-                if p in won and self._binned is not None and mapper is not None:
-                    cand = won[p]
-                    bins = self._binned[state.rows[groups[i]], cand.feature]
-                    n = bins.size
-                    mine = goes_left_binned(bins, np.full(n, cand.bin), np.full(n, mapper.categorical[cand.feature]),
-                                            np.full(n, cand.missing_left), mapper.missing_bin)
+                if p in won:
+                    mine = self._goes_left(won[p], state.rows[groups[i]])
                     if not np.array_equal(np.asarray(msg.left)[offsets[i]:offsets[i + 1]], mine):
                         raise ProtocolError("the broadcast partition differs from this client's split")
         state.advance(positions, np.asarray(msg.left), self._weights, split)
