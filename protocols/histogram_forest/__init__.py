@@ -5,7 +5,7 @@ one-process facade :class:`HistogramForestClassifier`.
 """
 
 from protocols.histogram_forest.accountant import PrivacyAccountant, Release
-from protocols.histogram_forest.classifier import HistogramForestClassifier, forest_proba
+from protocols.histogram_forest.classifier import HistogramForestClassifier
 from protocols.histogram_forest.client import Client
 from protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
 from protocols.histogram_forest.server import ForestConfig, Server
@@ -17,7 +17,6 @@ __all__ = [
     "PrivacyAccountant",
     "Release",
     "Server",
-    "forest_proba",
     "geometric_noise",
     "geometric_pmf",
 ]

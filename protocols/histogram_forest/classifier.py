@@ -22,25 +22,14 @@ from securetrees.errors import NotFittedError, ParameterError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.secagg.masker import check_party_count
+from securetrees.trees.forest import Forest
 from securetrees.trees.sampling import resolve_max_features
 from securetrees.trees.tree import Tree
 
-__all__ = ["HistogramForestClassifier", "forest_proba"]
+__all__ = ["HistogramForestClassifier"]
 
 FloatArray = npt.NDArray[np.float64]
 Part = tuple[npt.ArrayLike, npt.ArrayLike]
-
-
-def forest_proba(trees: Sequence[Tree], X: npt.ArrayLike, n_classes: int) -> FloatArray:
-    """Soft vote: the mean over trees of each leaf's class counts normalised to a distribution
-    (noisy counts clipped at zero; an empty leaf votes uniformly)."""
-    Xa = np.asarray(X, dtype=np.float64)
-    total = np.zeros((Xa.shape[0], n_classes), dtype=np.float64)
-    for tree in trees:
-        counts = np.maximum(tree.leaf_values(Xa), 0.0)
-        mass = counts.sum(axis=1, keepdims=True)
-        total += np.where(mass > 0, counts / np.where(mass > 0, mass, 1.0), 1.0 / n_classes)
-    return total / len(trees)
 
 
 class HistogramForestClassifier:
@@ -258,7 +247,8 @@ class HistogramForestClassifier:
         server = Server(
             "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
         )
-        self.trees_ = server.train(show_progress=self.show_progress)
+        self.trees_: list[Tree] = server.train(show_progress=self.show_progress)
+        self.forest_ = Forest(tuple(self.trees_), "classification", classes)
         self.classes_ = classes
         self.n_features_in_ = d
         self.config_ = config
@@ -279,7 +269,7 @@ class HistogramForestClassifier:
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
             raise ParameterError(f"X must have shape (n, {self.n_features_in_})")
-        return forest_proba(self.trees_, Xa, self.classes_.size)
+        return self.forest_.predict_proba(Xa)
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.generic]:
         proba = self.predict_proba(X)

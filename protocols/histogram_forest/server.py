@@ -81,6 +81,11 @@ class ForestConfig:
     high: FloatArray | None = field(default=None, compare=False)
 
 
+def _leaf(stats: FloatArray) -> FloatArray:
+    """A node's class counts, clipped at zero (noisy differences can go negative; post-processing)."""
+    return np.maximum(np.asarray(stats, dtype=np.float64), 0.0)
+
+
 class Server(Party):
     """Grows the forest from the clients' histograms.  ``random_state`` seeds the per-node feature
     draws (ML randomness); ``rng`` only draws the public session id."""
@@ -208,7 +213,7 @@ class Server(Party):
             hist, thresholds = self._layer_histograms(request)
             if layer == 0:
                 root = self._node_totals(hist, request.features)[0]
-                node_ids = [builder.add_root(float(self._criterion.weight(root)), self._criterion.leaf_value(root))]
+                node_ids = [builder.add_root(float(self._criterion.weight(root)), _leaf(root))]
                 if not self._splittable(0, root[None, :])[0]:
                     break
             res = best_splits(
@@ -228,8 +233,8 @@ class Server(Party):
                 lid, rid = builder.split(
                     node_ids[i], feature=f, threshold=thr, categorical=bool(self._categorical[f]),
                     missing_left=bool(res.missing_left[i]), provider=-1,
-                    left=(float(self._criterion.weight(ls)), self._criterion.leaf_value(ls)),
-                    right=(float(self._criterion.weight(rs)), self._criterion.leaf_value(rs)),
+                    left=(float(self._criterion.weight(ls)), _leaf(ls)),
+                    right=(float(self._criterion.weight(rs)), _leaf(rs)),
                 )
                 split_feature[i], split_threshold[i] = f, thr
                 split_categorical[i], split_missing_left[i] = self._categorical[f], res.missing_left[i]
@@ -291,11 +296,9 @@ class Server(Party):
         )
 
     def _layer_histograms(self, request: LayerRequest) -> tuple[FloatArray, list[FloatArray]]:
-        """One round trip: send the request, merge the replies into ``(kept, features, slots+1, C)``.
-
-        Unrequested (node, feature) cells get the node's total in the missing slot, so every
-        feature's histogram carries the node total that :func:`best_splits` reads.
-        """
+        """One round trip: send the request, merge the replies into ``(kept, features, slots+1, C)``
+        (the all-features layout of :func:`best_splits`; unrequested features stay zero and are
+        masked out by ``feature_mask``)."""
         cfg = self.config
         n_kept = int(request.keep.size)
         C = cfg.n_classes
@@ -312,9 +315,6 @@ class Server(Party):
             replies_c = self.call_many({c: request for c in self.clients}, expect=CountsReply)
             hist[node, feat] = self._merge_counts(replies_c, node.size * width * C).reshape(node.size, width, C)
         np.maximum(hist, 0.0, out=hist)  # noisy counts: clipping is post-processing
-        totals = self._node_totals(hist, request.features)
-        unrequested = ~request.features
-        hist[:, :, -1, :] = np.where(unrequested[:, :, None], totals[:, None, :], hist[:, :, -1, :])
         return hist, thresholds
 
     def _merge_counts(self, replies: dict[str, CountsReply], length: int) -> npt.NDArray[np.int64]:
