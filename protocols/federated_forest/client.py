@@ -20,11 +20,12 @@ import numpy.typing as npt
 
 from protocols.federated_forest import messages as m
 from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, TreeState, WorkState
+from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
 from protocols.federated_forest.ids import canonical_order, hash_ids
 from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, check_positions
 from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair, sum_ciphertexts
+from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.trees import BinMapper, Criterion, Tree, best_splits, build_histograms, make_criterion, node_totals
@@ -61,18 +62,6 @@ class LabelSpec:
             codes = y.astype(np.int64)
             if self.n_classes < 2 or codes.min() < 0 or codes.max() >= self.n_classes or not np.array_equal(codes, y):
                 raise ParameterError("class codes must be integers in [0, n_classes), n_classes >= 2")
-
-
-@dataclass
-class CryptoCounters:
-    """Counts of the cryptographic operations this party performed (for the benchmark floor)."""
-
-    encryptions: int = 0
-    weightings: int = 0
-    additions: int = 0
-    shifts: int = 0
-    rerandomizations: int = 0
-    decryptions: int = 0
 
 
 @dataclass
@@ -458,7 +447,6 @@ class Client(Party):
         setup = self._require_setup()
         pk, layout, mapper = self._pk, self._layout, self._mapper
         per_ct = layout.bins_per_plaintext(pk.bits)
-        shift = 1 << layout.bin_bits
         zero = Ciphertext(pk, 1)
         groups = state.samples_of(positions)
         entry_node: list[int] = []
@@ -471,31 +459,12 @@ class Client(Party):
                 nb = mapper.n_bins[f]
                 bins = self._binned[samples, f].astype(np.int64)
                 bins = np.where(bins == mapper.missing_bin, nb, bins)  # missing after the real bins
-                sums: list[Ciphertext | None] = [None] * (nb + 1)
-                order = np.argsort(bins, kind="stable")
-                edges = np.searchsorted(bins[order], np.arange(nb + 2))
-                for b in range(nb + 1):
-                    idx = samples[order[edges[b]:edges[b + 1]]]
-                    if idx.size:
-                        cts = [self._weighted[i] for i in idx.tolist()]
-                        sums[b] = sum_ciphertexts(cts)
-                        self.counters.additions += idx.size - 1
-                n_chunks = 0
-                for start in range(0, nb + 1, per_ct):
-                    acc: Ciphertext | None = None
-                    for c in reversed(sums[start:start + per_ct]):  # Horner: acc·2^(bin bits) + bin
-                        if acc is not None:
-                            acc = acc * shift
-                            self.counters.shifts += 1
-                        if c is not None:
-                            acc = c if acc is None else acc + c
-                    out = (acc if acc is not None else zero).rerandomize(mode=self._mode, rng=self._rng)
-                    self.counters.rerandomizations += 1
-                    packed.append(out.value)
-                    n_chunks += 1
+                sums = bin_sums(self._weighted, samples, bins, nb, self.counters)
+                cts = pack_bins(sums, per_ct, layout, zero, self.counters, mode=self._mode, rng=self._rng)
+                packed += cts
                 entry_node.append(p)
                 entry_feat.append(f)
-                chunks.append(n_chunks)
+                chunks.append(len(cts))
         reply = self.call(setup.label_holder, m.ScoreRequest(
             msg.tree, msg.layer, np.asarray(entry_node, dtype=np.int64),
             np.asarray([mapper.n_bins[f] for f in entry_feat], dtype=np.int64),
@@ -546,28 +515,7 @@ class Client(Party):
         for v in msg.ciphertexts:
             plain.append(self._sk.decrypt_residue(Ciphertext(pk, v)))  # raises InvalidCiphertext
         self.counters.decryptions += len(plain)
-        positions, first = np.unique(node, return_index=True)
-        counts = np.diff(np.append(first, n_entries))
-        width = int(counts.max())
-        n_stats = 3 if self._layout.regression else self._layout.n_slots
-        hist = np.zeros((positions.size, width, max_bins + 1, n_stats), dtype=np.float64)
-        table = np.zeros((positions.size, width), dtype=np.int64)
-        cursor = 0
-        for e in range(n_entries):
-            sums: list[list[int]] = []
-            for c in range(int(chunks[e])):
-                take = min(per_ct, int(nbins[e]) + 1 - c * per_ct)
-                sums += self._layout.unpack(plain[cursor + c], take)
-            cursor += int(chunks[e])
-            stats = self._layout.decode(sums)
-            k = int(np.searchsorted(positions, node[e]))
-            j = e - int(first[k])
-            hist[k, j, :nbins[e]] = stats[:-1]
-            hist[k, j, max_bins] = stats[-1]
-            table[k, j] = e
-        for k in range(positions.size):
-            table[k, counts[k]:] = table[k, counts[k] - 1]
-            hist[k, counts[k]:] = hist[k, counts[k] - 1]
+        positions, hist, table = candidate_histograms(plain, self._layout, node, nbins, chunks, per_ct, max_bins)
         res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,
                           min_samples_leaf=setup.min_samples_leaf)
         if self._gains_layer != (msg.tree, msg.layer):
