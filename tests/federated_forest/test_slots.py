@@ -44,3 +44,34 @@ def test_known_answer_layout() -> None:
     layout, units = regression_units(np.array([0.5, -1.0]), 4)
     assert (layout.bias, layout.slot_bits) == (16, 16)
     assert units[0] == 1 | (8 + 16) << 16 | 64 << 32
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=25), st.integers(1, 12))
+def test_encrypted_bins_pack_and_unpack(codes: list[int], n_bins: int) -> None:
+    """Client side (bin sums, Horner packing, re-randomisation) then label-holder side
+    (decryption, unpacking) give the plaintext per-bin class counts."""
+    from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
+    from securetrees.paillier import Ciphertext
+    from securetrees.rand import DeterministicRandom
+    from securetrees.testing.paillier import small_keypair
+
+    pk, sk = small_keypair(256)
+    rng = DeterministicRandom("ff-pack")
+    layout, units = classification_units(np.asarray(codes, dtype=np.int64), 4)
+    cts: list[Ciphertext | None] = list(pk.encrypt_many(units, rng=rng))
+    n = len(codes)
+    bins = np.arange(n, dtype=np.int64) % (n_bins + 1)
+    counters = CryptoCounters()
+    per = layout.bins_per_plaintext(pk.bits)
+    sums = bin_sums(cts, np.arange(n, dtype=np.int64), bins, n_bins, counters)
+    packed = pack_bins(sums, per, layout, Ciphertext(pk, 1), counters, mode="djn", rng=rng)
+    assert len(packed) == -(-(n_bins + 1) // per) == counters.rerandomizations
+    plain = [sk.decrypt_residue(Ciphertext(pk, v)) for v in packed]
+    positions, hist, table = candidate_histograms(plain, layout, np.array([0]), np.array([n_bins]),
+                                                  np.array([len(packed)]), per, max_bins=16)
+    want = np.zeros((17, 4))
+    for c, b in zip(codes, bins.tolist(), strict=True):
+        want[b if b < n_bins else 16, c] += 1
+    assert positions.tolist() == [0] and table.tolist() == [[0]]
+    assert np.array_equal(hist[0, 0], want)
+    assert counters.additions == n - int(np.count_nonzero(np.bincount(bins)))
