@@ -10,6 +10,7 @@ message still crossing the in-process network as bytes (``network_.transcript``)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -130,8 +131,13 @@ class _RevFRF:
     def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
         raise NotImplementedError
 
-    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]]) -> Any:
-        """Key set-up, then FLE-Expan/FOS-Find layer by layer over the whole forest."""
+    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
+            network: InProcessNetwork | None = None) -> Any:
+        """Key set-up, then FLE-Expan/FOS-Find layer by layer over the whole forest.
+
+        ``partition[i]`` lists the columns of participant ``u{i+1}``.  ``network``: the
+        in-process network to run on (default: a fresh one; benchmarks pass one that times parties)."""
+        t_start = time.perf_counter()
         Xa = _check_X(X)
         n, d = Xa.shape
         parts = check_partition(partition, d)
@@ -152,12 +158,18 @@ class _RevFRF:
         kgc = self.kgc_factory() if self.kgc_factory is not None else KGC.setup(
             self.key_bits, allow_insecure=self.allow_insecure)
         holt.check(kgc.params.bits)
-        net = InProcessNetwork()
+        if kgc.params.tables.window is not None:
+            # One process holds every party's tables: g, each weak h and each h_CS·h_u (prediction).
+            kgc.params.tables.configure(kgc.params.tables.window, max_bases=2 * len(parts) + 6)
+        net = network if network is not None else InProcessNetwork()
         session = SYSTEM_RANDOM.token_bytes(16)
         names = [f"u{i + 1}" for i in range(len(parts))]
         signing = {u: Ed25519PrivateKey.generate() for u in names}
         verify_keys = {u: verify_key_bytes(k) for u, k in signing.items()}
         weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *names]}
+        if kgc.params.tables.window is not None:
+            for sk in weak.values():  # each party's comb tables, built once at key set-up (offline)
+                sk.public.precompute()
         s1, s2 = kgc.strong_shares()
         kgc.forget_strong_key()
         directory = {name: sk.public for name, sk in weak.items()}
@@ -190,6 +202,7 @@ class _RevFRF:
         self._requesters: dict[str, Requester] = {}
         self._batch = 0
 
+        t_grow = time.perf_counter()
         frontier = self.cs_.plant([dr.sample_weight for dr in draws])
         bar = progress(range(self.max_depth or 64), desc="RevFRF layers", enabled=self.show_progress)
         it = iter(bar)
@@ -198,6 +211,7 @@ class _RevFRF:
             next(it, None)
 
         self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(), on_layer=tick)
+        self.timings_ = {"setup": t_grow - t_start, "grow": time.perf_counter() - t_grow}
         return self
 
     # ------------------------------------------------------------------ predict
@@ -214,6 +228,13 @@ class _RevFRF:
         r = self._requesters.get(name)
         if r is None:
             sk = self.kgc_.kgc.issue_weak_key(name)
+            if sk.public.params.tables.window is not None:
+                # comb tables, built once before serving requests: the requester's key and the
+                # joint keys h_CS·h_u under which HoLT results travel (CC encrypts, CS re-randomises)
+                sk.public.precompute()
+                if not self._requesters:
+                    for p in self.participants_.values():
+                        self.cs_.public_key.joint(p.public_key).precompute()
             self.cs_.register_requester(name, sk.public)
             r = self._requesters[name] = Requester(name, self.network_, weak_key=sk, codec=self._codec,
                                                    holt_params=self._holt)

@@ -8,6 +8,7 @@ and what each party learns: ``specs/revfrf.md``.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ def _verify_revocation(verify_keys: Mapping[str, bytes], session: bytes, msg: Re
 
 @dataclass(frozen=True)
 class RevocationRecord:
-    """What one FRF-Revoc run did: the epoch it started, the nodes it destroyed and rebuilt."""
+    """What one FRF-Revoc run did: the epoch it started, the nodes it destroyed (all nodes,
+    and the internal ones whose splits were destroyed), the splits it rebuilt, and the wall time
+    of the rebuild (FLE-Expan) and of the second-level refresh."""
 
     participant: str
     level: int
@@ -83,6 +86,8 @@ class RevocationRecord:
     destroyed: int
     destroyed_splits: int
     rebuilt: int
+    rebuild_seconds: float
+    refresh_seconds: float
 
 
 @dataclass
@@ -488,6 +493,7 @@ class CentralServer(twoserver.CentralServer):
         # Line 16 and forest epochs: survivors re-signed under the new epoch.
         self._new_epoch(msg)
         # Lines 9-12: second level, CC then CS refresh every destroyed split (HEncRef).
+        t0 = time.perf_counter()
         splits = destroyed if msg.level == 2 else []
         reply = self.call(self.cc, RefreshRequest(msg, tuple(q for q, _ in splits),
                                                   tuple(int(c.t1) for _, c in splits),
@@ -499,11 +505,13 @@ class CentralServer(twoserver.CentralServer):
         for (q, _), a, b, h in zip(splits, reply.t1, reply.t2, reply.h, strict=True):
             refreshed, _rho = hencref(Ciphertext.from_ints(PublicKey(self.params, h), a, b), rng=self._rng)
             self.archive.append((q, refreshed))  # ρ_CS is dropped here (FRF-Revoc line 12)
+        t1 = time.perf_counter()
         # Line 8: rebuild the destroyed nodes without p.
         rebuilt = self.grow_forest(frontier, self._rebuild_draw())
+        t2 = time.perf_counter()
         # Line 15: the KGC revokes the key.
         self.call(self.kgc, KGCRevoke(msg), expect=Ack)
-        record = RevocationRecord(p, msg.level, self.epoch, n_destroyed, len(destroyed), rebuilt)
+        record = RevocationRecord(p, msg.level, self.epoch, n_destroyed, len(destroyed), rebuilt, t2 - t1, t1 - t0)
         self.revocations.append(record)
         return RevokeReply(self.epoch, n_destroyed, rebuilt)
 
