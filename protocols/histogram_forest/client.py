@@ -32,7 +32,7 @@ from protocols.histogram_forest.messages import (
     SetupRequest,
 )
 from protocols.histogram_forest.schema import fixed_mapper
-from protocols.histogram_forest.streaming import build_bins
+from protocols.histogram_forest.streaming import build_node_bins
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles
@@ -298,26 +298,31 @@ class Client(Party):
         if setup is None:  # pragma: no cover - checked by the caller
             raise UnexpectedMessage("no setup")
         C = setup.n_classes
-        centres: list[FloatArray] = []
-        counts: list[IntArray] = []
-        lengths: list[int] = []
-        missing: list[IntArray] = []
-        active = self._pos >= 0
-        for i, f in zip(*self._pairs(msg), strict=True):
-            rows = np.flatnonzero(active & (self._pos == i))
-            x, lab, w = self._X[rows, f], self._y[rows], self._weights[rows]
-            cats = setup.categories[f]
-            c, k = build_bins(x, lab, w, C, None if cats else setup.n_bins)
-            centres.append(c)
-            counts.append(k)
-            lengths.append(c.size)
-            nan = np.isnan(x)
-            missing.append(np.bincount(lab[nan], weights=w[nan], minlength=C).astype(np.int64))
+        n_nodes = int(msg.keep.size)
+        node_of, feature_of = self._pairs(msg)
+        bins: dict[tuple[int, int], tuple[FloatArray, IntArray]] = {}
+        missing: dict[tuple[int, int], IntArray] = {}
+        for f in np.unique(feature_of):
+            asking = np.zeros(n_nodes + 1, dtype=bool)
+            asking[node_of[feature_of == f]] = True
+            node = np.where(asking[self._pos], self._pos, -1)  # pos -1 reads asking[-1] = False
+            col = self._X[:, f]
+            per_node = build_node_bins(
+                col, node, self._y, self._weights, n_nodes, C, None if setup.categories[f] else setup.n_bins
+            )
+            nan = (node >= 0) & np.isnan(col)
+            node_missing = np.zeros((n_nodes, C), dtype=np.int64)
+            np.add.at(node_missing, (node[nan], self._y[nan]), self._weights[nan])
+            for i in node_of[feature_of == f]:
+                bins[int(i), int(f)] = per_node[i]
+                missing[int(i), int(f)] = node_missing[i]
+        pairs = [(int(i), int(f)) for i, f in zip(node_of, feature_of, strict=True)]
+        ordered = [bins[p] for p in pairs]
         return BinsReply(
-            centres=np.concatenate(centres),
-            counts=np.concatenate(counts).reshape(-1, C),
-            lengths=np.asarray(lengths, dtype=np.int64),
-            missing=np.vstack(missing),
+            centres=np.concatenate([c for c, _ in ordered]),
+            counts=np.concatenate([k for _, k in ordered]).reshape(-1, C),
+            lengths=np.array([c.size for c, _ in ordered], dtype=np.int64),
+            missing=np.array([missing[p] for p in pairs], dtype=np.int64).reshape(-1, C),
         )
 
     def _counts_reply(self, msg: LayerRequest) -> CountsReply:
