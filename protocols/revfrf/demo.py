@@ -46,6 +46,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--trees", type=int, default=10)
     parser.add_argument("--depth", type=int, default=6)
     parser.add_argument("--rows", type=int, default=5000, help="training rows (of Adult's 32,561)")
+    parser.add_argument("--test-rows", type=int, default=None, help="test rows (default: all 16,281)")
     parser.add_argument("--requests", type=int, default=2, help="encrypted prediction requests")
     parser.add_argument("--revoke", default="u1", help="participant to revoke")
     parser.add_argument("--level", type=int, default=2, choices=(1, 2))
@@ -58,7 +59,7 @@ def main(argv: Sequence[str]) -> int:
     ad = load_adult()
     X = np.nan_to_num(ad.X_train[: args.rows], nan=-1.0)
     y = ad.y_train[: args.rows]
-    Xt, yt = np.nan_to_num(ad.X_test, nan=-1.0), ad.y_test
+    Xt, yt = np.nan_to_num(ad.X_test[: args.test_rows], nan=-1.0), ad.y_test[: args.test_rows]
     d = X.shape[1]
     if not 1 <= args.participants <= d:
         parser.error(f"--participants must be in [1, {d}]")

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from securetrees.dtpkc import Ciphertext
 from securetrees.trees import Tree, TreeBuilder
 
-__all__ = ["Node", "RevTree", "aggregate"]
+__all__ = ["Node", "RevTree", "TreeArrays", "aggregate"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -46,6 +46,16 @@ class Node:
     @property
     def is_leaf(self) -> bool:
         return self.left < 0
+
+
+@dataclass(frozen=True)
+class TreeArrays:
+    """A tree's structure as arrays indexed by node id (ids not in the tree are leaves of value 0)."""
+
+    left: IntArray
+    right: IntArray
+    leaf: npt.NDArray[np.bool_]
+    value: FloatArray
 
 
 @dataclass
@@ -79,6 +89,19 @@ class RevTree:
             else:
                 parent.right = new.id
         return new
+
+    def arrays(self) -> TreeArrays:
+        """Child ids, leaf flags and values by node id, for vectorised traversal."""
+        size = self.next_id
+        width = self.nodes[self.root].value.size
+        left = np.full(size, -1, dtype=np.int64)
+        right = np.full(size, -1, dtype=np.int64)
+        leaf = np.ones(size, dtype=bool)
+        value = np.zeros((size, width), dtype=np.float64)
+        for k, n in self.nodes.items():
+            left[k], right[k], leaf[k] = n.left, n.right, n.is_leaf
+            value[k] = n.value
+        return TreeArrays(left, right, leaf, value)
 
     def subtree(self, node_id: int) -> list[int]:
         """``node_id`` and every descendant, parents first."""

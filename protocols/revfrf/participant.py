@@ -215,36 +215,42 @@ class Participant(Party):
     def drop_rows(self, batch: str) -> None:
         self._batches.pop(batch, None)
 
-    def _batch_values(self, msg: PathRequest | TestRequest) -> FloatArray:
+    def _batch_values(self, msg: PathRequest | TestRequest) -> tuple[FloatArray, FloatArray]:
+        """This participant's values and thresholds for the (row, node) pairs of a request."""
         X = self._batches.get(msg.batch)
         if X is None:
             raise UnexpectedMessage(f"unknown batch {msg.batch!r}")
         rows = np.asarray(msg.rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= X.shape[0]):
             raise UnexpectedMessage("row out of range")
-        cols = []
-        for tree, node in zip(msg.tree.tolist(), msg.node.tolist(), strict=True):
-            own = self._nodes.get((tree, node))
+        trees, nodes = np.asarray(msg.tree, dtype=np.int64), np.asarray(msg.node, dtype=np.int64)
+        if not rows.shape == trees.shape == nodes.shape:
+            raise UnexpectedMessage("one tree and node per row")
+        keys = np.unique(np.stack([trees, nodes], axis=1), axis=0) if rows.size else np.zeros((0, 2), np.int64)
+        col = np.empty(rows.size, dtype=np.int64)
+        thr = np.empty(rows.size, dtype=np.float64)
+        for t, n in keys.tolist():
+            own = self._nodes.get((t, n))
             if own is None:
-                raise StaleEpochError(f"node ({tree}, {node}) is not live")
-            cols.append(self._col[own.column])
-        return np.asarray(X[rows, np.asarray(cols, dtype=np.int64)], dtype=np.float64)
+                raise StaleEpochError(f"node ({t}, {n}) is not live")
+            at = (trees == t) & (nodes == n)
+            col[at] = self._col[own.column]
+            thr[at] = own.threshold
+        return np.asarray(X[rows, col], dtype=np.float64), thr
 
     @handles(PathRequest)
     def on_path(self, sender: str, msg: PathRequest) -> PathReply:
         """``predict(X)``: ``x ≤ s`` on its own column and threshold.  Learns: which of its
         nodes each row reaches."""
         self._check_active()
-        x = self._batch_values(msg)
-        thr = np.array([self._nodes[(t, n)].threshold for t, n in zip(msg.tree.tolist(), msg.node.tolist(),
-                                                                         strict=True)], dtype=np.float64)
+        x, thr = self._batch_values(msg)
         return PathReply(np.asarray(x <= thr, dtype=bool))
 
     @handles(TestRequest)
     def on_test(self, sender: str, msg: TestRequest) -> TestReply:
         """FT-Test (erratum 7): ``[[x]]_{pk_u}`` of its own value for each (row, node)."""
         self._check_active()
-        x = self._batch_values(msg)
+        x, _ = self._batch_values(msg)
         cts = [encrypt(self._weak.public, self._fx.encode_scalar(float(v)), rng=self._rng, signed=self._range)
                for v in x.tolist()]
         return TestReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))

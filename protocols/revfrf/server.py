@@ -63,6 +63,7 @@ __all__ = ["CentralServer", "ComputationServer", "KeyCentre", "RevocationRecord"
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 Draw = Callable[[RevTree], IntArray]
 
 
@@ -88,6 +89,15 @@ class RevocationRecord:
     rebuilt: int
     rebuild_seconds: float
     refresh_seconds: float
+
+
+@dataclass(frozen=True)
+class Level:
+    """The (row, tree, node) triples of one prediction level whose node is internal."""
+
+    row: IntArray
+    tree: IntArray
+    node: IntArray
 
 
 @dataclass
@@ -337,74 +347,83 @@ class CentralServer(twoserver.CentralServer):
             raise ProtocolError("a leaf has no split")
         return NodeRef(tree.index, node.id, node.epoch, int(node.split.t1), int(node.split.t2), node.signature)
 
-    def _decide(self, requester: str, items: Sequence[tuple[RevTree, Node, Ciphertext]]) -> list[bool]:
-        """FT-Predict lines 4-7 for a batch of (tree, node, ``[[x]]``): batched HoLT of
-        ``x < s + 1`` (i.e. ``x ≤ s``: left), then ParHDec1 by each provider (one round) and
+    def _decide(self, requester: str, level: Level, xs: Sequence[Ciphertext]) -> BoolArray:
+        """FT-Predict lines 4-7 for a level: batched HoLT of ``x < s + 1`` (i.e. ``x ≤ s``: left)
+        for each (tree, node) with its ``[[x]]``, then ParHDec1 by each provider (one round) and
         ParHDec2 here.  Reveals to the CS: the path bits."""
+        nodes = [self.trees[t].nodes[n] for t, n in zip(level.tree.tolist(), level.node.tolist(), strict=True)]
         pairs = []
-        for _, node, cx in items:
+        for node, cx in zip(nodes, xs, strict=True):
             if node.split is None or node.provider is None:
                 raise ProtocolError("comparison at a leaf")
             pairs.append((cx, node.split.add_constant(1)))
         bits_enc = self.holt_many(pairs)
-        by_party: dict[str, list[int]] = defaultdict(list)
-        for i, (_, node, _) in enumerate(items):
-            by_party[node.provider or ""].append(i)
-        for p in by_party:
+        groups = self._groups(level)
+        for p in groups:
             if p in self.revoked:
                 raise RevokedError(f"{p!r} has been revoked")
         requests = {
-            p: ParHDecRequest(requester, tuple(self._ref(items[i][0], items[i][1]) for i in idx),
-                              tuple(int(bits_enc[i].t1) for i in idx), tuple(int(bits_enc[i].t2) for i in idx))
-            for p, idx in by_party.items()
+            p: ParHDecRequest(requester,
+                              tuple(self._ref(self.trees[int(level.tree[i])], nodes[i]) for i in idx.tolist()),
+                              tuple(int(bits_enc[i].t1) for i in idx.tolist()),
+                              tuple(int(bits_enc[i].t2) for i in idx.tolist()))
+            for p, idx in groups.items()
         }
         replies = self.call_many(requests, expect=ParHDecReply)
-        out = [False] * len(items)
-        for p, idx in by_party.items():
+        out = np.zeros(len(nodes), dtype=bool)
+        for p, idx in groups.items():
             r = replies[p]
-            if not len(r.t1) == len(r.t2) == len(idx):
+            if not len(r.t1) == len(r.t2) == idx.size:
                 raise UnexpectedMessage(f"malformed ParHDec1 reply from {p}")
-            for i, a, b in zip(idx, r.t1, r.t2, strict=True):
+            for i, a, b in zip(idx.tolist(), r.t1, r.t2, strict=True):
                 bit = decrypt_weak(self._weak, Ciphertext.from_ints(self.public_key, a, b))
                 if bit not in (0, 1):
                     raise ProtocolError("HoLT result is not a bit")
                 out[i] = bit == 1
         return out
 
-    def _walk(self, n_rows: int, decide: Callable[[list[tuple[int, RevTree, Node]]], list[bool]]) -> FloatArray:
-        """Level by level across the forest: ``decide`` answers "left?" for (row, tree, node)."""
-        leaves: list[FloatArray] = []
-        cur = [[t.root] * n_rows for t in self.trees]
+    def _walk(self, n_rows: int, decide: Callable[[Level], BoolArray]) -> FloatArray:
+        """Level by level across the forest: ``decide`` answers "left?" for every (row, tree,
+        node) whose current node is internal (arrays; one round or two per level)."""
+        tabs = [t.arrays() for t in self.trees]
+        cur = [np.full(n_rows, t.root, dtype=np.int64) for t in self.trees]
         while True:
-            todo = [(r, t, t.nodes[cur[t.index][r]]) for t in self.trees for r in range(n_rows)
-                    if not t.nodes[cur[t.index][r]].is_leaf]
-            if not todo:
+            acts = [np.flatnonzero(~tab.leaf[c]) for tab, c in zip(tabs, cur, strict=True)]
+            if not any(a.size for a in acts):
                 break
-            for (r, t, node), left in zip(todo, decide(todo), strict=True):
-                cur[t.index][r] = node.left if left else node.right
-        for t in self.trees:
-            leaves.append(np.stack([t.nodes[k].value for k in cur[t.index]]))
+            level = Level(
+                np.concatenate(acts),
+                np.concatenate([np.full(a.size, i, dtype=np.int64) for i, a in enumerate(acts)]),
+                np.concatenate([c[a] for c, a in zip(cur, acts, strict=True)]),
+            )
+            left = np.asarray(decide(level), dtype=bool)
+            at = 0
+            for tab, c, a in zip(tabs, cur, acts, strict=True):
+                go, nodes = left[at:at + a.size], c[a]
+                c[a] = np.where(go, tab.left[nodes], tab.right[nodes])
+                at += a.size
+        leaves = [tab.value[c] for tab, c in zip(tabs, cur, strict=True)]
         return aggregate(leaves, self.task, self.voting)
+
+    def _groups(self, level: Level) -> dict[str, IntArray]:
+        """Positions of the level's items by provider of their node."""
+        prov = np.array([self.trees[t].nodes[n].provider or "" for t, n in zip(level.tree.tolist(),
+                                                                                   level.node.tolist(), strict=True)])
+        return {str(p): np.flatnonzero(prov == p) for p in np.unique(prov).tolist()}
 
     def predict_vertical(self, batch: str, n_rows: int) -> FloatArray:
         """``predict(X)`` on rows held by the providers: one round per level (path bits only)."""
 
-        def decide(todo: list[tuple[int, RevTree, Node]]) -> list[bool]:
-            groups: dict[str, list[int]] = defaultdict(list)
-            for i, (_, _, node) in enumerate(todo):
-                groups[node.provider or ""].append(i)
-            reqs = {p: PathRequest(batch, np.array([todo[i][0] for i in idx], dtype=np.int64),
-                                   np.array([todo[i][1].index for i in idx], dtype=np.int64),
-                                   np.array([todo[i][2].id for i in idx], dtype=np.int64))
-                    for p, idx in groups.items()}
-            replies = self.call_many(reqs, expect=PathReply)
-            out = [False] * len(todo)
+        def decide(level: Level) -> BoolArray:
+            groups = self._groups(level)
+            replies = self.call_many({p: PathRequest(batch, level.row[idx], level.tree[idx], level.node[idx])
+                                      for p, idx in groups.items()}, expect=PathReply)
+            out = np.zeros(level.row.size, dtype=bool)
             for p, idx in groups.items():
                 bits = np.asarray(replies[p].left)
-                if bits.shape != (len(idx),) or bits.dtype != np.bool_:
+                if bits.shape != idx.shape or bits.dtype != np.bool_:
                     raise UnexpectedMessage(f"malformed path bits from {p}")
-                for i, b in zip(idx, bits.tolist(), strict=True):
-                    out[i] = bool(b)
+                out[idx] = bits
             return out
 
         return self._walk(n_rows, decide)
@@ -413,23 +432,18 @@ class CentralServer(twoserver.CentralServer):
         """FRF-Test / FT-Test (Protocols 6-7, erratum 7): each provider encrypts its own value,
         then the comparison runs as in FT-Predict."""
 
-        def decide(todo: list[tuple[int, RevTree, Node]]) -> list[bool]:
-            groups: dict[str, list[int]] = defaultdict(list)
-            for i, (_, _, node) in enumerate(todo):
-                groups[node.provider or ""].append(i)
-            reqs = {p: TestRequest(batch, np.array([todo[i][0] for i in idx], dtype=np.int64),
-                                   np.array([todo[i][1].index for i in idx], dtype=np.int64),
-                                   np.array([todo[i][2].id for i in idx], dtype=np.int64))
-                    for p, idx in groups.items()}
-            replies = self.call_many(reqs, expect=TestReply)
-            items: list[tuple[RevTree, Node, Ciphertext] | None] = [None] * len(todo)
+        def decide(level: Level) -> BoolArray:
+            groups = self._groups(level)
+            replies = self.call_many({p: TestRequest(batch, level.row[idx], level.tree[idx], level.node[idx])
+                                      for p, idx in groups.items()}, expect=TestReply)
+            cts: dict[int, Ciphertext] = {}
             for p, idx in groups.items():
                 r = replies[p]
-                if not len(r.t1) == len(r.t2) == len(idx):
+                if not len(r.t1) == len(r.t2) == idx.size:
                     raise UnexpectedMessage(f"malformed FT-Test reply from {p}")
-                for i, a, b in zip(idx, r.t1, r.t2, strict=True):
-                    items[i] = (todo[i][1], todo[i][2], Ciphertext.from_ints(self._keys[p], a, b))
-            return self._decide(self.name, [it for it in items if it is not None])
+                for i, a, b in zip(idx.tolist(), r.t1, r.t2, strict=True):
+                    cts[i] = Ciphertext.from_ints(self._keys[p], a, b)
+            return self._decide(self.name, level, [cts[i] for i in range(level.row.size)])
 
         return self._walk(n_rows, decide)
 
@@ -445,8 +459,10 @@ class CentralServer(twoserver.CentralServer):
             raise UnexpectedMessage(f"a request has {self.n_features} encrypted features")
         x = [Ciphertext.from_ints(pk, a, b) for a, b in zip(msg.t1, msg.t2, strict=True)]
 
-        def decide(todo: list[tuple[int, RevTree, Node]]) -> list[bool]:
-            return self._decide(sender, [(t, n, x[n.column]) for _, t, n in todo])
+        def decide(level: Level) -> BoolArray:
+            cols = [self.trees[t].nodes[n].column for t, n in zip(level.tree.tolist(), level.node.tolist(),
+                                                                   strict=True)]
+            return self._decide(sender, level, [x[c] for c in cols])
 
         return PredictReply(self._walk(1, decide)[0])
 
