@@ -93,6 +93,7 @@ def _ks_uniform(u: np.ndarray) -> float:
     return float(max(np.max(i / n - u), np.max(u - (i - 1) / n)))
 
 
+@pytest.mark.statistical
 def test_individual_guest_histograms_look_uniform_to_the_host() -> None:
     data = hybrid_data()
     n = KEY[0].n
