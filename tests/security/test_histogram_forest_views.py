@@ -69,6 +69,10 @@ def test_secure_server_view_holds_only_masked_vectors_with_the_plain_sum() -> No
     assert set(types) == {
         "histogram_forest.setup_reply", "histogram_forest.ack", "histogram_forest.counts",
     }
+    for i in range(4):
+        assert set(secure.transcript_.types_received(f"client{i}")) == {
+            "histogram_forest.setup", "histogram_forest.keys", "histogram_forest.layer",
+        }
     plain_rounds = list(server_counts(plain.transcript_).values())
     secure_rounds = list(server_counts(secure.transcript_).values())
     assert len(plain_rounds) == len(secure_rounds) > 2
