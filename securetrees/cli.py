@@ -25,6 +25,11 @@ __all__ = ["DEFAULT_DEMO", "DEMOS", "main"]
 DEMOS: Final[dict[str, tuple[str, str]]] = {
     # name: ("module:function", one-line description)
     "paillier": ("securetrees.demos.paillier:main", "Paillier encryption modes, homomorphic sums, timings"),
+    "dtpkc": ("securetrees.demos.dtpkc:main", "DT-PKC keys, HoAdd and HoLT between the two servers"),
+    "revfrf": ("protocols.revfrf.demo:main", "RevFRF on Adult: train, encrypted prediction, revocation"),
+    "federated-forest": ("protocols.federated_forest.demo:main", "Federated Forest on Adult, vertical clients"),
+    "hybridtree": ("protocols.hybridtree.demo:main", "HybridTree on Adult's hybrid split, host and 5 guests"),
+    "histogram-forest": ("protocols.histogram_forest.demo:main", "Cross-silo histogram forest on Adult"),
 }
 """Every demo, in the order ``--list`` shows them."""
 
