@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from protocols.histogram_forest.mechanisms import check_epsilon
 from securetrees.errors import ParameterError, ProtocolError
 
-__all__ = ["PrivacyAccountant", "Release", "layer_sensitivity", "per_release_epsilon"]
+__all__ = ["GRID_SHARE", "PrivacyAccountant", "Release", "budget_split", "layer_sensitivity", "per_release_epsilon"]
+
+
+#: Share of the budget spent on the first private round (quantile bin edges), when there is one.
+GRID_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,15 @@ def per_release_epsilon(epsilon: float, n_trees: int, max_depth: int) -> float:
     if n_trees < 1 or max_depth < 1:
         raise ParameterError("a DP forest needs n_trees >= 1 and max_depth >= 1")
     return eps / (n_trees * max_depth)
+
+
+def budget_split(epsilon: float, n_trees: int, max_depth: int, *, grid: bool) -> tuple[float | None, float]:
+    """``(ε of the grid round or None, ε per layer release)``: the grid round takes ``GRID_SHARE`` of
+    the budget, the ``n_trees · max_depth`` layer releases share the rest evenly."""
+    eps = check_epsilon(epsilon)
+    if not grid:
+        return None, per_release_epsilon(eps, n_trees, max_depth)
+    return GRID_SHARE * eps, per_release_epsilon((1 - GRID_SHARE) * eps, n_trees, max_depth)
 
 
 @dataclass

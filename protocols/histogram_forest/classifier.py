@@ -39,7 +39,9 @@ class HistogramForestClassifier:
     Parameters (spec "Modes"): ``n_estimators``, ``max_depth``, ``n_bins`` (b), ``epsilon`` (total
     privacy budget per client, None for no noise), ``secure_aggregation`` (>= 3 clients),
     ``random_state`` (bootstrap and feature draws; noise never depends on it), ``histogram``
-    ("auto", "streaming" = the paper's bins, "fixed" = declared-range bins), ``noise`` ("histogram"
+    ("auto", "streaming" = the paper's bins, "fixed" = bins agreed up front), ``bin_edges`` for fixed bins
+    ("uniform" over the declared ranges, or "quantile" from a first private round over a grid of
+    ``grid_cells`` cells per numeric feature), ``noise`` ("histogram"
     = the geometric mechanism on every count, "input" = perturb the data once), ``criterion``
     ("gini" or "entropy"), ``max_features`` (per node; "sqrt", "log2", int, fraction, None),
     ``sampling`` ("bootstrap", "subsample" without replacement, "none"), ``subsample_fraction``,
@@ -59,6 +61,8 @@ class HistogramForestClassifier:
         random_state: int | None = None,
         *,
         histogram: str = "auto",
+        bin_edges: str = "uniform",
+        grid_cells: int = 1024,
         noise: str = "histogram",
         criterion: str = "gini",
         max_features: int | float | str | None = "sqrt",
@@ -79,6 +83,8 @@ class HistogramForestClassifier:
         self.secure_aggregation = secure_aggregation
         self.random_state = random_state
         self.histogram = histogram
+        self.bin_edges = bin_edges
+        self.grid_cells = grid_cells
         self.noise = noise
         self.criterion = criterion
         self.max_features = max_features
@@ -135,6 +141,12 @@ class HistogramForestClassifier:
             check_epsilon(self.epsilon)
         if self.histogram not in ("auto", "streaming", "fixed"):
             raise ParameterError(f"unknown histogram kind {self.histogram!r}")
+        if self.bin_edges not in ("uniform", "quantile"):
+            raise ParameterError(f"unknown bin_edges {self.bin_edges!r}")
+        if isinstance(self.grid_cells, bool) or not isinstance(self.grid_cells, (int, np.integer)) or not (
+            2 <= self.grid_cells <= 65535
+        ):
+            raise ParameterError("grid_cells must be an int in [2, 65535]")
         if self.noise not in ("histogram", "input"):
             raise ParameterError(f"unknown noise placement {self.noise!r}")
         if self.criterion not in ("gini", "entropy"):
@@ -226,6 +238,7 @@ class HistogramForestClassifier:
             sampling=self.sampling,
             subsample_fraction=float(self.subsample_fraction),
             max_multiplicity=int(self.max_multiplicity),
+            grid_cells=int(self.grid_cells) if kind == "fixed" and self.bin_edges == "quantile" else 0,
             min_samples_split=float(self.min_samples_split),
             min_samples_leaf=float(self.min_samples_leaf),
             epsilon=None if self.epsilon is None or self.noise == "input" else float(self.epsilon),

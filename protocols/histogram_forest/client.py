@@ -13,17 +13,14 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.accountant import (
-    PrivacyAccountant,
-    Release,
-    layer_sensitivity,
-    per_release_epsilon,
-)
+from protocols.histogram_forest.accountant import PrivacyAccountant, Release, budget_split, layer_sensitivity
 from protocols.histogram_forest.mechanisms import check_epsilon, geometric_noise, laplace_noise, randomized_response
 from protocols.histogram_forest.messages import (
     Ack,
     BinsReply,
     CountsReply,
+    EdgesNotice,
+    GridRequest,
     KeysRequest,
     LayerRequest,
     RangesReply,
@@ -31,7 +28,7 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
-from protocols.histogram_forest.schema import fixed_mapper
+from protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
 from protocols.histogram_forest.streaming import build_node_bins
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
@@ -43,12 +40,13 @@ from securetrees.trees.binning import BinMapper
 from securetrees.trees.histogram import build_histograms
 from securetrees.trees.sampling import TreeDraws, tree_generators
 
-__all__ = ["MASK_PURPOSE", "Client", "perturb_inputs"]
+__all__ = ["GRID_PURPOSE", "MASK_PURPOSE", "Client", "perturb_inputs"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 MASK_PURPOSE = "histogram_forest/layer"
+GRID_PURPOSE = "histogram_forest/grid"
 RING = Z2k(64)
 
 
@@ -118,6 +116,8 @@ class Client(Party):
         self._seed = seed
         self._max_epsilon = None if max_epsilon is None else check_epsilon(max_epsilon)
         self._eps_release: float | None = None
+        self._eps_grid: float | None = None
+        self._grid_done = False
         self._rng = rng
         self._setup: SetupRequest | None = None
         self._mapper: BinMapper | None = None
@@ -185,11 +185,14 @@ class Client(Party):
         if msg.histogram == "fixed":
             if msg.low.size == 0:
                 raise ProtocolError("fixed bins need ranges")
-            self._mapper = fixed_mapper(msg.categories, msg.low, msg.high, msg.n_bins)
-            self._binned = self._mapper.transform(self._X)
+            if not msg.grid_cells:
+                self._mapper = fixed_mapper(msg.categories, msg.low, msg.high, msg.n_bins)
+                self._binned = self._mapper.transform(self._X)
         if msg.epsilon is not None:
             self._accountant = PrivacyAccountant(msg.epsilon)
-            self._eps_release = per_release_epsilon(msg.epsilon, msg.n_trees, msg.max_depth)
+            self._eps_grid, self._eps_release = budget_split(
+                msg.epsilon, msg.n_trees, msg.max_depth, grid=msg.grid_cells > 0
+            )
         self._generators = tree_generators(self._seed, msg.n_trees)
         public = b""
         if msg.secure:
@@ -209,6 +212,54 @@ class Client(Party):
         self._masker = PairwiseMasker(self.name, self._key, peers, session=self._setup.session)
         return Ack()
 
+    @handles(GridRequest)
+    def on_grid(self, sender: str, msg: GridRequest) -> CountsReply:
+        """Step ``grid`` (first private round): per numeric feature, the count of this client's rows in
+        each cell of the fine grid, noisy under DP and masked in secure mode.
+
+        Reveals to the server: this client's grid counts (plain), or only their sum (secure)."""
+        setup = self._setup
+        if setup is None or not setup.grid_cells or self._grid_done or msg.cells != setup.grid_cells:
+            raise UnexpectedMessage("one grid round, after a setup that announced it")
+        if setup.secure and self._masker is None:
+            raise UnexpectedMessage("grid before the key exchange")
+        self._grid_done = True
+        grid = fixed_mapper(setup.categories, setup.low, setup.high, msg.cells)
+        binned = grid.transform(self._X)
+        numeric = [f for f, k in enumerate(setup.categories) if not k]
+        counts = np.zeros((len(numeric), msg.cells), dtype=np.int64)
+        for j, f in enumerate(numeric):
+            codes = binned[:, f].astype(np.int64)
+            counts[j] = np.bincount(codes[codes < grid.missing_bin], minlength=msg.cells)[: msg.cells]
+        if self._eps_grid is not None and self._accountant is not None and numeric:
+            delta = len(numeric)  # a row adds 1 to one cell per numeric feature
+            self._accountant.charge(Release(-1, -1, 1, delta, delta, self._eps_grid))
+            counts = counts + geometric_noise(counts.shape, self._eps_grid, delta, rng=self._rng)
+        return self._seal(counts.reshape(-1), round=0, purpose=GRID_PURPOSE)
+
+    @handles(EdgesNotice)
+    def on_edges(self, sender: str, msg: EdgesNotice) -> Ack:
+        """Step ``edges``: the agreed bin edges (computed by the server from the summed grid)."""
+        setup = self._setup
+        if setup is None or not self._grid_done or self._mapper is not None:
+            raise UnexpectedMessage("edges arrive once, after the grid round")
+        try:
+            self._mapper = mapper_from_edges(setup.categories, msg.edges, setup.n_bins)
+        except ParameterError as exc:
+            raise ProtocolError(f"unusable bin edges: {exc}") from exc
+        self._binned = self._mapper.transform(self._X)
+        return Ack()
+
+    def _seal(self, flat: IntArray, *, round: int, purpose: str) -> CountsReply:
+        """The reply carrying ``flat``: as is, or masked with this client's net pairwise mask."""
+        setup = self._setup
+        if setup is None or not setup.secure:
+            return CountsReply(counts=flat)
+        if self._masker is None:  # pragma: no cover - checked by the callers
+            raise UnexpectedMessage("no masker")
+        masked = self._masker.mask(flat.view(np.uint64), ring=RING, round=round, purpose=purpose)
+        return CountsReply(counts=RING.to_wire(masked))
+
     # -- one layer -------------------------------------------------------------------------------
 
     @handles(LayerRequest)
@@ -223,6 +274,8 @@ class Client(Party):
             raise UnexpectedMessage("layer before setup")
         if setup.secure and self._masker is None:
             raise UnexpectedMessage("layer before the key exchange")
+        if setup.histogram == "fixed" and self._mapper is None:
+            raise UnexpectedMessage("layer before the bin edges are agreed")
         if msg.step != self._last_step + 1:
             raise UnexpectedMessage(f"step {msg.step} after {self._last_step}: steps are never repeated or skipped")
         if msg.features.shape[1] != setup.n_features:
@@ -344,11 +397,5 @@ class Client(Party):
                 Release(msg.tree, msg.layer, int(msg.keep.size), setup.features_per_node, delta, eps)
             )
             counts = counts + geometric_noise(counts.shape, eps, delta, rng=self._rng)
-        flat = counts.reshape(-1)
-        if not setup.secure:
-            return CountsReply(counts=flat)
-        if self._masker is None:  # pragma: no cover - checked by the caller
-            raise UnexpectedMessage("no masker")
-        masked = self._masker.mask(flat.view(np.uint64), ring=RING, round=msg.step, purpose=MASK_PURPOSE)
-        return CountsReply(counts=RING.to_wire(masked))
+        return self._seal(counts.reshape(-1), round=msg.step, purpose=MASK_PURPOSE)
 

@@ -18,6 +18,8 @@ __all__ = [
     "Ack",
     "BinsReply",
     "CountsReply",
+    "EdgesNotice",
+    "GridRequest",
     "KeysRequest",
     "LayerRequest",
     "RangesReply",
@@ -87,6 +89,7 @@ class SetupRequest(Message):
     max_multiplicity: int
     features_per_node: int
     max_depth: int
+    grid_cells: int  # > 0: bin edges from a first private round over a grid of this many cells
     epsilon: float | None  # total ε of the histogram noise over the forest; None: no noise
     input_epsilon: float | None  # ε of input perturbation; None: none
     secure: bool
@@ -112,6 +115,8 @@ class SetupRequest(Message):
             raise ParameterError("features_per_node out of range")
         if self.max_depth < 1:
             raise ParameterError("max_depth must be >= 1")
+        if self.grid_cells < 0 or self.grid_cells > 65535 or (self.grid_cells and self.histogram != "fixed"):
+            raise ParameterError("grid_cells must be in [0, 65535], and used with fixed bins only")
         for eps in (self.epsilon, self.input_epsilon):
             if eps is not None and not (np.isfinite(eps) and eps > 0):
                 raise ParameterError("epsilon must be finite and > 0")
@@ -130,6 +135,30 @@ class KeysRequest(Message):
     """Every participant's X25519 public key (secure mode)."""
 
     public_keys: dict[str, bytes]
+
+
+@message("histogram_forest.grid")
+@dataclass(frozen=True)
+class GridRequest(Message):
+    """First private round (spec step ``grid``): counts of every numeric feature over the fine grid."""
+
+    cells: int
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.cells <= 65535:
+            raise ParameterError("cells must be in [2, 65535]")
+
+
+@message("histogram_forest.edges")
+@dataclass(frozen=True)
+class EdgesNotice(Message):
+    """The agreed bin edges of every feature (empty for categorical ones), from the grid round."""
+
+    edges: list[np.ndarray]
+
+    def __post_init__(self) -> None:
+        for e in self.edges:
+            _check_array("edges", e, "f", 1)
 
 
 @message("histogram_forest.layer")

@@ -14,17 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.accountant import (
-    PrivacyAccountant,
-    Release,
-    layer_sensitivity,
-    per_release_epsilon,
-)
+from protocols.histogram_forest.accountant import PrivacyAccountant, Release, budget_split, layer_sensitivity
 from protocols.histogram_forest.client import RING
 from protocols.histogram_forest.messages import (
     Ack,
     BinsReply,
     CountsReply,
+    EdgesNotice,
+    GridRequest,
     KeysRequest,
     LayerRequest,
     RangesReply,
@@ -32,13 +29,14 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
-from protocols.histogram_forest.schema import fixed_mapper, slot_count
+from protocols.histogram_forest.schema import fixed_mapper, grid_quantile_edges, mapper_from_edges, slot_count
 from protocols.histogram_forest.streaming import combine_bins, split_thresholds
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.progress import progress
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party
 from securetrees.secagg.masker import check_party_count
+from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion, make_criterion
 from securetrees.trees.grow import GrowParams
 from securetrees.trees.histogram import best_splits
@@ -57,7 +55,8 @@ class ForestConfig:
     """The public parameters of one run (validated by the facade; spec "Modes").
 
     ``low``/``high`` are declared numeric ranges (NaN for categorical features),
-    or None to ask the clients (fixed bins without DP only).
+    or None to ask the clients (fixed bins without DP only).  ``grid_cells > 0``
+    replaces the equal-width bins by quantile bins from a first private round.
     """
 
     n_features: int
@@ -72,6 +71,7 @@ class ForestConfig:
     sampling: str = "bootstrap"
     subsample_fraction: float = 0.632
     max_multiplicity: int = 3
+    grid_cells: int = 0
     min_samples_split: float = 2.0
     min_samples_leaf: float = 1.0
     epsilon: float | None = None
@@ -121,6 +121,7 @@ class Server(Party):
         self.accountant: PrivacyAccountant | None = None
         self.low: FloatArray | None = None
         self.high: FloatArray | None = None
+        self.mapper: BinMapper | None = None
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -164,6 +165,7 @@ class Server(Party):
             max_multiplicity=cfg.max_multiplicity,
             features_per_node=cfg.features_per_node,
             max_depth=cfg.max_depth,
+            grid_cells=cfg.grid_cells,
             epsilon=cfg.epsilon,
             input_epsilon=cfg.input_epsilon,
             secure=cfg.secure,
@@ -179,6 +181,31 @@ class Server(Party):
             self.call_many({c: KeysRequest(public_keys=directory) for c in self.clients}, expect=Ack)
         if cfg.epsilon is not None:
             self.accountant = PrivacyAccountant(cfg.epsilon)
+        if cfg.histogram == "fixed":
+            self.mapper = self.agree_edges() if cfg.grid_cells else fixed_mapper(
+                cfg.categories, self.low, self.high, cfg.n_bins
+            )
+
+    def agree_edges(self) -> BinMapper:
+        """Steps ``grid`` and ``edges``: quantile edges from the clients' summed grid counts.
+
+        Reveals to the server: the sum over clients of the grid counts (noisy under DP); in plain mode
+        also each client's counts."""
+        cfg = self.config
+        if self.low is None or self.high is None:  # pragma: no cover - set by setup()
+            raise ProtocolError("not set up")
+        grid = fixed_mapper(cfg.categories, self.low, self.high, cfg.grid_cells)
+        numeric = [f for f, k in enumerate(cfg.categories) if not k]
+        if self.accountant is not None and cfg.epsilon is not None and numeric:
+            eps_grid, _ = budget_split(cfg.epsilon, cfg.n_trees, cfg.max_depth, grid=True)
+            self.accountant.charge(Release(-1, -1, 1, len(numeric), len(numeric), float(eps_grid or 0.0)))
+        replies = self.call_many({c: GridRequest(cells=cfg.grid_cells) for c in self.clients}, expect=CountsReply)
+        sums = self._merge_counts(replies, len(numeric) * cfg.grid_cells).reshape(len(numeric), cfg.grid_cells)
+        edges = [np.empty(0, dtype=np.float64) for _ in cfg.categories]
+        for j, f in enumerate(numeric):
+            edges[f] = grid_quantile_edges(grid, sums[j].astype(np.float64), f, cfg.n_bins)
+        self.call_many({c: EdgesNotice(edges=edges) for c in self.clients}, expect=Ack)
+        return mapper_from_edges(cfg.categories, edges, cfg.n_bins)
 
     # -- training ------------------------------------------------------------------------------
 
@@ -263,10 +290,9 @@ class Server(Party):
 
     def _n_bins_for_search(self) -> IntArray:
         if self.config.histogram == "fixed":
-            if self.low is None or self.high is None:  # pragma: no cover - set by setup()
+            if self.mapper is None:  # pragma: no cover - set by setup()
                 raise ProtocolError("not set up")
-            mapper = fixed_mapper(self.config.categories, self.low, self.high, self.config.n_bins)
-            return np.asarray(mapper.n_bins, dtype=np.int64)
+            return np.asarray(self.mapper.n_bins, dtype=np.int64)
         return np.array([k if k else self._slots for k in self.config.categories], dtype=np.int64)
 
     def _threshold(self, feature: int, bin_index: int, streaming: FloatArray | None) -> float:
@@ -274,11 +300,9 @@ class Server(Party):
             return float(bin_index)
         if streaming is not None:
             return float(streaming[feature, bin_index])
-        if self.low is None or self.high is None:  # pragma: no cover - set by setup()
+        if self.mapper is None:  # pragma: no cover - set by setup()
             raise ProtocolError("not set up")
-        return fixed_mapper(self.config.categories, self.low, self.high, self.config.n_bins).threshold(
-            feature, bin_index
-        )
+        return self.mapper.threshold(feature, bin_index)
 
     def _node_totals(self, hist: FloatArray, features: BoolArray) -> FloatArray:
         first = np.argmax(features, axis=1)
@@ -290,7 +314,7 @@ class Server(Party):
             return
         multiplicity = cfg.max_multiplicity if cfg.sampling == "bootstrap" else 1
         delta = layer_sensitivity(multiplicity, cfg.features_per_node)
-        eps = per_release_epsilon(cfg.epsilon, cfg.n_trees, cfg.max_depth)
+        _, eps = budget_split(cfg.epsilon, cfg.n_trees, cfg.max_depth, grid=cfg.grid_cells > 0)
         self.accountant.charge(
             Release(request.tree, request.layer, int(request.keep.size), cfg.features_per_node, delta, eps)
         )

@@ -75,6 +75,36 @@ def test_secure_aggregation_grows_the_same_forest_as_plain_fixed_bins(parts3: An
     assert secure.transcript_.rounds == plain.transcript_.rounds + 1
 
 
+def test_quantile_edges_from_the_private_grid_round(parts3: Any, schema: dict[str, Any]) -> None:
+    """The first private round: edges at the grid boundaries where the joined data's cumulative share
+    reaches k/b; secure aggregation agrees on the same edges and grows the same forest."""
+    common = dict(n_estimators=2, max_depth=3, n_bins=4, histogram="fixed", bin_edges="quantile", grid_cells=20,
+                  random_state=5, **schema)
+    plain = HistogramForestClassifier(**common).fit(parts3)
+    secure = HistogramForestClassifier(secure_aggregation=True, **common).fit(parts3, rng=DeterministicRandom("hf/q"))
+    assert all(a.same_as(b) for a, b in zip(plain.trees_, secure.trees_, strict=True))
+    X, _ = joined(parts3)
+    for f, (lo, hi) in enumerate([(0.0, 10.0), (0.0, 20.0)]):
+        boundaries = lo + (hi - lo) * np.arange(1, 20) / 20
+        share = np.array([np.mean(X[:, f] <= g) for g in boundaries])
+        expected = np.unique([boundaries[np.argmax(share >= q)] for q in (0.25, 0.5, 0.75)])
+        used = plain.trees_[0].threshold[plain.trees_[0].feature == f]
+        assert set(np.round(used[np.isfinite(used)], 9)) <= set(np.round(expected, 9))
+    types = secure.transcript_.types_received("client0")
+    assert types["histogram_forest.grid"] == 1 and types["histogram_forest.edges"] == 1
+
+
+def test_accountant_counts_the_grid_round(parts3: Any, schema: dict[str, Any]) -> None:
+    model = HistogramForestClassifier(
+        n_estimators=2, max_depth=2, n_bins=4, epsilon=10.0, bin_edges="quantile", grid_cells=16,
+        sampling="subsample", random_state=0, **schema,
+    ).fit(parts3, rng=DeterministicRandom("hf/grid"))
+    grid, *layers = model.privacy_ledger_
+    assert (grid.tree, grid.layer, grid.sensitivity, grid.epsilon) == (-1, -1, 2, pytest.approx(1.0))
+    assert all(r.epsilon == pytest.approx(9.0 / 4) for r in layers) and len(layers) <= 4
+    assert model.client_epsilon_spent_ == pytest.approx([model.epsilon_spent_] * 3)
+
+
 def test_accountant_total_matches_hand_count(make: Any, schema: dict[str, Any]) -> None:
     """2 trees of depth 3 on data big enough that every layer splits: 2 · 3 releases of ε / 6 each."""
     parts = make(3, 400, seed=3)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocols.histogram_forest import Client, HistogramForestClassifier
-from protocols.histogram_forest.messages import KeysRequest, LayerRequest, SetupRequest
+from protocols.histogram_forest.messages import EdgesNotice, GridRequest, KeysRequest, LayerRequest, SetupRequest
 from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.runtime import InProcessNetwork, decode, encode
 
@@ -94,7 +94,7 @@ def setup_msg(**changes: Any) -> SetupRequest:
     fields: dict[str, Any] = dict(
         session=bytes(16), n_features=3, categories=(0, 0, 4), n_classes=2, n_trees=2, histogram="fixed",
         n_bins=4, low=np.array([0.0, 0.0, np.nan]), high=np.array([10.0, 20.0, np.nan]), sampling="none",
-        subsample_fraction=1.0, max_multiplicity=1, features_per_node=2, max_depth=3, epsilon=None,
+        subsample_fraction=1.0, max_multiplicity=1, features_per_node=2, max_depth=3, grid_cells=0, epsilon=None,
         input_epsilon=None, secure=False,
     )
     fields.update(changes)
@@ -167,6 +167,30 @@ def test_client_checks_the_key_directory(parts3: Any) -> None:
     plain.on_setup("server", setup_msg())
     with pytest.raises(UnexpectedMessage):
         plain.on_keys("server", KeysRequest(public_keys={}))
+
+
+def test_client_grid_and_edges_rounds_in_order(parts3: Any) -> None:
+    client = make_client(parts3)
+    client.on_setup("server", setup_msg(grid_cells=16))
+    with pytest.raises(UnexpectedMessage, match="bin edges"):
+        client.on_layer("server", layer_msg(0))
+    edges = [np.array([2.0, 5.0]), np.array([10.0]), np.empty(0)]
+    with pytest.raises(UnexpectedMessage, match="after the grid"):
+        client.on_edges("server", EdgesNotice(edges=edges))
+    with pytest.raises(UnexpectedMessage):
+        client.on_grid("server", GridRequest(cells=8))  # not the announced grid
+    reply = client.on_grid("server", GridRequest(cells=16))
+    assert reply.counts.shape == (2 * 16,) and int(reply.counts.sum()) == 2 * 120
+    with pytest.raises(UnexpectedMessage):
+        client.on_grid("server", GridRequest(cells=16))
+    with pytest.raises(ProtocolError, match="edges"):
+        client.on_edges("server", EdgesNotice(edges=[np.array([5.0, 2.0]), np.array([10.0]), np.empty(0)]))
+    client.on_edges("server", EdgesNotice(edges=edges))
+    client.on_layer("server", layer_msg(0))
+    plain = make_client(parts3)
+    plain.on_setup("server", setup_msg())
+    with pytest.raises(UnexpectedMessage):
+        plain.on_grid("server", GridRequest(cells=16))
 
 
 def test_bad_client_construction() -> None:
