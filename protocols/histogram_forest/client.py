@@ -146,7 +146,10 @@ class Client(Party):
 
     @handles(RangesRequest)
     def on_ranges(self, sender: str, msg: RangesRequest) -> RangesReply:
-        """Step ``ranges``.  Reveals: this client's min and max of each numeric feature."""
+        """Step ``ranges``.  Reveals: this client's min and max of each numeric feature (so a client
+        with a privacy cap refuses it)."""
+        if self._max_epsilon is not None:
+            raise ProtocolError(f"{self.name} shares nothing without differential privacy")
         if msg.numeric.size != self._X.shape[1]:
             raise ProtocolError("ranges request for a different number of features")
         low = np.full(self._X.shape[1], np.nan)

@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocols.histogram_forest import Client, HistogramForestClassifier
-from protocols.histogram_forest.messages import EdgesNotice, GridRequest, KeysRequest, LayerRequest, SetupRequest
+from protocols.histogram_forest.messages import (
+    EdgesNotice,
+    GridRequest,
+    KeysRequest,
+    LayerRequest,
+    RangesRequest,
+    SetupRequest,
+)
 from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.runtime import InProcessNetwork, decode, encode
 
@@ -154,6 +161,10 @@ def test_client_refuses_a_schema_that_does_not_fit_its_data(parts3: Any) -> None
 def test_client_enforces_its_own_budget(parts3: Any) -> None:
     with pytest.raises(ProtocolError, match="at most"):
         make_client(parts3, max_epsilon=1.0).on_setup("server", setup_msg(epsilon=2.0))
+    with pytest.raises(ProtocolError, match="without differential privacy"):
+        make_client(parts3, max_epsilon=1.0).on_ranges("server", RangesRequest(numeric=np.array([True, True, False])))
+    reply = make_client(parts3).on_ranges("server", RangesRequest(numeric=np.array([True, True, False])))
+    assert reply.low[0] == parts3[0][0][:, 0].min() and np.isnan(reply.high[2])
 
 
 def test_client_checks_the_key_directory(parts3: Any) -> None:
