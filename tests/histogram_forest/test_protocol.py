@@ -165,3 +165,17 @@ def test_input_perturbation_trains_and_reports_its_epsilon(parts3: Any, schema: 
     ).fit(parts3, rng=DeterministicRandom("hf/input"))
     assert model.epsilon_spent_ == 2.0 and model.privacy_ledger_ == []
     assert model.predict_proba(parts3[0][0]).shape == (120, 2)
+
+
+def test_ranges_round_when_no_ranges_are_declared(parts3: Any) -> None:
+    """Fixed bins without declared ranges: one extra round reveals each client's min and max (spec)."""
+    model = HistogramForestClassifier(n_estimators=1, max_depth=2, histogram="fixed", max_features=None,
+                                      sampling="none", categorical=[False, False, True])
+    model.fit(parts3)
+    assert model.transcript_.types_received("server")["histogram_forest.ranges_reply"] == 3
+    X, _ = joined(parts3)
+    cfg = model.config_
+    assert cfg.low is None
+    thresholds = model.trees_[0].threshold[model.trees_[0].feature == 0]
+    lo, hi = X[:, 0].min(), X[:, 0].max()
+    assert thresholds.size and np.all((thresholds > lo) & (thresholds < hi))
