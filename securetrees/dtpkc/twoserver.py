@@ -53,6 +53,7 @@ __all__ = [
     "HoLTPending",
     "HoLTReply",
     "HoLTRequest",
+    "default_sum_key",
     "hoadd_blind",
     "hoadd_finish",
     "hoadd_reveal",
