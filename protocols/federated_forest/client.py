@@ -143,6 +143,7 @@ class Client(Party):
         self._weighted: list[Ciphertext | None] = []
         self._candidates: dict[int, _Candidate] = {}
         self._won: dict[int, _Candidate] = {}
+        self._won_left = np.zeros(0, dtype=bool)
         self._gains_layer: tuple[int, int] | None = None  # label holder: gains kept for the master
         self._gains: dict[str, tuple[IntArray, FloatArray]] = {}
         # prediction
@@ -187,7 +188,7 @@ class Client(Party):
         master learns pseudonymous ids, the feature layout and the number of classes)."""
         spec = self._labels_spec
         n_classes = 0 if spec is None or spec.n_classes is None else spec.n_classes
-        return m.ClientInfo(self._hashed, self.feature_ids, spec is not None, n_classes)
+        return m.ClientInfo(b"".join(self._hashed), self.feature_ids, spec is not None, n_classes)
 
     @handles(m.Setup)
     def on_setup(self, sender: str, msg: m.Setup) -> m.Ack:
@@ -429,9 +430,10 @@ class Client(Party):
             raise UnexpectedMessage("no statistics to score")
         renumber = np.full(state.frontier.size, -1, dtype=np.int64)
         renumber[positions] = np.arange(positions.size)
-        keep = renumber[state.pos] >= 0
+        node_index = renumber[state.pos]
+        keep = node_index >= 0
         rows = state.rows[keep]
-        hist = build_histograms(self._binned[rows], renumber[state.pos[keep]], self._stats[rows],
+        hist = build_histograms(self._binned[rows], node_index[keep], self._stats[rows],
                                 positions.size, self._mapper.max_bins, table)
         res = best_splits(hist, self._criterion, categorical=np.asarray(self._mapper.categorical),
                           n_bins=np.asarray(self._mapper.n_bins), features=table,
@@ -551,22 +553,27 @@ class Client(Party):
         check_positions(positions, state.frontier.size)
         if msg.layer != state.depth or not set(positions.tolist()) <= set(self._candidates):
             raise UnexpectedMessage("apply_split for a node without a local candidate")
-        out = []
-        for p, g in zip(positions.tolist(), state.samples_of(positions), strict=True):
-            cand = self._candidates[p]
-            out.append(self._goes_left(cand, state.rows[g]))
-            self._won[p] = cand
-        return m.Partition(np.concatenate(out) if out else np.zeros(0, dtype=bool))
+        groups = state.samples_of(positions)
+        cands = [self._candidates[p] for p in positions.tolist()]
+        left = self._goes_left(cands, groups, state)
+        self._won = dict(zip(positions.tolist(), cands, strict=True))
+        self._won_left = left
+        return m.Partition(left)
 
-    def _goes_left(self, cand: _Candidate, rows: IntArray) -> BoolArray:
-        """Which of ``rows`` go left under the own split ``cand`` (the binned rule of the grower)."""
+    def _goes_left(self, cands: list[_Candidate], groups: list[IntArray], state: LayerState) -> BoolArray:
+        """Which samples of each node go left under the node's own split (the grower's binned
+        rule), concatenated over the nodes."""
         if self._binned is None or self._mapper is None:
             raise UnexpectedMessage("no features")
+        if not groups:
+            return np.zeros(0, dtype=bool)
         mapper = self._mapper
-        bins = self._binned[rows, cand.feature]
-        n = bins.size
-        return goes_left_binned(bins, np.full(n, cand.bin), np.full(n, mapper.categorical[cand.feature]),
-                                np.full(n, cand.missing_left), mapper.missing_bin)
+        sizes = [g.size for g in groups]
+        rows = state.rows[np.concatenate(groups)]
+        feat = np.repeat([c.feature for c in cands], sizes)
+        return goes_left_binned(self._binned[rows, feat], np.repeat([c.bin for c in cands], sizes),
+                                np.asarray(mapper.categorical, dtype=bool)[feat],
+                                np.repeat([c.missing_left for c in cands], sizes), mapper.missing_bin)
 
     @handles(m.LayerPartition)
     def on_layer_partition(self, sender: str, msg: m.LayerPartition) -> m.Ack:
@@ -594,11 +601,11 @@ class Client(Party):
         if won:  # the broadcast must carry this client's own partitions unchanged
             groups = state.samples_of(positions)
             offsets = np.cumsum([0] + [g.size for g in groups])
-            for i, p in enumerate(pos_list):
-                if p in won:
-                    mine = self._goes_left(won[p], state.rows[groups[i]])
-                    if not np.array_equal(np.asarray(msg.left)[offsets[i]:offsets[i + 1]], mine):
-                        raise ProtocolError("the broadcast partition differs from this client's split")
+            broadcast = np.asarray(msg.left)
+            mine = [broadcast[offsets[i]:offsets[i + 1]] for i, p in enumerate(pos_list) if p in won]
+            if sum(x.size for x in mine) != self._won_left.size or \
+                    not np.array_equal(np.concatenate(mine), self._won_left):
+                raise ProtocolError("the broadcast partition differs from this client's split")
         state.advance(positions, np.asarray(msg.left), self._weights, split)
         self._candidates, self._won = {}, {}
         return m.Ack()
@@ -625,7 +632,7 @@ class Client(Party):
 
     @handles(m.TestIds)
     def on_test_ids(self, sender: str, msg: m.TestIds) -> m.ClientTestIds:
-        return m.ClientTestIds(self._test_hashed)
+        return m.ClientTestIds(b"".join(self._test_hashed))
 
     @handles(m.PredictRequest)
     def on_predict(self, sender: str, msg: m.PredictRequest) -> m.LeafSets:

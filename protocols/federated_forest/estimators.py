@@ -66,6 +66,11 @@ def check_partition(partition: Sequence[Sequence[int]], n_features: int) -> list
     return out
 
 
+def _row_ids(n: int) -> list[str]:
+    """The facade's sample ids (the one process plays every client, so they agree)."""
+    return [f"row-{i}" for i in range(n)]
+
+
 def _derive(key: bytes, purpose: str) -> bytes:
     """A 32-byte key for one party or purpose from the facade's checkpoint key (HKDF-SHA256)."""
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
@@ -179,7 +184,7 @@ class _FederatedForest:
             raise ParameterError("resume needs checkpoint_dir")
         else:
             id_key = self.rng.token_bytes(32)
-        ids = [f"row-{i}" for i in range(Xa.shape[0])]
+        ids = _row_ids(Xa.shape[0])
         loader = self.public_key_loader or PublicKey.from_bytes
         clients = [
             Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
@@ -200,9 +205,15 @@ class _FederatedForest:
         self.partition_ = parts
         self.n_features_in_ = Xa.shape[1]
         self._id_key = id_key
-        self.sample_order_ = canonical_order(hash_ids(id_key, ids))
+        self._n_rows = Xa.shape[0]
         self._test_counter = 0
         return self
+
+    @property
+    def sample_order_(self) -> npt.NDArray[np.int64]:
+        """Row ``sample_order_[j]`` of the training ``X`` is canonical sample ``j``."""
+        self._fitted()
+        return canonical_order(hash_ids(self._id_key, _row_ids(self._n_rows)))
 
     @property
     def transcript_(self) -> Transcript:

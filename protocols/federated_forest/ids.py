@@ -17,9 +17,10 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 
-__all__ = ["MIN_KEY_BYTES", "canonical_order", "check_aligned", "hash_ids"]
+__all__ = ["DIGEST_BYTES", "MIN_KEY_BYTES", "canonical_order", "check_aligned", "hash_ids", "split_digests"]
 
 MIN_KEY_BYTES = 16
+DIGEST_BYTES = 32
 
 
 def hash_ids(key: bytes, ids: Sequence[object]) -> tuple[bytes, ...]:
@@ -35,6 +36,13 @@ def hash_ids(key: bytes, ids: Sequence[object]) -> tuple[bytes, ...]:
 def canonical_order(hashed: Sequence[bytes]) -> npt.NDArray[np.int64]:
     """The permutation that sorts the hashed ids: row ``order[j]`` is canonical sample ``j``."""
     return np.asarray(sorted(range(len(hashed)), key=hashed.__getitem__), dtype=np.int64)
+
+
+def split_digests(blob: bytes) -> list[bytes]:
+    """Concatenated digests (the wire form) back to a list; ParameterError on a ragged blob."""
+    if len(blob) % DIGEST_BYTES:
+        raise ParameterError("hashed ids must be whole 32-byte digests")
+    return [blob[i:i + DIGEST_BYTES] for i in range(0, len(blob), DIGEST_BYTES)]
 
 
 def check_aligned(reports: Sequence[Sequence[bytes]]) -> None:

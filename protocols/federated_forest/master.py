@@ -25,7 +25,7 @@ from protocols.federated_forest.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from protocols.federated_forest.ids import check_aligned
+from protocols.federated_forest.ids import check_aligned, split_digests
 from protocols.federated_forest.params import LABEL_MODES, ForestParams
 from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
@@ -87,7 +87,8 @@ class Master(Party):
         holders = [c for c in self.clients if infos[c].label_holder]
         if len(holders) != 1:
             raise ParameterError(f"exactly one client must hold the labels, found {len(holders)}")
-        check_aligned([infos[c].hashed_ids for c in self.clients])
+        reported = [split_digests(infos[c].hashed_ids) for c in self.clients]
+        check_aligned(reported)
         owner: dict[int, int] = {}
         for i, c in enumerate(self.clients):
             for f in infos[c].feature_ids:
@@ -99,7 +100,7 @@ class Master(Party):
             raise ParameterError("the clients' features must be exactly 0..n_features-1")
         self.label_holder = holders[0]
         self.n_classes = infos[self.label_holder].n_classes
-        self.n_samples = len(infos[self.clients[0]].hashed_ids)
+        self.n_samples = len(reported[0])
         self.n_features = n_features
         self._owner = np.asarray([owner[f] for f in range(n_features)], dtype=np.int64)
         criterion = self._criterion_name or ("gini" if self.n_classes else "squared_error")
@@ -294,8 +295,9 @@ class Master(Party):
     def align_test(self) -> int:
         """Collect the clients' HMAC test ids and check they agree (canonical order: sorted)."""
         reports = self.call_many(dict.fromkeys(self.clients, m.TestIds()), expect=m.ClientTestIds)
-        check_aligned([reports[c].hashed_ids for c in self.clients])
-        self.n_test = len(reports[self.clients[0]].hashed_ids)
+        reported = [split_digests(reports[c].hashed_ids) for c in self.clients]
+        check_aligned(reported)
+        self.n_test = len(reported[0])
         return self.n_test
 
     def _require_model(self) -> None:

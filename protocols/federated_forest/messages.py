@@ -60,10 +60,11 @@ class Hello(Message):
 @message("federated_forest.client_info")
 @dataclass(frozen=True)
 class ClientInfo(Message):
-    """Client → master: HMAC ids of its rows, its global feature ids, whether it holds the
-    labels and (label holder) the number of classes (0 for regression)."""
+    """Client → master: HMAC ids of its rows (32-byte digests, concatenated), its global
+    feature ids, whether it holds the labels and (label holder) the number of classes (0 for
+    regression)."""
 
-    hashed_ids: tuple[bytes, ...]
+    hashed_ids: bytes
     feature_ids: tuple[int, ...]
     label_holder: bool
     n_classes: int
@@ -274,7 +275,9 @@ class TestIds(Message):
 @message("federated_forest.client_test_ids")
 @dataclass(frozen=True)
 class ClientTestIds(Message):
-    hashed_ids: tuple[bytes, ...]
+    """Client → master: HMAC ids of its test rows (32-byte digests, concatenated)."""
+
+    hashed_ids: bytes
 
 
 @message("federated_forest.predict_request")

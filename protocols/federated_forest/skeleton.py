@@ -44,18 +44,21 @@ class TreeSkeleton:
     weight: list[float] = field(default_factory=list)
     value: list[list[float]] = field(default_factory=list)
 
-    def add(self, weight: float) -> int:
-        self.left.append(-1)
-        self.right.append(-1)
-        self.feature.append(-1)
-        self.threshold.append(float("nan"))
-        self.categorical.append(False)
-        self.missing_left.append(False)
-        self.provider.append(-1)
-        self.withheld.append(False)
-        self.weight.append(float(weight))
-        self.value.append([float("nan")] * self.n_outputs)
-        return len(self.left) - 1
+    def add(self, *weights: float) -> int:
+        """Append one leaf per weight; returns the first new id."""
+        k = len(weights)
+        first = len(self.left)
+        self.left += [-1] * k
+        self.right += [-1] * k
+        self.feature += [-1] * k
+        self.threshold += [float("nan")] * k
+        self.categorical += [False] * k
+        self.missing_left += [False] * k
+        self.provider += [-1] * k
+        self.withheld += [False] * k
+        self.weight += [float(w) for w in weights]
+        self.value += [[float("nan")] * self.n_outputs for _ in range(k)]
+        return first
 
     def split(self, node: int, left_weight: float, right_weight: float, *, provider: int = -1,
               feature: int | None = None, threshold: float = float("nan"), categorical: bool = False,
@@ -63,7 +66,8 @@ class TreeSkeleton:
         """Make leaf ``node`` internal; ``feature=None`` records a withheld split."""
         if self.left[node] != -1:
             raise ProtocolError(f"node {node} is already split")
-        lid, rid = self.add(left_weight), self.add(right_weight)
+        lid = self.add(left_weight, right_weight)
+        rid = lid + 1
         self.left[node], self.right[node] = lid, rid
         self.provider[node] = provider
         if feature is None:
@@ -130,7 +134,8 @@ class LayerState:
         """Rows sorted by frontier position (stable) and each position's start; cached per layer."""
         cached = self._cache
         if cached is None or cached[0] is not self.pos:
-            order = np.argsort(self.pos, kind="stable")
+            small = self.pos.astype(np.uint16) if self.frontier.size <= 1 << 16 else self.pos
+            order = np.argsort(small, kind="stable")  # radix sort on 16-bit keys
             starts = np.searchsorted(self.pos[order], np.arange(self.frontier.size + 1))
             cached = self._cache = (self.pos, order, starts)
         return cached[1], cached[2]
@@ -147,11 +152,13 @@ class LayerState:
         first, and move the samples; rows of nodes not split leave the tree.
         ``split(i, node, left_weight, right_weight)`` records the i-th split in the party's
         skeleton and returns the children's ids."""
-        groups = self.samples_of(positions)
-        sizes = np.asarray([g.size for g in groups], dtype=np.int64)
+        order, starts = self._grouping()
+        sizes = np.diff(starts)[positions]
         if left.dtype != np.bool_ or left.shape != (int(sizes.sum()),):
             raise ProtocolError("a partition does not match the nodes' sample counts")
-        idx = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+        chosen = np.zeros(self.frontier.size, dtype=bool)
+        chosen[positions] = True
+        idx = order[chosen[self.pos[order]]]  # the positions' rows, position by position
         child = 2 * np.repeat(np.arange(positions.size, dtype=np.int64), sizes) + (~left).astype(np.int64)
         cw = np.bincount(child, weights=weights[self.rows[idx]].astype(np.float64), minlength=2 * positions.size)
         frontier: list[int] = []
