@@ -71,7 +71,7 @@ class RandomRange:
         pick = x if x.size <= self.rho else x[rng.choice(x.size, size=self.rho, replace=False)]
         lo, hi = float(pick.min()), float(pick.max())
         i = np.arange(1, self.n_candidates + 1, dtype=np.float64)
-        s = np.asarray(lo + i * (hi - lo) / (self.n_candidates + 1), dtype=np.float64)
+        s = np.clip(lo + i * (hi - lo) / (self.n_candidates + 1), lo, hi).astype(np.float64)
         return CandidateSet(s, candidate_codes(s, x))
 
 
