@@ -516,9 +516,7 @@ class CentralServer(twoserver.CentralServer):
         reply = self.call(self.cc, RefreshRequest(msg, tuple(q for q, _ in splits),
                                                   tuple(int(c.t1) for _, c in splits),
                                                   tuple(int(c.t2) for _, c in splits)), expect=RefreshReply)
-        if not len(reply.t1) == len(reply.t2) == len(splits):
-            raise UnexpectedMessage("malformed refresh reply")
-        if len(reply.h) != len(splits):
+        if not len(reply.t1) == len(reply.t2) == len(reply.h) == len(splits):
             raise UnexpectedMessage("malformed refresh reply")
         for (q, _), a, b, h in zip(splits, reply.t1, reply.t2, reply.h, strict=True):
             refreshed, _rho = hencref(Ciphertext.from_ints(PublicKey(self.params, h), a, b), rng=self._rng)
