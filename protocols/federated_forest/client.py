@@ -64,7 +64,7 @@ class LabelSpec:
                 raise ParameterError("class codes must be integers in [0, n_classes), n_classes >= 2")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Candidate:
     feature: int  # local column
     bin: int
@@ -375,25 +375,27 @@ class Client(Party):
         values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
         return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
 
-    def _node_features(self, msg: m.FindSplits, n_frontier: int) -> tuple[IntArray, IntArray]:
-        """Requested positions and their own local features, padded by repetition to one width."""
+    def _node_features(self, msg: m.FindSplits, n_frontier: int) -> tuple[IntArray, IntArray, IntArray]:
+        """Requested positions, their own local features (padded by repetition to one width)
+        and how many each has."""
         positions = np.asarray(msg.positions, dtype=np.int64)
         counts = np.asarray(msg.counts, dtype=np.int64)
         feats = np.asarray(msg.features, dtype=np.int64)
         check_positions(positions, n_frontier)
         if counts.shape != positions.shape or (counts.size and counts.min() < 1) or feats.shape != (counts.sum(),):
             raise ProtocolError("malformed feature lists")
-        local = {int(f): j for j, f in enumerate(self._feature_ids.tolist())}
-        if not set(feats.tolist()) <= set(local):
+        # own columns are stored in increasing global id: the local index is the rank
+        local = np.searchsorted(self._feature_ids, feats)
+        if feats.size and (local.max() >= self._feature_ids.size or np.any(self._feature_ids[local] != feats)):
             raise ProtocolError("the master selected a feature this client does not hold")
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        segment = np.repeat(np.arange(counts.size), counts)
+        if feats.size and np.any((np.diff(feats) <= 0) & (segment[1:] == segment[:-1])):
+            raise ProtocolError("a node's features must be distinct and increasing")
         width = int(counts.max()) if counts.size else 0
-        table = np.zeros((positions.size, width), dtype=np.int64)
-        offset = 0
-        for k, c in enumerate(counts.tolist()):
-            row = sorted(local[int(f)] for f in feats[offset:offset + c])
-            offset += c
-            table[k] = row + [row[-1]] * (width - c)
-        return positions, table
+        j = np.minimum(np.arange(width)[None, :], counts[:, None] - 1)  # pad by repeating the last
+        table = local[starts[:, None] + j] if width else np.zeros((positions.size, 0), dtype=np.int64)
+        return positions, table.astype(np.int64), counts
 
     @handles(m.FindSplits)
     def on_find_splits(self, sender: str, msg: m.FindSplits) -> m.LocalBest:
@@ -406,39 +408,84 @@ class Client(Party):
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth:
             raise UnexpectedMessage("find_splits for another layer")
-        positions, table = self._node_features(msg, state.frontier.size)
+        positions, table, counts = self._node_features(msg, state.frontier.size)
         self._candidates = {}
         if positions.size == 0:
             e = np.zeros(0)
             return m.LocalBest(e.astype(np.int64), e.astype(bool), e, e.astype(np.int64))
         if self._stats is not None:
-            found, gains, feat, bins, mleft = self._score_plain(state, positions, table)
+            found, gains, feat, bins, mleft = self._score_plain(state, positions, table, counts)
         elif setup.label_protection == "encrypted":
             found, gains, feat, bins, mleft = self._score_encrypted(state, positions, table, msg)
         else:
             raise UnexpectedMessage(f"{self.name} has no labels to score splits with")
-        for k, p in enumerate(positions.tolist()):
-            if found[k]:
-                self._candidates[p] = _Candidate(int(feat[k]), int(bins[k]), bool(mleft[k]))
+        ok = np.flatnonzero(found)
+        self._candidates = {
+            p: _Candidate(f, b, ml) for p, f, b, ml in zip(
+                positions[ok].tolist(), feat[ok].tolist(), bins[ok].tolist(), mleft[ok].tolist(), strict=True)
+        }
         fids = np.where(found, self._feature_ids[feat], -1).astype(np.int64)
         return m.LocalBest(positions, found.astype(bool), np.where(found, gains, 0.0), fids)
 
-    def _score_plain(self, state: LayerState, positions: IntArray, table: IntArray
+    def _score_plain(self, state: LayerState, positions: IntArray, table: IntArray, counts: IntArray
                      ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
         """Plaintext histograms of the own features, scored as the central grower does."""
         if self._stats is None or self._binned is None or self._mapper is None or self._criterion is None:
             raise UnexpectedMessage("no statistics to score")
-        renumber = np.full(state.frontier.size, -1, dtype=np.int64)
-        renumber[positions] = np.arange(positions.size)
-        node_index = renumber[state.pos]
-        keep = node_index >= 0
-        rows = state.rows[keep]
-        hist = build_histograms(self._binned[rows], node_index[keep], self._stats[rows],
-                                positions.size, self._mapper.max_bins, table)
-        res = best_splits(hist, self._criterion, categorical=np.asarray(self._mapper.categorical),
-                          n_bins=np.asarray(self._mapper.n_bins), features=table,
-                          min_samples_leaf=self._require_setup().min_samples_leaf)
-        return res.found, res.gain, res.feature, res.bin, res.missing_left
+        mapper, stats, binned = self._mapper, self._stats, self._binned
+        categorical = np.asarray(mapper.categorical, dtype=bool)
+        n_bins = np.asarray(mapper.n_bins, dtype=np.int64)
+        # the requested nodes, renumbered within groups of equal candidate counts
+        requested = np.zeros(state.frontier.size, dtype=bool)
+        requested[positions] = True
+        inside = requested[state.pos]
+        rows, pos = state.rows[inside], state.pos[inside]
+        binned_in, stats_in = binned[rows], stats[rows]
+        rank = np.zeros(state.frontier.size, dtype=np.int64)
+        top = int(n_bins[table].max())  # bins above every candidate's count stay empty
+        if top < mapper.max_bins:  # narrower histograms: missing values to slot ``top``
+            binned_in = np.where(binned_in == mapper.missing_bin, top, binned_in).astype(binned_in.dtype)
+
+        def hist_of(sel: IntArray, sub: IntArray) -> FloatArray:
+            rank[positions[sel]] = np.arange(sel.size)
+            if sel.size == positions.size:
+                b, node, s = binned_in, rank[pos], stats_in
+            else:
+                chosen = np.zeros(state.frontier.size, dtype=bool)
+                chosen[positions[sel]] = True
+                keep = chosen[pos]
+                b, node, s = binned_in[keep], rank[pos[keep]], stats_in[keep]
+            return build_histograms(b, node, s, sel.size, top, sub)
+
+        return self._best_by_width(hist_of, table, counts, categorical, n_bins)
+
+    def _best_by_width(self, hist_of: Callable[[IntArray, IntArray], FloatArray], table: IntArray,
+                       counts: IntArray, categorical: BoolArray, n_bins: IntArray
+                       ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
+        """``best_splits`` on the nodes grouped by their number of own candidates ``w``
+        (``hist_of(sel, features)`` gives the group's histograms), so the table's padding costs
+        nothing; within a node the slots keep increasing global id (the central tie-break).
+        The histograms may stop at the largest bin count of the candidates (then the missing
+        slot follows): the bins above it are always empty, so the candidates, the sums and
+        their order, and hence the result, are those of the full width, with less work."""
+        if self._criterion is None:
+            raise UnexpectedMessage("no criterion")
+        k = counts.size
+        found, gain = np.zeros(k, dtype=bool), np.zeros(k, dtype=np.float64)
+        feat, bins, mleft = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64), np.zeros(k, dtype=bool)
+        widths = np.unique(counts)
+        padding = int(counts.size * widths[-1] - counts.sum()) if counts.size else 0
+        if padding < 8 * (widths.size - 1):  # grouping would cost more calls than it saves
+            widths = widths[-1:]
+        for w in widths.tolist():
+            sel = np.flatnonzero(counts <= w) if widths.size == 1 else np.flatnonzero(counts == w)
+            sub = np.ascontiguousarray(table[sel, :w])
+            hist = hist_of(sel, sub)
+            res = best_splits(hist, self._criterion, categorical=categorical, n_bins=n_bins, features=sub,
+                              min_samples_leaf=self._require_setup().min_samples_leaf)
+            found[sel], gain[sel], feat[sel], bins[sel], mleft[sel] = (
+                res.found, res.gain, res.feature, res.bin, res.missing_left)
+        return found, gain, feat, bins, mleft
 
     def _score_encrypted(self, state: LayerState, positions: IntArray, table: IntArray, msg: m.FindSplits
                          ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:

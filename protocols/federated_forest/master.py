@@ -205,20 +205,16 @@ class Master(Party):
             return False
         split_pos = np.flatnonzero(can).astype(np.int64)
         if draws.draws_per_node:
-            node_feats = [draws.node_features() for _ in range(split_pos.size)]
+            node_feats = np.vstack([draws.node_features() for _ in range(split_pos.size)])
         else:
-            node_feats = [draws.tree_features] * split_pos.size
+            node_feats = np.tile(draws.tree_features, (split_pos.size, 1))
+        owner = self._owner[node_feats]
         requests = {}
-        for i, c in enumerate(self.clients):
-            pos, counts, feats = [], [], []
-            for p, fs in zip(split_pos.tolist(), node_feats, strict=True):
-                own = [int(f) for f in fs if self._owner[f] == i]
-                if own:
-                    pos.append(p)
-                    counts.append(len(own))
-                    feats += own
-            requests[c] = m.FindSplits(t, layer, np.asarray(pos, dtype=np.int64),
-                                       np.asarray(counts, dtype=np.int64), np.asarray(feats, dtype=np.int64))
+        for i, c in enumerate(self.clients):  # each client hears only its own candidates
+            mine = owner == i
+            counts = mine.sum(axis=1)
+            requests[c] = m.FindSplits(t, layer, split_pos[counts > 0], counts[counts > 0].astype(np.int64),
+                                       node_feats[mine].astype(np.int64))
         bests = self.call_many(requests, expect=m.LocalBest)
         held: dict[str, dict[int, float]] = {}
         if self.label_protection == "encrypted":
