@@ -346,7 +346,8 @@ class Client(Party):
         self._pos = new_pos
 
     def _pairs(self, msg: LayerRequest) -> tuple[IntArray, IntArray]:
-        node, feature = np.nonzero(msg.features)
+        """The requested (node, feature) pairs in wire order: by feature, then by node."""
+        feature, node = np.nonzero(msg.features.T)
         return node.astype(np.int64), feature.astype(np.int64)
 
     def _streaming_reply(self, msg: LayerRequest) -> BinsReply:
@@ -355,30 +356,30 @@ class Client(Party):
             raise UnexpectedMessage("no setup")
         C = setup.n_classes
         n_nodes = int(msg.keep.size)
-        node_of, feature_of = self._pairs(msg)
-        bins: dict[tuple[int, int], tuple[FloatArray, IntArray]] = {}
-        missing: dict[tuple[int, int], IntArray] = {}
-        for f in np.unique(feature_of):
-            asking = np.zeros(n_nodes + 1, dtype=bool)
-            asking[node_of[feature_of == f]] = True
-            node = np.where(asking[self._pos], self._pos, -1)  # pos -1 reads asking[-1] = False
+        centres: list[FloatArray] = []
+        counts: list[IntArray] = []
+        lengths: list[IntArray] = []
+        missing: list[IntArray] = []
+        for f in np.flatnonzero(msg.features.any(axis=0)):
+            asking = np.append(msg.features[:, f], False)  # index -1 (retired rows) reads False
+            node = np.where(asking[self._pos], self._pos, -1)
             col = self._X[:, f]
-            per_node = build_node_bins(
+            c, k, bounds = build_node_bins(
                 col, node, self._y, self._weights, n_nodes, C, None if setup.categories[f] else setup.n_bins
             )
             nan = (node >= 0) & np.isnan(col)
             node_missing = np.zeros((n_nodes, C), dtype=np.int64)
             np.add.at(node_missing, (node[nan], self._y[nan]), self._weights[nan])
-            for i in node_of[feature_of == f]:
-                bins[int(i), int(f)] = per_node[i]
-                missing[int(i), int(f)] = node_missing[i]
-        pairs = [(int(i), int(f)) for i, f in zip(node_of, feature_of, strict=True)]
-        ordered = [bins[p] for p in pairs]
+            requested = np.flatnonzero(msg.features[:, f])
+            centres.append(c)
+            counts.append(k)
+            lengths.append(np.diff(bounds)[requested])
+            missing.append(node_missing[requested])
         return BinsReply(
-            centres=np.concatenate([c for c, _ in ordered]),
-            counts=np.concatenate([k for _, k in ordered]).reshape(-1, C),
-            lengths=np.array([c.size for c, _ in ordered], dtype=np.int64),
-            missing=np.array([missing[p] for p in pairs], dtype=np.int64).reshape(-1, C),
+            centres=np.concatenate(centres).astype(np.float64),
+            counts=np.concatenate(counts).reshape(-1, C),
+            lengths=np.concatenate(lengths).astype(np.int64),
+            missing=np.concatenate(missing).reshape(-1, C),
         )
 
     def _counts_reply(self, msg: LayerRequest) -> CountsReply:
@@ -391,7 +392,8 @@ class Client(Party):
         stats[np.arange(rows.size), self._y[rows]] = self._weights[rows]
         used = np.flatnonzero(msg.features.any(axis=0)).astype(np.int64)
         hist = build_histograms(binned[rows], self._pos[rows], stats, int(msg.keep.size), mapper.max_bins, used)
-        counts = np.rint(hist[msg.features]).astype(np.int64)  # (pairs, slots + 1, classes)
+        node, feature = self._pairs(msg)
+        counts = np.rint(hist[node, feature]).astype(np.int64)  # (pairs, slots + 1, classes)
         eps = self._eps_release
         if eps is not None and self._accountant is not None:
             multiplicity = setup.max_multiplicity if setup.sampling == "bootstrap" else 1

@@ -205,7 +205,8 @@ class LayerRequest(Message):
 @message("histogram_forest.bins")
 @dataclass(frozen=True)
 class BinsReply(Message):
-    """Streaming histograms (Algorithm 2) of the requested (node, feature) pairs, in request order.
+    """Streaming histograms (Algorithm 2) of the requested (node, feature) pairs, in wire order
+    (by feature, then by node).
 
     Pair ``j`` owns ``lengths[j]`` consecutive rows of ``centres``/``counts``;
     ``missing[j]`` holds the class counts of the rows whose value is missing.
@@ -234,7 +235,8 @@ class BinsReply(Message):
 @message("histogram_forest.counts")
 @dataclass(frozen=True)
 class CountsReply(Message):
-    """Fixed-bin class counts, flattened as (pair, bin slot, class); int64, or uint64 masked in Z_2^64."""
+    """Fixed-bin class counts, flattened as (pair, bin slot, class) with the pairs in wire order (by
+    feature, then by node); int64, or uint64 masked in Z_2^64."""
 
     counts: np.ndarray
 

@@ -30,7 +30,7 @@ from protocols.histogram_forest.messages import (
     SetupRequest,
 )
 from protocols.histogram_forest.schema import fixed_mapper, grid_quantile_edges, mapper_from_edges, slot_count
-from protocols.histogram_forest.streaming import combine_bins, split_thresholds
+from protocols.histogram_forest.streaming import group_bins
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.progress import progress
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
@@ -255,7 +255,7 @@ class Server(Party):
             child_stats: list[FloatArray] = []
             for i in np.flatnonzero(res.found):
                 f, b = int(res.feature[i]), int(res.bin[i])
-                thr = self._threshold(f, b, thresholds[i] if thresholds else None)
+                thr = self._threshold(f, b, None if thresholds is None else thresholds[i])
                 ls, rs = res.left_stats[i], res.right_stats[i]
                 lid, rid = builder.split(
                     node_ids[i], feature=f, threshold=thr, categorical=bool(self._categorical[f]),
@@ -319,7 +319,7 @@ class Server(Party):
             Release(request.tree, request.layer, int(request.keep.size), cfg.features_per_node, delta, eps)
         )
 
-    def _layer_histograms(self, request: LayerRequest) -> tuple[FloatArray, list[FloatArray]]:
+    def _layer_histograms(self, request: LayerRequest) -> tuple[FloatArray, FloatArray | None]:
         """One round trip: send the request, merge the replies into ``(kept, features, slots+1, C)``
         (the all-features layout of :func:`best_splits`; unrequested features stay zero and are
         masked out by ``feature_mask``)."""
@@ -327,12 +327,12 @@ class Server(Party):
         n_kept = int(request.keep.size)
         C = cfg.n_classes
         width = self._slots + 1
-        node, feat = np.nonzero(request.features)
+        feat, node = np.nonzero(request.features.T)  # wire order: by feature, then by node
         hist = np.zeros((n_kept, cfg.n_features, width, C), dtype=np.float64)
-        thresholds: list[FloatArray] = []
+        thresholds: FloatArray | None = None
         if cfg.histogram == "streaming":
             replies = self.call_many({c: request for c in self.clients}, expect=BinsReply)
-            thresholds = [np.full((cfg.n_features, self._slots), np.inf) for _ in range(n_kept)]
+            thresholds = np.full((n_kept, cfg.n_features, self._slots), np.inf)
             self._merge_streaming(replies, node, feat, hist, thresholds)
         else:
             self._charge(request)
@@ -364,31 +364,40 @@ class Server(Party):
         node: IntArray,
         feat: IntArray,
         hist: FloatArray,
-        thresholds: list[FloatArray],
+        thresholds: FloatArray,
     ) -> None:
-        """Algorithm 3 for every requested (node, feature) pair."""
+        """Algorithm 3 for every requested (node, feature) pair at once; fills ``hist`` and, per numeric
+        pair, the midpoint thresholds of adjacent merged bins (``+inf`` from the last bin on)."""
         cfg = self.config
         C = cfg.n_classes
-        per_client: list[list[tuple[FloatArray, npt.NDArray[np.int64]]]] = []
+        centres: list[FloatArray] = []
+        counts: list[npt.NDArray[np.int64]] = []
+        pair_of: list[IntArray] = []
         for name, reply in replies.items():
             if reply.lengths.size != node.size or reply.counts.shape[1] != C:
                 raise ProtocolError(f"{name} sent bins for a different request")
             if (reply.counts.size and reply.counts.min() < 0) or (reply.missing.size and reply.missing.min() < 0):
                 raise ProtocolError(f"{name} sent negative counts")
-            bounds = np.concatenate(([0], np.cumsum(reply.lengths)))
-            per_client.append([
-                (reply.centres[bounds[j]:bounds[j + 1]], reply.counts[bounds[j]:bounds[j + 1]])
-                for j in range(node.size)
-            ])
+            centres.append(reply.centres)
+            counts.append(reply.counts)
+            pair_of.append(np.repeat(np.arange(node.size, dtype=np.int64), reply.lengths))
             hist[node, feat, -1, :] += reply.missing
-        for j, (i, f) in enumerate(zip(node, feat, strict=True)):
-            k = cfg.categories[f]
-            centres, counts = combine_bins([bins[j] for bins in per_client], C, None if k else cfg.n_bins)
-            if k:
-                codes = centres.astype(np.int64)
-                if np.any(codes != centres) or (codes.size and (codes.min() < 0 or codes.max() >= k)):
+        v, k, pair = np.concatenate(centres), np.concatenate(counts), np.concatenate(pair_of)
+        cats = np.asarray(cfg.categories, dtype=np.int64)
+        is_cat = cats[feat] > 0
+        for categorical in (False, True):
+            grouped, summed, bounds = group_bins(
+                v, np.where(is_cat[pair] == categorical, pair, -1), k, node.size, None if categorical else cfg.n_bins
+            )
+            owner = np.repeat(np.arange(node.size), np.diff(bounds))
+            if categorical:
+                codes = grouped.astype(np.int64)
+                if np.any(codes != grouped) or np.any((codes < 0) | (codes >= cats[feat[owner]])):
                     raise ProtocolError("categorical bins must be declared category codes")
-                hist[i, f, codes, :] = counts
-            else:
-                hist[i, f, : centres.size, :] = counts
-                thresholds[i][f] = split_thresholds(centres, self._slots)
+                hist[node[owner], feat[owner], codes, :] = summed
+                continue
+            slot = np.arange(grouped.size) - bounds[owner]
+            hist[node[owner], feat[owner], slot, :] = summed
+            inner = np.flatnonzero(np.diff(owner) == 0)  # bin b and b + 1 of the same pair
+            mid = (grouped[inner] + grouped[inner + 1]) / 2
+            thresholds[node[owner[inner]], feat[owner[inner]], slot[inner]] = mid

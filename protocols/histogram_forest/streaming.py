@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 
-__all__ = ["build_bins", "build_node_bins", "combine_bins", "merge_nearest", "split_thresholds"]
+__all__ = ["build_bins", "build_node_bins", "combine_bins", "group_bins", "merge_nearest", "split_thresholds"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -85,6 +85,49 @@ def merge_nearest(centres: FloatArray, counts: IntArray, max_bins: int) -> tuple
     return c, k
 
 
+def group_bins(
+    values: FloatArray, group: IntArray, counts: IntArray, n_groups: int, max_bins: int | None
+) -> tuple[FloatArray, IntArray, IntArray]:
+    """For each group ``g`` (a node, or a (node, feature) pair), the bins of the entries with
+    ``group == g``: equal values add their count vectors, bins are sorted by value, then nearest bins
+    merge until at most ``max_bins`` remain (``None``: no merging).  Entries with ``group < 0`` are
+    ignored.  Returns ``(centres, counts, bounds)``: group ``g`` owns rows ``bounds[g]:bounds[g+1]``."""
+    n_classes = counts.shape[1]
+    keep = group >= 0
+    v, g, k = values[keep], group[keep], counts[keep]
+    if v.size == 0:
+        return np.empty(0), np.empty((0, n_classes), dtype=np.int64), np.zeros(n_groups + 1, dtype=np.int64)
+    order = np.lexsort((v, g))
+    v, g, k = v[order], g[order], k[order]
+    new_bin = np.concatenate(([True], (g[1:] != g[:-1]) | (v[1:] != v[:-1])))
+    firsts = np.flatnonzero(new_bin)
+    centres = v[firsts]
+    summed = np.add.reduceat(k, firsts, axis=0).astype(np.int64)
+    bounds = np.searchsorted(g[firsts], np.arange(n_groups + 1)).astype(np.int64)
+    if max_bins is None:
+        return centres, summed, bounds
+    big = np.flatnonzero(np.diff(bounds) > max_bins)
+    if big.size == 0:
+        return centres, summed, bounds
+    c_parts: list[FloatArray] = []
+    k_parts: list[IntArray] = []
+    done = 0
+    for j in big:
+        lo, hi = int(bounds[j]), int(bounds[j + 1])
+        c_parts.append(centres[done:lo])
+        k_parts.append(summed[done:lo])
+        c, kk = merge_nearest(centres[lo:hi], summed[lo:hi], max_bins)
+        c_parts.append(c)
+        k_parts.append(kk)
+        done = hi
+    c_parts.append(centres[done:])
+    k_parts.append(summed[done:])
+    lengths = np.diff(bounds)
+    lengths[big] = max_bins
+    new_bounds = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    return np.concatenate(c_parts), np.concatenate(k_parts), new_bounds
+
+
 def build_node_bins(
     values: FloatArray,
     node: IntArray,
@@ -93,30 +136,16 @@ def build_node_bins(
     n_nodes: int,
     n_classes: int,
     max_bins: int | None,
-) -> list[tuple[FloatArray, IntArray]]:
+) -> tuple[FloatArray, IntArray, IntArray]:
     """Algorithm 2 for one feature, for every node of a layer at once: the rows of node ``j``
-    (``node == j``) with equal values share a bin (lines 5-7), then nearest bins merge until at
-    most ``max_bins`` remain (lines 10-13; ``None``: no merging, for categorical features).
-    Rows with weight 0 are not in the sample; NaN values are left out (the caller counts them)."""
-    present = (weights > 0) & ~np.isnan(values) & (node >= 0)
-    v, nd, lab, w = values[present], node[present], labels[present], weights[present]
-    empty = (np.empty(0, dtype=np.float64), np.empty((0, n_classes), dtype=np.int64))
-    out: list[tuple[FloatArray, IntArray]] = [empty] * n_nodes
-    if v.size == 0:
-        return out
-    order = np.lexsort((v, nd))
-    v, nd, lab, w = v[order], nd[order], lab[order], w[order]
-    new_group = np.concatenate(([True], (nd[1:] != nd[:-1]) | (v[1:] != v[:-1])))
-    group = np.cumsum(new_group) - 1
-    firsts = np.flatnonzero(new_group)
-    counts = np.zeros((firsts.size, n_classes), dtype=np.int64)
-    np.add.at(counts, (group, lab), w)
-    centres, owner = v[firsts], nd[firsts]
-    bounds = np.searchsorted(owner, np.arange(n_nodes + 1))
-    for j in np.flatnonzero(np.diff(bounds)):
-        c, k = centres[bounds[j]:bounds[j + 1]], counts[bounds[j]:bounds[j + 1]]
-        out[j] = (c, k) if max_bins is None or c.size <= max_bins else merge_nearest(c, k, max_bins)
-    return out
+    (``node == j``; ``-1`` for none) with equal values share a bin (lines 5-7), then nearest bins
+    merge until at most ``max_bins`` remain (lines 10-13; ``None``: no merging, for categorical
+    features).  Rows with weight 0 are not in the sample; NaN values are left out (the caller counts
+    them).  Returns :func:`group_bins`' ``(centres, counts, bounds)`` with one group per node."""
+    present = (weights > 0) & ~np.isnan(values)
+    counts = np.zeros((values.shape[0], n_classes), dtype=np.int64)
+    counts[np.arange(values.shape[0]), labels] = weights
+    return group_bins(values, np.where(present, node, -1), counts, n_nodes, max_bins)
 
 
 def build_bins(
@@ -124,7 +153,8 @@ def build_bins(
 ) -> tuple[FloatArray, IntArray]:
     """Algorithm 2 for one feature over some rows (:func:`build_node_bins` with a single node)."""
     node = np.zeros(np.asarray(values).shape[0], dtype=np.int64)
-    return build_node_bins(values, node, labels, weights, 1, n_classes, max_bins)[0]
+    centres, counts, _ = build_node_bins(values, node, labels, weights, 1, n_classes, max_bins)
+    return centres, counts
 
 
 def combine_bins(
@@ -132,16 +162,12 @@ def combine_bins(
 ) -> tuple[FloatArray, IntArray]:
     """Algorithm 3: the union of several histograms of one feature (equal centres add), sorted,
     then merged down to ``max_bins`` (``None``: no merging)."""
-    centres = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
-    counts = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, n_classes), dtype=np.int64)
-    if centres.size == 0:
+    if not parts:
         return np.empty(0, dtype=np.float64), np.empty((0, n_classes), dtype=np.int64)
-    uniq, inverse = np.unique(centres, return_inverse=True)
-    summed = np.zeros((uniq.size, n_classes), dtype=np.int64)
-    np.add.at(summed, inverse, counts)
-    if max_bins is None:
-        return uniq, summed
-    return merge_nearest(uniq, summed, max_bins)
+    centres = np.concatenate([p[0] for p in parts])
+    counts = np.concatenate([p[1] for p in parts]).reshape(-1, n_classes)
+    merged, summed, _ = group_bins(centres, np.zeros(centres.size, dtype=np.int64), counts, 1, max_bins)
+    return merged, summed
 
 
 def split_thresholds(centres: FloatArray, width: int) -> FloatArray:
