@@ -132,6 +132,7 @@ class Client(Party):
         self._weights = np.zeros(0, dtype=np.int64)
         self._pos = np.zeros(0, dtype=np.int64)
         self._n_kept = 0
+        self._value_order: dict[int, IntArray] = {}
 
     @property
     def privacy_spent(self) -> float:
@@ -360,12 +361,15 @@ class Client(Party):
         counts: list[IntArray] = []
         lengths: list[IntArray] = []
         missing: list[IntArray] = []
-        for f in np.flatnonzero(msg.features.any(axis=0)):
+        for f in np.flatnonzero(msg.features.any(axis=0)).tolist():
             asking = np.append(msg.features[:, f], False)  # index -1 (retired rows) reads False
             node = np.where(asking[self._pos], self._pos, -1)
             col = self._X[:, f]
+            if f not in self._value_order:  # the data never changes after setup
+                self._value_order[f] = np.argsort(col, kind="stable").astype(np.int64)
             c, k, bounds = build_node_bins(
-                col, node, self._y, self._weights, n_nodes, C, None if setup.categories[f] else setup.n_bins
+                col, node, self._y, self._weights, n_nodes, C, None if setup.categories[f] else setup.n_bins,
+                self._value_order[f],
             )
             nan = (node >= 0) & np.isnan(col)
             node_missing = np.zeros((n_nodes, C), dtype=np.int64)

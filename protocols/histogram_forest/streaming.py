@@ -86,18 +86,30 @@ def merge_nearest(centres: FloatArray, counts: IntArray, max_bins: int) -> tuple
 
 
 def group_bins(
-    values: FloatArray, group: IntArray, counts: IntArray, n_groups: int, max_bins: int | None
+    values: FloatArray,
+    group: IntArray,
+    counts: IntArray,
+    n_groups: int,
+    max_bins: int | None,
+    *,
+    value_sorted: bool = False,
 ) -> tuple[FloatArray, IntArray, IntArray]:
     """For each group ``g`` (a node, or a (node, feature) pair), the bins of the entries with
     ``group == g``: equal values add their count vectors, bins are sorted by value, then nearest bins
     merge until at most ``max_bins`` remain (``None``: no merging).  Entries with ``group < 0`` are
-    ignored.  Returns ``(centres, counts, bounds)``: group ``g`` owns rows ``bounds[g]:bounds[g+1]``."""
+    ignored.  ``value_sorted`` promises that ``values`` is already in increasing order (then only a
+    stable sort by group is needed).  Returns ``(centres, counts, bounds)``: group ``g`` owns rows
+    ``bounds[g]:bounds[g+1]``."""
     n_classes = counts.shape[1]
     keep = group >= 0
     v, g, k = values[keep], group[keep], counts[keep]
     if v.size == 0:
         return np.empty(0), np.empty((0, n_classes), dtype=np.int64), np.zeros(n_groups + 1, dtype=np.int64)
-    order = np.lexsort((v, g))
+    if value_sorted:
+        small = np.int16 if n_groups < 2**15 else np.int32 if n_groups < 2**31 else np.int64
+        order = np.argsort(g.astype(small), kind="stable")  # radix sort for small integer types
+    else:
+        order = np.lexsort((v, g))
     v, g, k = v[order], g[order], k[order]
     new_bin = np.concatenate(([True], (g[1:] != g[:-1]) | (v[1:] != v[:-1])))
     firsts = np.flatnonzero(new_bin)
@@ -136,16 +148,21 @@ def build_node_bins(
     n_nodes: int,
     n_classes: int,
     max_bins: int | None,
+    value_order: IntArray | None = None,
 ) -> tuple[FloatArray, IntArray, IntArray]:
     """Algorithm 2 for one feature, for every node of a layer at once: the rows of node ``j``
     (``node == j``; ``-1`` for none) with equal values share a bin (lines 5-7), then nearest bins
     merge until at most ``max_bins`` remain (lines 10-13; ``None``: no merging, for categorical
     features).  Rows with weight 0 are not in the sample; NaN values are left out (the caller counts
-    them).  Returns :func:`group_bins`' ``(centres, counts, bounds)`` with one group per node."""
+    them).  ``value_order`` may pass ``argsort(values)`` computed once for many layers.  Returns
+    :func:`group_bins`' ``(centres, counts, bounds)`` with one group per node."""
     present = (weights > 0) & ~np.isnan(values)
     counts = np.zeros((values.shape[0], n_classes), dtype=np.int64)
     counts[np.arange(values.shape[0]), labels] = weights
-    return group_bins(values, np.where(present, node, -1), counts, n_nodes, max_bins)
+    order = np.argsort(values, kind="stable") if value_order is None else value_order  # NaN last
+    return group_bins(
+        values[order], np.where(present, node, -1)[order], counts[order], n_nodes, max_bins, value_sorted=True
+    )
 
 
 def build_bins(
