@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 
-__all__ = ["build_bins", "build_node_bins", "combine_bins", "group_bins", "merge_nearest", "split_thresholds"]
+__all__ = ["build_bins", "build_node_bins", "combine_bins", "group_bins", "merge_nearest"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -185,12 +185,3 @@ def combine_bins(
     counts = np.concatenate([p[1] for p in parts]).reshape(-1, n_classes)
     merged, summed, _ = group_bins(centres, np.zeros(centres.size, dtype=np.int64), counts, 1, max_bins)
     return merged, summed
-
-
-def split_thresholds(centres: FloatArray, width: int) -> FloatArray:
-    """Candidate thresholds of bin slots ``0 .. width-1``: the midpoint between bin ``b`` and
-    ``b + 1``, and ``+inf`` from the last real bin on (a split that separates only missing values)."""
-    out = np.full(width, np.inf, dtype=np.float64)
-    if centres.size >= 2:
-        out[: centres.size - 1] = (centres[:-1] + centres[1:]) / 2.0
-    return out

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from protocols.histogram_forest.streaming import build_bins, combine_bins, merge_nearest, split_thresholds
+from protocols.histogram_forest.streaming import build_bins, combine_bins, merge_nearest
 from securetrees.errors import ParameterError
 
 
@@ -84,7 +84,3 @@ def test_merge_nearest_known_answer() -> None:
 def test_merge_nearest_rejects_zero_bins() -> None:
     with pytest.raises(ParameterError):
         merge_nearest(np.array([1.0, 2.0]), np.array([[1], [1]]), 0)
-
-
-def test_split_thresholds_are_midpoints_then_infinity() -> None:
-    np.testing.assert_array_equal(split_thresholds(np.array([1.0, 2.0, 4.0]), 5), [1.5, 3.0, np.inf, np.inf, np.inf])
