@@ -2,10 +2,12 @@
 
 Spec: ``specs/histogram_forest.md``, departure 4.  A histogram here is a pair
 ``(centres, counts)``: centres strictly increasing, ``counts[i]`` the class-count
-vector of bin ``i`` (Eq. 1 with any number of classes).  :func:`build_bins` is
-Algorithm 2 over a node's rows, :func:`combine_bins` the union step of
-Algorithm 3, and both end in :func:`merge_nearest`, the "merge the two nearest
-bins until at most b remain" loop of Eq. 4-5.
+vector of bin ``i`` (Eq. 1 with any number of classes).  :func:`group_bins` does
+the work for many groups at once (every node of a layer on a client, every
+(node, feature) pair on the server): equal values add, bins sort, and
+:func:`merge_nearest` runs the "merge the two nearest bins until at most b
+remain" loop of Eq. 4-5.  :func:`build_node_bins` / :func:`build_bins` are
+Algorithm 2 over a layer's / a node's rows, :func:`combine_bins` Algorithm 3.
 """
 
 from __future__ import annotations
