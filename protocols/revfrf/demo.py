@@ -49,7 +49,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--test-rows", type=int, default=None, help="test rows (default: all 16,281)")
     parser.add_argument("--requests", type=int, default=2, help="encrypted prediction requests")
     parser.add_argument("--revoke", default="u1", help="participant to revoke")
-    parser.add_argument("--level", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--level", type=int, default=1, choices=(1, 2),
+                        help="revocation level; 2 adds the HEncRef refresh (two per destroyed split: slow)")
     parser.add_argument("--bits", type=int, default=2048)
     parser.add_argument("--insecure", action="store_true", help="allow 1024-bit keys (about 80-bit security)")
     parser.add_argument("--seed", type=int, default=0)
