@@ -108,7 +108,6 @@ class Participant(Party):
         self._pending_cols: dict[int, npt.NDArray[np.int64]] = {}
         self._nodes: dict[tuple[int, int], OwnNode] = {}
         self._batches: dict[str, FloatArray] = {}
-        self._nonces_used = 0
 
     @property
     def public_key(self) -> PublicKey:
