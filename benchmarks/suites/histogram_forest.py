@@ -63,12 +63,12 @@ def _c1_scores(model: HistogramForestClassifier, X_test: np.ndarray, y_test: np.
 
 def run(report: Report, quick: bool) -> None:
     X, y, schema = _data(quick)
-    trees, depth = (3, 5) if quick else (20, 10)
+    trees, depth = (3, 5) if quick else (20, 14)
     reps = 1 if quick else 5
-    sweep_reps, sweep_trees = (1, 3) if quick else (3, 10)
+    sweep_reps, sweep_trees, sweep_depth = (1, 3, 5) if quick else (3, 10, 10)
     clients = (2, 5) if quick else (2, 5, 10)
     report.data["setup"] = dict(rows=int(y.size), trees=trees, depth=depth, bins=32, repetitions=reps,
-                                sweep_repetitions=sweep_reps, sweep_trees=sweep_trees)
+                                sweep_repetitions=sweep_reps, sweep_trees=sweep_trees, sweep_depth=sweep_depth)
 
     # 1. federated vs local vs central --------------------------------------------------------------
     table = report.table(
@@ -114,7 +114,7 @@ def run(report: Report, quick: bool) -> None:
     bins_values = (2, 8, 32) if quick else (2, 4, 8, 16, 32, 64)
     bins_table = report.table(
         f"F1 / AUC against the number of bins b (Figure 8; 2 clients, client C1's test set, mean of {sweep_reps}; "
-        f"{sweep_trees} trees, depth {depth})",
+        f"{sweep_trees} trees, depth {sweep_depth})",
         ["b", "F1 (streaming)", "AUC (streaming)", "F1 (fixed bins)", "AUC (fixed bins)"],
     )
     bins_data = []
@@ -127,7 +127,7 @@ def run(report: Report, quick: bool) -> None:
                 extra: dict[str, Any] = dict(n_bins=b, histogram=kind)
                 if kind == "fixed":
                     extra["feature_ranges"] = schema["feature_ranges"]
-                model = _factory(schema, sweep_trees, depth, rep, **extra)().fit(
+                model = _factory(schema, sweep_trees, sweep_depth, rep, **extra)().fit(
                     [(s.X_train, s.y_train) for s in splits])
                 scores.append(_c1_scores(model, splits[0].X_test, splits[0].y_test))
             row += [round(float(np.mean([s[0] for s in scores])), 4), round(float(np.mean([s[1] for s in scores])), 4)]
@@ -139,7 +139,7 @@ def run(report: Report, quick: bool) -> None:
     eps_values = (0.1, 1.0, 100.0) if quick else PAPER_EPSILONS
     eps_table = report.table(
         f"F1 / AUC against the total ε per client (Figures 6-7; 2 clients, client C1, mean of {sweep_reps}; "
-        f"{sweep_trees} trees, depth {depth}, b = 32 fixed bins)",
+        f"{sweep_trees} trees, depth {sweep_depth}, b = 32 fixed bins)",
         ["ε", "F1 in-process", "AUC in-process", "F1 input pert.", "AUC input pert."],
         note="in-process: geometric noise on every count, ε split over trees x layers, subsampling without "
              "replacement (Δ = features per node); input: Laplace / randomised response on each row once",
@@ -151,7 +151,7 @@ def run(report: Report, quick: bool) -> None:
             scores = []
             for rep in range(sweep_reps):
                 splits = stratified_clients(X, y, 2, seed=rep)
-                model = _factory(schema, sweep_trees, depth, rep, epsilon=eps, noise=noise, sampling="subsample",
+                model = _factory(schema, sweep_trees, sweep_depth, rep, epsilon=eps, noise=noise, sampling="subsample",
                                  histogram="fixed", feature_ranges=schema["feature_ranges"])().fit(
                     [(s.X_train, s.y_train) for s in splits])
                 scores.append(_c1_scores(model, splits[0].X_test, splits[0].y_test))
@@ -164,8 +164,8 @@ def run(report: Report, quick: bool) -> None:
     # 4. cost of secure aggregation -----------------------------------------------------------------
     cost_repeats = 1 if quick else 3
     cost_table = report.table(
-        f"One federated fit with fixed bins, with and without secure aggregation ({sweep_trees} trees, depth {depth}, "
-        f"b = 32; time = median of {cost_repeats})",
+        f"One federated fit with fixed bins, with and without secure aggregation ({sweep_trees} trees, "
+        f"depth {sweep_depth}, b = 32; time = median of {cost_repeats})",
         ["clients", "mode", "time", "MB on the wire", "rounds", "time ratio secure / plain"],
     )
     cost_data = []
@@ -175,7 +175,7 @@ def run(report: Report, quick: bool) -> None:
         for mode, extra_mode in (("plain", {}), ("secure aggregation", {"secure_aggregation": True}),
                                  ("secure + DP ε=1", {"secure_aggregation": True, "epsilon": 1.0,
                                                       "sampling": "subsample"})):
-            make = _factory(schema, sweep_trees, depth, 0, histogram="fixed",
+            make = _factory(schema, sweep_trees, sweep_depth, 0, histogram="fixed",
                             feature_ranges=schema["feature_ranges"], **extra_mode)
             fitted: list[HistogramForestClassifier] = []
             timings[mode] = measure_each(lambda make=make, fitted=fitted, parts=parts: fitted.append(make().fit(parts)),
