@@ -139,10 +139,6 @@ class Client(Party):
         """The ε this client has released so far (0 without histogram noise)."""
         return 0.0 if self._accountant is None else self._accountant.spent
 
-    @property
-    def releases(self) -> list[Release]:
-        return [] if self._accountant is None else list(self._accountant.releases)
-
     # -- setup -------------------------------------------------------------------------------
 
     @handles(RangesRequest)
