@@ -696,8 +696,7 @@ class Client(Party):
 
     @handles(m.RouteRequest)
     def on_route(self, sender: str, msg: m.RouteRequest) -> m.RouteReply:
-        """Classical prediction: one node's test (the rule of :class:`~securetrees.trees.Tree`:
-        ``x <= threshold``, categorical ``x == threshold``, NaN follows ``missing_left``)."""
+        """Classical prediction: one node's test, by :meth:`securetrees.trees.Tree.goes_left`."""
         if not 0 <= msg.tree < len(self.trees):
             raise ProtocolError("unknown tree")
         t = self.trees[msg.tree]
@@ -707,7 +706,4 @@ class Client(Party):
         idx = np.asarray(msg.samples, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self._X_test.shape[0]):
             raise ProtocolError("test sample index out of range")
-        x = self._X_test[idx, t.feature[k]]
-        thr = t.threshold[k]
-        test = (x == thr) if t.categorical[k] else (x <= thr)
-        return m.RouteReply(np.where(np.isnan(x), bool(t.missing_left[k]), test))
+        return m.RouteReply(t.goes_left(self._X_test[idx, t.feature[k]], k))

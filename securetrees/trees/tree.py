@@ -100,7 +100,10 @@ class Tree:
             raise ParameterError(f"X must have shape (n, {self.n_features}), got {Xa.shape}")
         return Xa
 
-    def _goes_left(self, x: FloatArray, nodes: IntArray) -> BoolArray:
+    def goes_left(self, x: FloatArray, nodes: IntArray | int) -> BoolArray:
+        """The routing rule: does value ``x`` at node ``nodes`` go left?  ``x <= threshold``
+        (categorical: ``x == threshold``); NaN follows the node's ``missing_left``."""
+        nodes = np.broadcast_to(np.asarray(nodes, dtype=np.int64), np.shape(x))
         thr = self.threshold[nodes]
         nan = np.isnan(x)
         test = np.where(self.categorical[nodes], x == thr, x <= thr)
@@ -117,7 +120,7 @@ class Tree:
         while active.size:
             nodes = pos[active]
             x = Xa[rows[active], self.feature[nodes]]
-            go = self._goes_left(x, nodes)
+            go = self.goes_left(x, nodes)
             pos[active] = np.where(go, self.left[nodes], self.right[nodes])
             active = active[self.left[pos[active]] != LEAF]
         return pos
@@ -136,7 +139,7 @@ class Tree:
                 reach[lft] = reach[rgt] = reach[k]
                 continue
             idx = np.flatnonzero(reach[k])
-            go = self._goes_left(Xa[idx, self.feature[k]], np.full(idx.size, k))
+            go = self.goes_left(Xa[idx, self.feature[k]], k)
             reach[lft, idx[go]] = True
             reach[rgt, idx[~go]] = True
         return np.ascontiguousarray(reach[self.leaves].T)
