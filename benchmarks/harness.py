@@ -145,6 +145,8 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    figure_dir: Path | None = None
+    """Where :meth:`save_figure` writes PNGs (run.py sets it beside the ``--json`` output)."""
 
     def table(self, title: str, columns: list[str], note: str = "") -> Table:
         t = Table(title, columns, note=note)
@@ -157,6 +159,22 @@ class Report:
         c = Check(name, float(value), op, float(target))
         self.checks.append(c)
         return c
+
+    def save_figure(self, name: str, fig: Any) -> Path | None:
+        """Save a matplotlib figure as ``<figure_dir>/<suite>-<name>.png`` and close it.
+
+        Without a figure directory (no ``--json``) the figure is only closed.
+        """
+        import matplotlib.pyplot as plt
+
+        path = None
+        if self.figure_dir is not None:
+            self.figure_dir.mkdir(parents=True, exist_ok=True)
+            path = self.figure_dir / f"{self.suite}-{name}.png"
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            self.data.setdefault("figures", []).append(str(path))
+        plt.close(fig)
+        return path
 
     def render(self) -> str:
         parts = [t.render() for t in self.tables]

@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in suites if args.suite == "all" else [args.suite]:
         module = importlib.import_module(f"suites.{name}")
         report = Report(suite=name, quick=args.quick)
+        if args.json:
+            report.figure_dir = args.json if args.suite == "all" else args.json.parent
         t0 = time.perf_counter()
         module.run(report, args.quick)
         elapsed = time.perf_counter() - t0
