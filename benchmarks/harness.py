@@ -172,7 +172,7 @@ class Report:
             self.figure_dir.mkdir(parents=True, exist_ok=True)
             path = self.figure_dir / f"{self.suite}-{name}.png"
             fig.savefig(path, dpi=110, bbox_inches="tight")
-            self.data.setdefault("figures", []).append(str(path))
+            self.data.setdefault("png_figures", []).append(str(path))
         plt.close(fig)
         return path
 

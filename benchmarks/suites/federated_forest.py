@@ -184,6 +184,31 @@ def run(report: Report, quick: bool) -> None:
           [4, 8] if quick else [4, 8, 12, 16], lambda p: trained(2, 8, p, fr))
     sweep("Figure 6: test fraction (8 trees, depth 4, 2 clients)", "fraction",
           [0.1, 0.2] if quick else [0.1, 0.2, 0.3, 0.4], lambda p: trained(2, 8, 4, p))
+    _draw_figures(report)
     one_rounds = {r["rounds_one"] for key in report.data if key.startswith("Figure")
                   for r in report.data[key]}
     report.check("one-round prediction: distinct round counts over all sweeps", float(len(one_rounds)), "<=", 1.0)
+
+
+def _draw_figures(report: Report) -> None:
+    """The paper's Figures 3-6 as one PNG: prediction time of both methods against each swept
+    parameter (the paper gives no numbers, so only our points are drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweeps = [k for k in report.data if k.startswith("Figure ")]
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.4))
+    for ax, key in zip(axes, sweeps, strict=True):
+        rows = report.data[key]
+        xs = [r["point"] for r in rows]
+        ax.plot(xs, [r["one_round_s"] for r in rows], "o-", label="one-round (1 round)")
+        ax.plot(xs, [r["classical_s"] for r in rows], "s--", label="classical (1 round per node)")
+        ax.set_title(key.split(" (")[0], fontsize=10)
+        ax.set_xlabel(key.split(": ")[1].split(" (")[0])
+        ax.set_ylabel("prediction time (s)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Federated Forest prediction on Adult (cf. the paper's Figures 3-6)", fontsize=11)
+    report.save_figure("figures-3-6", fig)
