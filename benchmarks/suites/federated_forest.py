@@ -199,7 +199,7 @@ def _draw_figures(report: Report) -> None:
     import matplotlib.pyplot as plt
 
     sweeps = [k for k in report.data if k.startswith("Figure ")]
-    fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.4))
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.4), constrained_layout=True)
     for ax, key in zip(axes, sweeps, strict=True):
         rows = report.data[key]
         xs = [r["point"] for r in rows]
@@ -207,8 +207,9 @@ def _draw_figures(report: Report) -> None:
         ax.plot(xs, [r["classical_s"] for r in rows], "s--", label="classical (1 round per node)")
         ax.set_title(key.split(" (")[0], fontsize=10)
         ax.set_xlabel(key.split(": ")[1].split(" (")[0])
-        ax.set_ylabel("prediction time (s)")
+
         ax.grid(alpha=0.3)
+    axes[0].set_ylabel("prediction time (s)")
     axes[0].legend(fontsize=8)
     fig.suptitle("Federated Forest prediction on Adult (cf. the paper's Figures 3-6)", fontsize=11)
     report.save_figure("figures-3-6", fig)
