@@ -71,7 +71,15 @@ def powmod(base: int | mpz, exp: int | mpz, mod: int | mpz) -> mpz:
 
 
 def powmod_sec(base: int | mpz, exp: int | mpz, mod: int | mpz) -> mpz:
-    """``base^exp mod mod`` for a secret, non-negative exponent and odd modulus (constant time)."""
+    """``base^exp mod mod`` for a secret, non-negative exponent and odd modulus (constant time).
+
+    GMP's ``mpz_powm_sec`` needs a positive exponent; ``exp = 0`` (never a real secret)
+    returns ``1 mod mod``.  A negative exponent raises :class:`ParameterError`.
+    """
+    if exp <= 0:
+        if exp < 0:
+            raise ParameterError("powmod_sec takes a non-negative exponent")
+        return mpz(1) % mod
     return gmpy2.powmod_sec(base, exp, mod)
 
 
@@ -103,8 +111,13 @@ def _random_odd(bits: int, rng: RandomSource, top_two: bool) -> mpz:
 
 def _window_survivors(start: mpz, twin: bool, step: int = 2) -> np.ndarray:
     """Offsets j in [0, _WINDOW) such that start + step*j (and, if ``twin``, 2(start+step*j)+1)
-    has no prime factor below the sieve bound."""
+    has no prime factor below the sieve bound.
+
+    Only primes below ``start / 2`` sieve, so a small candidate is never struck out for being
+    one of the sieving primes itself.
+    """
     primes = small_primes()
+    primes = primes[primes < (start >> 1)]
     keep = np.ones(_WINDOW, dtype=bool)
     start_int = int(start)
     for s in primes.tolist():

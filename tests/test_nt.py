@@ -76,6 +76,19 @@ def test_powmod_sec_matches_pow(e: int, b: int) -> None:
     assert _nt.powmod_sec(b, e, m) == pow(b, e, m) == _nt.powmod(b, e, m)
 
 
+def test_powmod_sec_rejects_negative_exponent() -> None:
+    with pytest.raises(ParameterError):
+        _nt.powmod_sec(3, -1, 7)
+
+
+def test_sieve_never_strikes_out_small_primes() -> None:
+    """Regression: a sieve prime as large as the candidate struck the candidate itself out."""
+    for bits in (16, 17, 18, 20):
+        assert _nt.is_probable_prime(_nt.random_prime(bits, rng=DeterministicRandom(f"small{bits}")))
+        p = _nt.safe_prime(bits, rng=DeterministicRandom(f"small{bits}"))
+        assert _nt.is_probable_prime((p - 1) // 2)
+
+
 def test_crt_pair() -> None:
     p, q = _nt.mpz(1009), _nt.mpz(1013)
     qinv = _nt.invert(q, p)
