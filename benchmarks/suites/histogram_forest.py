@@ -160,6 +160,7 @@ def run(report: Report, quick: bool) -> None:
         eps_data.append(dict(epsilon=eps, f1_histogram=row[0], auc_histogram=row[1], f1_input=row[2],
                              auc_input=row[3]))
     report.data["epsilon"] = eps_data
+    _draw_figures(report, bins_data, eps_data)
 
     # 4. cost of secure aggregation -----------------------------------------------------------------
     cost_repeats = 1 if quick else 3
@@ -186,3 +187,36 @@ def run(report: Report, quick: bool) -> None:
             cost_data.append(dict(clients=n, mode=mode, seconds=timings[mode].median, bytes=tr.total_bytes,
                                   rounds=tr.rounds))
     report.data["secure_aggregation_cost"] = cost_data
+
+
+def _draw_figures(report: Report, bins_data: list[dict[str, Any]], eps_data: list[dict[str, Any]]) -> None:
+    """The paper's Figure 8 (F1 and AUC against b) and Figures 6-7 (against ε, both noise
+    placements) from this run's points; the paper gives only plots, so no numbers of theirs
+    are drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_b, ax_e) = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
+    bins = [d["bins"] for d in bins_data]
+    for key, style, label in (("f1_streaming", "o-", "F1, paper's histograms"),
+                              ("auc_streaming", "o--", "AUC, paper's histograms"),
+                              ("f1_fixed", "s-", "F1, fixed bins"), ("auc_fixed", "s--", "AUC, fixed bins")):
+        ax_b.plot(bins, [d[key] for d in bins_data], style, label=label)
+    ax_b.set_xscale("log", base=2)
+    ax_b.set_xlabel("bins b")
+    ax_b.set_title("Figure 8: bins (2 clients, client C1)", fontsize=10)
+    eps = [d["epsilon"] for d in eps_data]
+    for key, style, label in (("f1_histogram", "o-", "F1, noise on histograms"),
+                              ("auc_histogram", "o--", "AUC, noise on histograms"),
+                              ("f1_input", "s-", "F1, noise on input"), ("auc_input", "s--", "AUC, noise on input")):
+        ax_e.plot(eps, [d[key] for d in eps_data], style, label=label)
+    ax_e.set_xscale("log")
+    ax_e.set_xlabel("total ε per client")
+    ax_e.set_title("Figures 6-7: privacy budget", fontsize=10)
+    for ax in (ax_b, ax_e):
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    report.save_figure("figures-6-8", fig)
