@@ -70,7 +70,7 @@ def baseline_accuracies(data: AdultHybrid, n_trees: int, depth: int) -> dict[str
 
 def hybridtree(
     data: AdultHybrid, mode: str, n_trees: int, *, keypair: tuple[PublicKey, PrivateKey] | None = None,
-    key_bits: int = 2048, encryption: str = "djn", progress: bool = False,
+    key_bits: int = 2048, encryption: str = "key-owner", progress: bool = False,
 ) -> HybridTreeClassifier:
     """Fit HybridTree in ``mode`` on the split (insecure modes are asked for explicitly here)."""
     model = HybridTreeClassifier(
@@ -91,7 +91,7 @@ def main(argv: Sequence[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", type=int, default=50)
     parser.add_argument("--mode", choices=["secure", "plaintext", "paper"], default="secure")
-    parser.add_argument("--encryption", choices=["djn", "djn-short", "key-owner"], default="djn")
+    parser.add_argument("--encryption", choices=["djn", "djn-short", "key-owner"], default="key-owner")
     parser.add_argument("--key-bits", type=int, default=2048)
     parser.add_argument("--guests", type=int, default=5)
     parser.add_argument("--seed", type=int, default=ADULT_SEED, help="seed of the hybrid split")

@@ -115,7 +115,7 @@ class _HybridTree:
         learning_rate: float = 0.1, reg_lambda: float = 1.0, second_order: bool = True,
         base_score: Literal["prior", "zero"] = "prior", min_samples_leaf: int = 1,
         max_bins: int = 32, frac_bits: int = 24, key_bits: int = 2048,
-        encryption: Literal["djn", "djn-short", "key-owner"] = "djn",
+        encryption: Literal["djn", "djn-short", "key-owner"] = "key-owner",
         mode: Literal["secure", "plaintext", "paper"] = "secure", allow_insecure: bool = False,
         min_guests: int = 3, few_guests: Literal["leaf", "raise"] = "leaf",
         categorical_features: Sequence[int] | None = None,

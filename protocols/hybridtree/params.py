@@ -59,7 +59,7 @@ class HybridTreeParams:
     frac_bits: int = 24
     min_guests: int = 3
     few_guests: FewGuests = "leaf"
-    encryption: Encryption = "djn"
+    encryption: Encryption = "key-owner"
     mode: Mode = "secure"
 
     def __post_init__(self) -> None:
