@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from securetrees._nt import invert, mpz, powmod
+from securetrees._nt import invert, mpz, powmod_sec
 from securetrees.dtpkc.ciphertext import Ciphertext, check_unit
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, SystemParams, WeakSecretKey
 from securetrees.dtpkc.scheme import PartialDecryption, encrypt_residue, psdec2_residue
@@ -266,7 +266,7 @@ def holt_blind(
     alpha = rng.randbelow(2)
     d = a * invert(b, n2) % n2 if alpha == 1 else b * invert(a, n2) % n2
     r = mpz(rng.randbelow((1 << params.sigma) - 1)) + 1
-    beta = _mask_t1(p, powmod(d, r, n2), rng)
+    beta = _mask_t1(p, powmod_sec(d, r, n2), rng)  # r is secret: it hides m1 - m2 from the CC
     return HoLTPending(alpha, out_key), PartialDecryption(int(beta), int(share1.t1_pow(beta)))
 
 
