@@ -310,6 +310,9 @@ class PublicKey:
         return f"PublicKey({self.params.bits} bits, {kind}, id={self.key_id.hex()[:12]})"
 
 
+_NO_PICKLE = "a DT-PKC secret key is never pickled; seal it with wire.encrypt_secret_key(key, passphrase)"
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class WeakSecretKey:
     """A party's weak secret key ``θ`` with its public key ``h = g^θ``."""
@@ -334,6 +337,9 @@ class WeakSecretKey:
 
     def __repr__(self) -> str:
         return f"WeakSecretKey(id={self.key_id.hex()[:12]}, theta=<secret>)"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError(_NO_PICKLE)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -362,6 +368,9 @@ class StrongKeyShare:
     def __repr__(self) -> str:
         return f"StrongKeyShare(index={self.index}, params={self.params.params_id.hex()[:12]}, share=<secret>)"
 
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError(_NO_PICKLE)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class StrongSecretKey:
@@ -382,6 +391,9 @@ class StrongSecretKey:
 
     def __repr__(self) -> str:
         return f"StrongSecretKey(params={self.params.params_id.hex()[:12]}, lambda=<secret>)"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError(_NO_PICKLE)
 
 
 def _find_generator(n: mpz, p1: mpz, q1: mpz, lam: mpz, rng: RandomSource) -> mpz:

@@ -28,7 +28,7 @@ from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
 if TYPE_CHECKING:
-    from securetrees.paillier.keys import Mode, PrivateKey, PublicKey
+    from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 
 __all__ = ["decrypt_many", "encrypt_many", "obfuscators", "sum_ciphertexts"]
 
@@ -69,17 +69,33 @@ def _obfuscator_chunk(pk: PublicKey, mode: Mode, randomness: list[mpz]) -> list[
 
 
 def _encrypt_chunk(
-    key: PublicKey | PrivateKey, mode: Mode, pairs: list[tuple[mpz, Any]]
+    sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, pairs: list[tuple[mpz, Any]]
 ) -> list[mpz]:
-    from securetrees.paillier.keys import PublicKey
+    from securetrees.paillier.keys import PublicKey, WorkerPrivateKey
 
+    key = WorkerPrivateKey.unwrap(sent)
     pk = key if isinstance(key, PublicKey) else key.public_key
     n, n2 = pk._n, pk._n2
     return [(1 + m * n) * key.obfuscator_from(mode, r) % n2 for m, r in pairs]
 
 
-def _decrypt_chunk(sk: PrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
+def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
+    from securetrees.paillier.keys import PrivateKey, WorkerPrivateKey
+
+    sk = WorkerPrivateKey.unwrap(sent)
+    if not isinstance(sk, PrivateKey):
+        raise TypeError("decryption needs a private key")
     return [sk._residue(c, constant_time) for c in values]
+
+
+def _for_executor(
+    key: PublicKey | PrivateKey, executor: Executor | None
+) -> PublicKey | PrivateKey | WorkerPrivateKey:
+    """What goes to the workers: public keys as they are; a private key only wrapped, and only
+    because the caller passed an executor to a private-key method."""
+    from securetrees.paillier.keys import PrivateKey
+
+    return key.for_workers() if executor is not None and isinstance(key, PrivateKey) else key
 
 
 def _product_chunk(n2: mpz, values: list[mpz]) -> list[mpz]:
@@ -118,7 +134,7 @@ def encrypt_many(
     pk = key if isinstance(key, PublicKey) else key.public_key
     residues = [mpz(pk._range.embed(v)) for v in _flatten(values)]
     pairs = [(m, key.draw_randomness(mode, rng)) for m in residues]
-    out = _run_chunked(_encrypt_chunk, pairs, executor, chunk_size, key, mode)
+    out = _run_chunked(_encrypt_chunk, pairs, executor, chunk_size, _for_executor(key, executor), mode)
     return [_make(pk, c, True) for c in out]
 
 
@@ -141,7 +157,8 @@ def decrypt_many(
     pk = sk.public_key
     items = ciphertexts.ravel().tolist() if isinstance(ciphertexts, np.ndarray) else ciphertexts
     values = _values_of(pk, items)
-    residues = _run_chunked(_decrypt_chunk, values, executor, chunk_size, sk, constant_time)
+    residues = _run_chunked(_decrypt_chunk, values, executor, chunk_size, _for_executor(sk, executor),
+                            constant_time)
     extract = pk._range.extract
     return [extract(int(m)) for m in residues]
 

@@ -438,9 +438,15 @@ class PrivateKey:
         return f"PrivateKey(bits={self._pk.bits}, id={self._pk.key_id.hex()[:16]}, secret=<hidden>)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Only for the executor of an explicit private-key batch call (decrypt_many /
-        # encrypt_many on this key); the pickle contains the factors.
-        return (_restore_private_key, (self._pk, int(self._p), int(self._q)))
+        raise TypeError(
+            "a private key is never pickled (the pickle would hold its factors in the clear); "
+            "store it with to_encrypted_bytes(passphrase)"
+        )
+
+    def for_workers(self) -> WorkerPrivateKey:
+        """This key wrapped for the executor of an explicit private-key batch call: the only
+        object that pickles the factors (see :mod:`securetrees.paillier.batch`)."""
+        return WorkerPrivateKey(self)
 
     # -- decryption ------------------------------------------------------------------------
     def _check(self, c: Ciphertext) -> None:
@@ -574,6 +580,30 @@ class PrivateKey:
 
 
 _PRIVATE: weakref.WeakValueDictionary[bytes, PrivateKey] = weakref.WeakValueDictionary()
+
+
+class WorkerPrivateKey:
+    """A private key on its way to the workers of an explicit private-key batch call.
+
+    Pickling it sends the factors; unpickling yields the :class:`PrivateKey` itself.  In a
+    thread pool (no pickling) the workers call :meth:`unwrap`.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: PrivateKey) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"WorkerPrivateKey({self.key!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        k = self.key
+        return (_restore_private_key, (k._pk, int(k._p), int(k._q)))
+
+    @staticmethod
+    def unwrap(key: PublicKey | PrivateKey | WorkerPrivateKey) -> PublicKey | PrivateKey:
+        return key.key if isinstance(key, WorkerPrivateKey) else key
 
 
 def _restore_private_key(pk: PublicKey, p: int, q: int) -> PrivateKey:

@@ -130,12 +130,14 @@ def _distinct(names: Iterable[str], what: str) -> tuple[str, ...]:
 
 @dataclass
 class _ClientRound:
+    """One client's state for one round; its repr hides the self-mask seed and the held shares."""
+
     length: int
     mask_key: AgreementKey
-    seed: bytes
+    seed: bytes = field(repr=False)
     keys: dict[str, bytes] = field(default_factory=dict)  # U1: round public keys
     participants: tuple[str, ...] = ()  # U2
-    held: dict[str, tuple[int, int]] = field(default_factory=dict)  # owner -> (key share, seed share)
+    held: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)  # owner -> (key share, seed share)
     survivors: tuple[str, ...] | None = None  # U3 as signed
     stage: Stage = Stage.ADVERTISE
 

@@ -173,3 +173,18 @@ def test_table_cache_builds_lazily_and_bounds_memory() -> None:
         cache.configure(13)
     with pytest.raises(ParameterError):
         TableCache(4, max_bases=0)
+
+
+def test_secret_keys_are_never_pickled() -> None:
+    """Review finding: θ and λ must not leave a process through pickle or copy."""
+    import copy
+    import pickle
+
+    from securetrees.testing.dtpkc import dtpkc_test_keys
+
+    keys = dtpkc_test_keys()
+    for secret in (next(iter(keys.weak.values())), keys.cs_share, keys.cc_share, keys.strong):
+        with pytest.raises(TypeError, match="never pickled"):
+            pickle.dumps(secret)
+        with pytest.raises(TypeError, match="never pickled"):
+            copy.copy(secret)

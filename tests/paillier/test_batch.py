@@ -87,3 +87,25 @@ def test_chunking() -> None:
     assert _chunk_size(80, None, None) == 80
     with pytest.raises(ParameterError):
         _chunk_size(10, None, 0)
+
+
+def test_private_key_is_never_pickled() -> None:
+    """Review finding: pickling (or copying) a private key would write its factors in the clear."""
+    import copy
+    import pickle
+
+    _, sk = small_keypair()
+    with pytest.raises(TypeError, match="never pickled"):
+        pickle.dumps(sk)
+    with pytest.raises(TypeError, match="never pickled"):
+        copy.copy(sk)
+
+
+def test_private_key_batches_on_workers(procs: Executor) -> None:
+    """Only an explicit private-key batch call sends the (wrapped) key to its workers."""
+    _, sk = small_keypair()
+    values = list(range(-20, 20))
+    cts = sk.encrypt_many(values, executor=procs)
+    assert sk.decrypt_many(cts, executor=procs) == values
+    with ThreadPoolExecutor(2) as threads:
+        assert sk.decrypt_many(sk.encrypt_many(values, executor=threads), executor=threads) == values

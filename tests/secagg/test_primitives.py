@@ -194,3 +194,15 @@ def test_channel_round_trip_and_rejections() -> None:
     ):
         with pytest.raises(InvalidCiphertext):
             open_sealed(KEY, wrong_blob, wrong_ad)
+
+
+def test_client_round_state_repr_hides_the_seed_and_shares() -> None:
+    """Review finding: a debug repr of a client's round state must not print its secrets."""
+    from securetrees.secagg.keyagree import AgreementKey
+    from securetrees.secagg.roles import _ClientRound
+
+    state = _ClientRound(length=3, mask_key=AgreementKey.generate(), seed=b"\x01" * 32,
+                         held={"peer": (918273645, 564738291)})
+    text = repr(state)
+    assert "918273645" not in text and "564738291" not in text
+    assert repr(b"\x01" * 32) not in text and "seed" not in text
