@@ -16,6 +16,7 @@ from protocols.federated_forest import (
 from protocols.federated_forest import messages as m
 from protocols.federated_forest.ids import hash_ids
 from protocols.federated_forest.slots import SlotLayout
+from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.errors import (
     EncodingOverflowError,
     InvalidCiphertext,
@@ -25,7 +26,6 @@ from securetrees.errors import (
     UnexpectedMessage,
 )
 from securetrees.runtime import InProcessNetwork
-from securetrees.testing.federated_forest import mixed_data, small_key_options
 
 KEY = b"k" * 32
 X, Y, CAT = mixed_data(60, seed=1)

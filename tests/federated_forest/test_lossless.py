@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
-from securetrees.testing.federated_forest import mixed_data, small_key_options
+from protocols.federated_forest.testing import mixed_data, small_key_options
 
 PARTITION = [[0, 3, 4], [1, 2, 5]]
 

@@ -11,10 +11,10 @@ import pytest
 
 from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, assemble_tree
 from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, MasterState
+from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.errors import DecodeError, ProtocolError
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork, Message
-from securetrees.testing.federated_forest import mixed_data, small_key_options
 
 X, Y, CAT = mixed_data(160, seed=21)
 PARTITION = [[0, 1, 4], [2, 3, 5]]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from protocols.hybridtree import Guest, HybridTreeParams, check_mode
+from protocols.hybridtree.testing import HybridData
 from securetrees.errors import (
     InsecureParameterWarning,
     NotFittedError,
@@ -16,7 +17,6 @@ from securetrees.errors import (
     UnexpectedMessage,
 )
 from securetrees.runtime import InProcessNetwork
-from securetrees.testing.hybridtree import HybridData
 from securetrees.testing.paillier import small_keypair
 from securetrees.trees import BinMapper
 

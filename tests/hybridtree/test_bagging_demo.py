@@ -6,7 +6,7 @@ import numpy as np
 
 from protocols.hybridtree.bagging import HybridTreeBagging
 from protocols.hybridtree.demo import main
-from securetrees.testing.hybridtree import HybridData
+from protocols.hybridtree.testing import HybridData
 from securetrees.testing.paillier import small_keypair
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from securetrees.testing.hybridtree import HybridData
+from protocols.hybridtree.testing import HybridData
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 
 from protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
 from protocols.federated_forest import messages as m
+from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
-from securetrees.testing.federated_forest import mixed_data, small_key_options
 
 N = 120
 

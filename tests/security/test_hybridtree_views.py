@@ -19,11 +19,11 @@ import pytest
 
 from protocols.hybridtree import Guest, Host, HybridTreeClassifier, HybridTreeParams, HybridTreeRegressor
 from protocols.hybridtree.messages import HistogramRequest, MaskedHistogram
+from protocols.hybridtree.testing import hybrid_data
 from securetrees.errors import ProtocolError
 from securetrees.paillier import Ciphertext
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
-from securetrees.testing.hybridtree import hybrid_data
 from securetrees.testing.paillier import small_keypair
 from securetrees.trees import BinMapper
 
