@@ -16,13 +16,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from protocols.revfrf.candidates import Proposer, QuantileBins, RandomRange
 from protocols.revfrf.participant import Participant
 from protocols.revfrf.requester import Requester
 from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre, RevocationRecord
-from protocols.revfrf.signing import verify_key_bytes
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
@@ -30,6 +28,7 @@ from securetrees.errors import NotFittedError, ParameterError
 from securetrees.progress import progress
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.signing import make_roster
 from securetrees.trees import (
     Forest,
     GrowParams,
@@ -168,8 +167,7 @@ class _RevFRF:
         net = network if network is not None else InProcessNetwork()
         session = SYSTEM_RANDOM.token_bytes(16)
         names = [f"u{i + 1}" for i in range(len(parts))]
-        signing = {u: Ed25519PrivateKey.generate() for u in names}
-        verify_keys = {u: verify_key_bytes(k) for u, k in signing.items()}
+        verify_keys, signing = make_roster(names)
         weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *names]}
         if kgc.params.tables.window is not None:
             for sk in weak.values():  # each party's comb tables, built once at key set-up (offline)

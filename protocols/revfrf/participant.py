@@ -36,13 +36,14 @@ from protocols.revfrf.messages import (
     TestReply,
     TestRequest,
 )
-from protocols.revfrf.signing import SigningKey, node_message, revocation_message, verify
+from protocols.revfrf.signing import node_message, revocation_message
 from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError, RevokedError, UnexpectedMessage
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
+from securetrees.signing import SigningKey, verify
 
 __all__ = ["OwnNode", "Participant"]
 

@@ -42,7 +42,7 @@ from protocols.revfrf.messages import (
     TestReply,
     TestRequest,
 )
-from protocols.revfrf.signing import node_message, revocation_message, verify
+from protocols.revfrf.signing import node_message, revocation_message
 from securetrees.dtpkc import (
     KGC,
     Ciphertext,
@@ -57,6 +57,7 @@ from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.errors import KeyMismatchError, ProtocolError, RevokedError, UnexpectedMessage
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
+from securetrees.signing import verify
 from securetrees.trees import Criterion, GrowParams, best_splits, build_histograms
 
 __all__ = ["CentralServer", "ComputationServer", "KeyCentre", "RevocationRecord"]

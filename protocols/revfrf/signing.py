@@ -1,31 +1,17 @@
-"""Ed25519 signatures over canonical byte strings: node records and revocation requests.
+"""What RevFRF's parties sign (with :mod:`securetrees.signing`): canonical digests of
+node records and revocation requests.
 
 A node's provider signs ``(session, tree, node, epoch, T1, T2)`` when it uploads the
 node's encrypted split (FOS-Find line 8) and again at each new forest epoch; a
 participant signs ``(session, participant, epoch, level, nonce)`` to ask for its
-revocation (FRF-Revoc line 1).  Verification raises the caller's typed error, never
-returns a bool.
+revocation (FRF-Revoc line 1).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
-from securetrees.errors import ProtocolError
-
-__all__ = [
-    "SigningKey",
-    "node_message",
-    "revocation_message",
-    "verify",
-    "verify_key_bytes",
-]
-
-SigningKey = Ed25519PrivateKey
+__all__ = ["node_message", "revocation_message"]
 
 
 def _int_field(v: int) -> bytes:
@@ -55,18 +41,3 @@ def revocation_message(session: bytes, participant: str, epoch: int, level: int,
     h.update(_int_field(level))
     h.update(_bytes_field(nonce))
     return h.digest()
-
-
-def verify_key_bytes(key: SigningKey) -> bytes:
-    """The 32-byte raw Ed25519 public key registered at set-up."""
-    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-
-
-def verify(
-    public: bytes, signature: bytes, data: bytes, error: type[ProtocolError], what: str
-) -> None:
-    """Verify ``signature``; raise ``error`` (a ProtocolError subclass) if it does not hold."""
-    try:
-        Ed25519PublicKey.from_public_bytes(public).verify(signature, data)
-    except (InvalidSignature, ValueError) as exc:
-        raise error(f"invalid signature on {what}") from exc

@@ -24,8 +24,8 @@ from securetrees.secagg.roles import (
     SecAggServer,
     Stage,
 )
-from securetrees.secagg.signing import SigningKey, make_roster
 from securetrees.secagg.simulation import Simulation, build_simulation, simulate_secure_sum
+from securetrees.signing import SigningKey, make_roster
 
 __all__ = [
     "MIN_PARTIES",

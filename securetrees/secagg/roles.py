@@ -36,7 +36,7 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.secagg import shamir
 from securetrees.secagg.channel import associated_data, open_sealed, seal
-from securetrees.secagg.keyagree import AgreementKey, KeyContext, derive_key, derive_own_key
+from securetrees.secagg.keyagree import AgreementKey, KeyContext, derive_key, derive_own_key, encode_fields
 from securetrees.secagg.masker import check_party_count, mask_purpose
 from securetrees.secagg.messages import (
     Ack,
@@ -58,13 +58,18 @@ from securetrees.secagg.messages import (
 )
 from securetrees.secagg.prg import MaskExpander
 from securetrees.secagg.rings import Ring, Vector, Z2k
-from securetrees.secagg.signing import SigningKey, verify
+from securetrees.signing import SigningKey, verify
 
 __all__ = ["AggregateResult", "SecAggClient", "SecAggConfig", "SecAggServer", "Stage"]
 
 MAX_LENGTH = 1 << 27
 _PURPOSE = "secagg/input"
 _SHARE_KIND = "round-shares"
+
+
+def _statement(*fields: bytes | str | int) -> bytes:
+    """What a client signs: the domain-separated, length-prefixed encoding of ``fields``."""
+    return encode_fields(b"securetrees/secagg/sig", *fields)
 
 
 class Stage(enum.IntEnum):
@@ -215,7 +220,7 @@ class SecAggClient(Party):
             raise ProtocolError("the key directory names parties outside the session")
         keys: dict[str, bytes] = {}
         for e in entries:
-            verify(self.config.roster[e.name], e.signature, *tag, e.name, e.public)
+            verify(self.config.roster[e.name], e.signature, _statement(*tag, e.name, e.public))
             keys[e.name] = e.public
         if keys.get(self.name) != own:
             raise ProtocolError("the key directory does not carry this party's own key")
@@ -235,7 +240,7 @@ class SecAggClient(Party):
         self._session = msg.session
         self._enc_key = AgreementKey.generate(rng=self._rng)
         pub = self._enc_key.public
-        return SignedKey(pub, self._signer.sign("session-key", msg.session, self.name, pub))
+        return SignedKey(pub, self._signer.sign(_statement("session-key", msg.session, self.name, pub)))
 
     @handles(SessionDirectory)
     def on_session_directory(self, sender: str, msg: SessionDirectory) -> Ack:
@@ -268,7 +273,7 @@ class SecAggClient(Party):
             raise ProtocolError(f"round {msg.round} sums vectors of {msg.length}, not {len(value)}")
         key = AgreementKey.generate(rng=self._rng)
         self._rounds[msg.round] = _ClientRound(msg.length, key, self._rng.token_bytes(32))
-        sig = self._signer.sign("round-key", session, msg.round, self.name, key.public)
+        sig = self._signer.sign(_statement("round-key", session, msg.round, self.name, key.public))
         return SignedKey(key.public, sig)
 
     @handles(RoundDirectory)
@@ -354,7 +359,7 @@ class SecAggClient(Party):
         self.config.require_quorum(u3, "sent masked inputs")
         state.survivors = u3
         state.stage = Stage.CONSISTENCY
-        return SurvivorSignature(self.name, self._signer.sign("survivors", session, msg.round, *u3))
+        return SurvivorSignature(self.name, self._signer.sign(_statement("survivors", session, msg.round, *u3)))
 
     @handles(UnmaskRequest)
     def on_unmask(self, sender: str, msg: UnmaskRequest) -> UnmaskShares:
@@ -379,8 +384,8 @@ class SecAggClient(Party):
         self.config.require_quorum(signers, "signed the survivor set")
         for item in msg.signatures:
             try:
-                verify(self.config.roster[item.name], item.signature, "survivors", session,
-                       msg.round, *u3)
+                verify(self.config.roster[item.name], item.signature,
+                       _statement("survivors", session, msg.round, *u3))
             except ProtocolError as exc:
                 raise ProtocolError(
                     f"inconsistent survivor sets: {item.name} did not sign the set shown here"

@@ -17,7 +17,7 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Network
 from securetrees.secagg.rings import Ring, Z2k
 from securetrees.secagg.roles import AggregateResult, SecAggClient, SecAggConfig, SecAggServer, Stage
-from securetrees.secagg.signing import make_roster
+from securetrees.signing import make_roster
 
 __all__ = ["Simulation", "build_simulation", "simulate_secure_sum"]
 

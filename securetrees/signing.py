@@ -1,8 +1,11 @@
-"""Ed25519 signatures: advertised keys and the consistency round (Bonawitz et al. 2017, malicious model).
+"""Ed25519 signing keys and verification for protocol roles.
 
-Each party's verification key is registered out of band in the run's roster, so
-the relaying server can neither substitute a party's advertised keys nor show
-different survivor sets to different parties without being caught.
+Used where a party's statement must survive a relaying server: secure
+aggregation's advertised keys and survivor sets, RevFRF's node records and
+revocation requests.  Verification keys are registered out of band in the
+run's roster.  Each protocol decides what bytes it signs (with its own domain
+separation); this module only holds the keys and the check, which raises the
+caller's typed error and never returns a bool.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.secagg.keyagree import encode_fields
 
 __all__ = ["SigningKey", "make_roster", "verify"]
 
 
 class SigningKey:
-    """An Ed25519 signing key; the repr shows only the verification key."""
+    """An Ed25519 signing key drawn from a :class:`RandomSource`; the repr shows only the
+    32-byte verification key ``public``."""
 
     __slots__ = ("_private", "public")
 
@@ -33,22 +36,23 @@ class SigningKey:
     def generate(cls, *, rng: RandomSource = SYSTEM_RANDOM) -> SigningKey:
         return cls(Ed25519PrivateKey.from_private_bytes(rng.token_bytes(32)))
 
-    def sign(self, *fields: bytes | str | int) -> bytes:
-        """Sign the unambiguous encoding of ``fields``."""
-        return self._private.sign(encode_fields(b"securetrees/secagg/sig", *fields))
+    def sign(self, message: bytes) -> bytes:
+        """The signature of ``message`` (the caller's domain-separated encoding)."""
+        return self._private.sign(message)
 
     def __repr__(self) -> str:
         return f"SigningKey(public={self.public.hex()[:16]}...)"
 
 
-def verify(public: bytes, signature: bytes, *fields: bytes | str | int) -> None:
-    """Raise :class:`ProtocolError` unless ``signature`` signs ``fields`` under ``public``."""
+def verify(
+    public: bytes, signature: bytes, message: bytes,
+    error: type[ProtocolError] = ProtocolError, what: str = "message",
+) -> None:
+    """Raise ``error`` unless ``signature`` signs ``message`` under the verification key ``public``."""
     try:
-        Ed25519PublicKey.from_public_bytes(public).verify(
-            signature, encode_fields(b"securetrees/secagg/sig", *fields)
-        )
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
     except (InvalidSignature, ValueError) as exc:
-        raise ProtocolError("invalid signature") from exc
+        raise error(f"invalid signature on {what}") from exc
 
 
 def make_roster(
@@ -59,4 +63,3 @@ def make_roster(
         raise ParameterError("roster names must be distinct")
     keys = {name: SigningKey.generate(rng=rng) for name in names}
     return {name: key.public for name, key in keys.items()}, keys
-
