@@ -32,38 +32,12 @@ from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import Mode, PrivateKey, PublicKey
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
-from securetrees.trees import Forest
+from securetrees.trees import Forest, check_partition
 
 __all__ = ["FederatedForestClassifier", "FederatedForestRegressor", "check_partition"]
 
 FloatArray = npt.NDArray[np.float64]
 PREDICTION_METHODS = ("one-round", "classical")
-
-
-def check_partition(partition: Sequence[Sequence[int]], n_features: int) -> list[list[int]]:
-    """The column lists as ints; ParameterError unless they are disjoint, cover every column
-    exactly once, and number at least two clients."""
-    if isinstance(partition, (str, bytes)) or len(partition) < 2:
-        raise ParameterError("partition must list the columns of at least two clients")
-    out: list[list[int]] = []
-    seen: set[int] = set()
-    for cols in partition:
-        row = []
-        for c in cols:
-            if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
-                raise ParameterError("partition entries must be column indices")
-            ci = int(c)
-            if not 0 <= ci < n_features:
-                raise ParameterError(f"column {ci} is out of range")
-            if ci in seen:
-                raise ParameterError(f"column {ci} is given to two clients")
-            seen.add(ci)
-            row.append(ci)
-        out.append(row)
-    if len(seen) != n_features:
-        missing = sorted(set(range(n_features)) - seen)
-        raise ParameterError(f"columns {missing[:5]} belong to no client")
-    return out
 
 
 def _row_ids(n: int) -> list[str]:
@@ -152,7 +126,7 @@ class _FederatedForest:
         ya = np.asarray(y)
         if ya.shape != (Xa.shape[0],):
             raise ParameterError("y must have one entry per row of X")
-        parts = check_partition(partition, Xa.shape[1])
+        parts = check_partition(partition, Xa.shape[1], min_parties=2, party="client", allow_empty=True)
         if self.label_protection not in LABEL_MODES:
             raise ParameterError(f"label_protection must be one of {LABEL_MODES}")
         if self.prediction not in PREDICTION_METHODS:

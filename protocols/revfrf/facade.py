@@ -33,6 +33,7 @@ from securetrees.trees import (
     Forest,
     GrowParams,
     TreeDraws,
+    check_partition,
     class_stats,
     make_criterion,
     resolve_max_features,
@@ -44,29 +45,6 @@ __all__ = ["RevFRFClassifier", "RevFRFRegressor", "check_partition"]
 
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("vertical", "test", "encrypted")
-
-
-def check_partition(partition: Sequence[Sequence[int]], n_features: int) -> list[tuple[int, ...]]:
-    """Every column in exactly one participant's list; at least one participant."""
-    if isinstance(partition, (str, bytes)) or not len(partition):
-        raise ParameterError("partition must be a non-empty list of column-index lists")
-    parts: list[tuple[int, ...]] = []
-    seen: set[int] = set()
-    for cols in partition:
-        if isinstance(cols, (str, bytes)) or not len(cols):
-            raise ParameterError("every participant owns at least one column")
-        part = []
-        for c in cols:
-            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= int(c) < n_features:
-                raise ParameterError(f"column {c!r} is not in [0, {n_features})")
-            if int(c) in seen:
-                raise ParameterError(f"column {int(c)} is given to two participants")
-            seen.add(int(c))
-            part.append(int(c))
-        parts.append(tuple(sorted(part)))
-    if len(seen) != n_features:
-        raise ParameterError(f"columns {sorted(set(range(n_features)) - seen)} belong to no participant")
-    return parts
 
 
 def _check_X(X: npt.ArrayLike, n_features: int | None = None) -> FloatArray:
@@ -143,7 +121,7 @@ class _RevFRF:
         t_start, c_start = time.perf_counter(), time.thread_time()
         Xa = _check_X(X)
         n, d = Xa.shape
-        parts = check_partition(partition, d)
+        parts = [tuple(sorted(cols)) for cols in check_partition(partition, d, party="participant")]
         self._prepare_y(y, n)
         if self.splitter not in ("random_range", "bins"):
             raise ParameterError("splitter is 'random_range' (the paper) or 'bins' (the central reference's)")

@@ -3,7 +3,8 @@
 numpy only, no cryptography.  Layers, in dependency order: :mod:`binning`,
 :mod:`criteria`, :mod:`histogram` (layer histograms and the vectorised split
 search), :mod:`tree` (the node data model, partial trees, prediction),
-:mod:`forest`, :mod:`sampling` (the replayable random draws), :mod:`grow`
+:mod:`forest`, :mod:`partition` (who holds which columns),
+:mod:`sampling` (the replayable random draws), :mod:`grow`
 (layer-by-layer growth), :mod:`train` (reference trainers), :mod:`persistence`
 (versioned JSON), :mod:`estimators` (scikit-learn conventions).  The spec is
 ``specs/trees.md``.
@@ -31,6 +32,7 @@ from securetrees.trees.estimators import (
 from securetrees.trees.forest import BoostedForest, Forest
 from securetrees.trees.grow import GrowParams, goes_left_binned, grow_tree
 from securetrees.trees.histogram import LayerSplits, best_splits, build_histograms, node_totals
+from securetrees.trees.partition import check_partition
 from securetrees.trees.persistence import dumps, load, loads, save
 from securetrees.trees.sampling import TreeDraws, resolve_max_features, tree_generators
 from securetrees.trees.train import (
@@ -63,6 +65,7 @@ __all__ = [
     "TreeDraws",
     "best_splits",
     "build_histograms",
+    "check_partition",
     "class_stats",
     "dumps",
     "eq7_score",
