@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from securetrees.encoding import as_int
 from securetrees.errors import EncodingOverflowError, ParameterError, ProtocolError
 from securetrees.secagg.prg import MaskExpander, expand_mod
 
@@ -91,6 +92,12 @@ class Z2k(Ring):
         return f"Z2k(bits={self.bits})"
 
     def check(self, values: Any) -> Vector:
+        if isinstance(values, (list, tuple)):
+            # np.asarray would turn residues mixing values below and above 2^63 into float64.
+            ints = [as_int(v) for v in values]
+            if any(not 0 <= v < 1 << 64 for v in ints):
+                raise ParameterError("Z2k inputs are non-negative residues below 2^64")
+            values = np.array(ints, dtype=U64)
         arr = np.asarray(values)
         if arr.ndim != 1:
             raise ParameterError("a secure-sum input is a one-dimensional vector")

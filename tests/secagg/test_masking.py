@@ -165,3 +165,14 @@ def test_zn_masks_on_paillier_ciphertexts_cancel_in_the_decrypted_sum() -> None:
         assert sk.decrypt_residue(sent[-1][0]) != leaves[name][0]
     totals = [sk.decrypt(sum(col[1:], col[0])) for col in zip(*sent, strict=True)]
     assert totals == [sum(v[j] for v in leaves.values()) for j in range(3)]
+
+
+def test_z2k_accepts_python_residues_across_2_to_the_63() -> None:
+    """Regression (hypothesis): a list mixing residues below and above 2^63 was turned into
+    float64 by numpy and refused; lists are now converted exactly."""
+    values = [0, 1 << 63, (1 << 64) - 1, 5]
+    assert Z2k(64).check(values).tolist() == values
+    with pytest.raises(ParameterError):
+        Z2k(64).check([1 << 64])
+    with pytest.raises(ParameterError):
+        Z2k(64).check([1.5])
