@@ -117,3 +117,17 @@ def test_signed_range_parameters() -> None:
     assert SignedRange.bits(2**64, 10).bound == 1024
     with pytest.raises(EncodingOverflowError):
         SignedRange(100, 10).extract(100)
+
+
+@given(st.lists(finite, min_size=1, max_size=20), st.integers(min_value=0, max_value=20))
+def test_int64_path_matches_scalar(xs: list[float], f: int) -> None:
+    fp = FixedPoint(frac_bits=f)
+    out = fp.encode_int64(np.array(xs))
+    assert out.dtype == np.int64 and out.tolist() == [fp.encode(x) for x in xs]
+
+
+def test_int64_path_refusals() -> None:
+    with pytest.raises(ParameterError):
+        FixedPoint(4).encode_int64(np.array([np.inf]))
+    with pytest.raises(EncodingOverflowError):
+        FixedPoint(4).encode_int64(np.array([2.0**58]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.layout import SlotLayout, encode_fixed
+from protocols.hybridtree.layout import SlotLayout
 from protocols.hybridtree.messages import (
     Ack,
     BuildNode,
@@ -37,6 +37,7 @@ from protocols.hybridtree.messages import (
 )
 from protocols.hybridtree.params import HybridTreeParams
 from securetrees._nt import mpz
+from securetrees.encoding import FixedPoint
 from securetrees.errors import (
     EncodingOverflowError,
     ParameterError,
@@ -223,7 +224,8 @@ class Host(Party):
         if p.mode == "paper":
             return self._grow_paper(tree_index, host_tree, leaf_of, g, h)
         rec = TreeRecord.from_host_tree(host_tree)
-        g_fix, h_fix = encode_fixed(g, p.frac_bits), encode_fixed(h, p.frac_bits)
+        fixed = FixedPoint(p.frac_bits)
+        g_fix, h_fix = fixed.encode_int64(g), fixed.encode_int64(h)
         nodes: dict[int, IntArray] = {
             int(k): np.flatnonzero(leaf_of == k).astype(np.int64) for k in host_tree.leaves
         }

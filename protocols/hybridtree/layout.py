@@ -22,20 +22,9 @@ import numpy.typing as npt
 
 from securetrees.errors import EncodingOverflowError, ParameterError
 
-__all__ = ["Slot", "SlotLayout", "encode_fixed"]
+__all__ = ["Slot", "SlotLayout"]
 
 IntArray = npt.NDArray[np.int64]
-
-
-def encode_fixed(x: npt.NDArray[np.float64], frac_bits: int) -> IntArray:
-    """``round(x·2^f)`` as int64, half to even; refuses NaN, infinities and |x·2^f| >= 2^62."""
-    arr = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ParameterError("cannot encode NaN or infinite gradients")
-    scaled = np.rint(np.ldexp(arr, frac_bits))
-    if scaled.size and float(np.max(np.abs(scaled))) >= 2.0**62:
-        raise EncodingOverflowError("a gradient does not fit the fixed-point range")
-    return scaled.astype(np.int64)
 
 
 @dataclass(frozen=True)

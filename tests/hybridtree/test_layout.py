@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.hybridtree.layout import SlotLayout, encode_fixed
+from protocols.hybridtree.layout import SlotLayout
+from securetrees.encoding import FixedPoint
 from securetrees.errors import EncodingOverflowError, ParameterError
 
 
@@ -35,8 +36,8 @@ def test_sum_of_any_subset_unpacks_exactly(case, data) -> None:  # type: ignore[
     sums = [0] * layout.n_blocks
     expect = {}
     for k, vals in leaves.items():
-        g = encode_fixed(np.array([v[0] for v in vals]), frac)
-        h = encode_fixed(np.array([v[1] for v in vals]), frac)
+        g = FixedPoint(frac).encode_int64(np.array([v[0] for v in vals]))
+        h = FixedPoint(frac).encode_int64(np.array([v[1] for v in vals]))
         keep = data.draw(st.lists(st.booleans(), min_size=len(vals), max_size=len(vals)))
         sel = np.array(keep, dtype=bool)
         packed = layout.encode(k, g, h)
@@ -77,6 +78,6 @@ def test_overflow_and_bad_plans_raise() -> None:
     with pytest.raises(ParameterError):
         SlotLayout.plan({0: 0}, frac_bits=4, g_bound=1, h_bound=1, capacity=64)
     with pytest.raises(ParameterError):
-        encode_fixed(np.array([np.nan]), 4)
+        FixedPoint(4).encode_int64(np.array([np.nan]))
     with pytest.raises(EncodingOverflowError):
-        encode_fixed(np.array([2.0**60]), 4)
+        FixedPoint(4).encode_int64(np.array([2.0**60]))
