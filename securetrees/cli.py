@@ -75,7 +75,60 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments for the demo")
     demo.add_argument("--list", action="store_true", help="list the demos and exit")
     demo.set_defaults(func=_demo)
+
+    party = sub.add_parser("party", help="serve one role of a networked run (needs the net extra)",
+                           description="Serve one role of the run described by --config until stopped.")
+    party.add_argument("--config", required=True, help="the run's TOML configuration")
+    party.add_argument("--role", required=True, help="which party of the roster this process is")
+    party.add_argument("--passphrase-file", help="file holding the passphrase of this role's key files "
+                       "(else $SECURETREES_PASSPHRASE, else a prompt)")
+    party.set_defaults(func=_party)
+
+    fed = sub.add_parser("federation", help="a whole federation on this machine, one process per role",
+                         description="init: make a local trial on embedded Adult; launch: run it.")
+    fed_sub = fed.add_subparsers(dest="fed_command", metavar="ACTION", required=True)
+    init = fed_sub.add_parser("init", help="write a trial federation (certificates, keys, data, run.toml)")
+    init.add_argument("protocol", choices=["revfrf", "federated-forest"])
+    init.add_argument("--out", required=True, help="folder to write the trial into")
+    init.add_argument("--rows", type=int, default=2000, help="training rows of Adult (default 2000)")
+    init.add_argument("--trees", type=int, default=5, help="number of trees (default 5)")
+    init.add_argument("--insecure-1024", action="store_true",
+                      help="1024-bit keys (faster, about 80-bit security; a trial only)")
+    init.set_defaults(func=_fed_init)
+    launch = fed_sub.add_parser("launch", help="start every role as a process, run the job, stop them")
+    launch.add_argument("--config", required=True)
+    launch.add_argument("--passphrase-dir", help="folder with NAME.pass files (default: pki/ beside the config)")
+    launch.set_defaults(func=_fed_launch)
     return parser
+
+
+def _net() -> object:
+    try:
+        import securetrees.net.service as service
+    except ImportError as exc:  # grpcio missing
+        raise SystemExit(f"securetrees: networked runs need the net extra: pip install 'securetrees[net]' ({exc})"
+                         ) from None
+    return service
+
+
+def _party(args: argparse.Namespace) -> int:
+    status: int = _net().serve(args.config, args.role, args.passphrase_file)  # type: ignore[attr-defined]
+    return status
+
+
+def _fed_init(args: argparse.Namespace) -> int:
+    path = _net().init_trial(args.protocol, args.out, rows=args.rows,  # type: ignore[attr-defined]
+                             trees=args.trees, insecure=args.insecure_1024)
+    print(f"wrote {path}; run it with: securetrees federation launch --config {path}")
+    return 0
+
+
+def _fed_launch(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    pdir = args.passphrase_dir or str(Path(args.config).resolve().parent / "pki")
+    _net().launch_and_report(args.config, pdir)  # type: ignore[attr-defined]
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

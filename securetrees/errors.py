@@ -10,6 +10,7 @@ forget, and it is never an ``assert`` (asserts vanish under ``python -O``).
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "DecodeError",
     "EncodingOverflowError",
     "InsecureParameterWarning",
@@ -18,7 +19,9 @@ __all__ = [
     "NotFittedError",
     "ParameterError",
     "PartyUnavailable",
+    "PeerTimeout",
     "ProtocolError",
+    "RemoteError",
     "RevokedError",
     "SecureTreesError",
     "UnexpectedMessage",
@@ -59,6 +62,24 @@ class UnexpectedMessage(ProtocolError):
 
 class PartyUnavailable(ProtocolError):
     """A peer is unknown, has dropped out, or did not answer in time."""
+
+
+class PeerTimeout(PartyUnavailable):
+    """A peer did not answer within the call's deadline (networked transports)."""
+
+
+class AuthenticationError(ProtocolError):
+    """A peer's identity was refused: untrusted certificate, a name not in the run's roster,
+    or a claim that does not match the certificate (networked transports)."""
+
+
+class RemoteError(ProtocolError):
+    """A peer's handler failed with an error that is not one of securetrees' own types;
+    ``remote_type`` names it (the peer's traceback is never sent)."""
+
+    def __init__(self, message: str, remote_type: str = "") -> None:
+        super().__init__(message)
+        self.remote_type = remote_type
 
 
 class RevokedError(ProtocolError):

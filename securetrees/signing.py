@@ -36,6 +36,17 @@ class SigningKey:
     def generate(cls, *, rng: RandomSource = SYSTEM_RANDOM) -> SigningKey:
         return cls(Ed25519PrivateKey.from_private_bytes(rng.token_bytes(32)))
 
+    @classmethod
+    def from_seed(cls, seed: bytes) -> SigningKey:
+        """The key whose 32-byte private seed is ``seed`` (a key file's content)."""
+        if not isinstance(seed, bytes) or len(seed) != 32:
+            raise ParameterError("an Ed25519 seed is 32 bytes")
+        return cls(Ed25519PrivateKey.from_private_bytes(seed))
+
+    def seed(self) -> bytes:
+        """The 32-byte private seed (to seal into a key file; never to send)."""
+        return self._private.private_bytes_raw()
+
     def sign(self, message: bytes) -> bytes:
         """The signature of ``message`` (the caller's domain-separated encoding)."""
         return self._private.sign(message)

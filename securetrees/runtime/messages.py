@@ -36,6 +36,9 @@ class Message:
     """Base class of every protocol message (subclasses are frozen dataclasses)."""
 
     wire_type: ClassVar[str] = ""
+    idempotent: ClassVar[bool] = False
+    """True when delivering the message twice has the same effect as once (a query):
+    networked transports may then retry it after a transient failure."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

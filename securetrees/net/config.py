@@ -1,0 +1,206 @@
+"""The run configuration every party of a networked federation shares (TOML).
+
+::
+
+    [run]
+    protocol = "revfrf"            # which protocol module serves the roles
+    operator = "operator"          # the only identity allowed to send control requests
+    deadline = 600.0               # seconds per call (TransportOptions)
+    retries = 3
+
+    [tls]
+    ca = "pki/ca.pem"
+
+    [parties.cs]
+    address = "127.0.0.1:50101"
+    cert = "pki/cs.crt"
+    key = "pki/cs.key"             # PKCS#8, encrypted under the party's passphrase
+    secrets = "keys/cs.keys"       # protocol secrets, sealed under the same passphrase
+    data = "data/cs.npz"           # this party's own data (optional)
+    fingerprint = "9f…"            # optional: pin the certificate (SHA-256 of its DER)
+
+    [protocol]                     # the protocol's public parameters, same for every party
+    n_estimators = 10
+
+Relative paths are read from the configuration file's folder.  No secret is
+ever read from the configuration: passphrases come from a file, the
+``SECURETREES_PASSPHRASE`` environment variable or a prompt (:func:`read_passphrase`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from securetrees.errors import ParameterError
+from securetrees.net.tls import check_name
+from securetrees.net.transport import Peer, TransportOptions
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["PartyConfig", "RunConfig", "dump_toml", "load_config", "read_passphrase"]
+
+PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, not a secret
+
+
+@dataclass(frozen=True)
+class PartyConfig:
+    name: str
+    address: str
+    cert: Path
+    key: Path
+    secrets: Path | None = None
+    data: Path | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    path: Path
+    protocol: str
+    operator: str
+    ca: Path
+    parties: dict[str, PartyConfig]
+    transport: TransportOptions
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def roster(self) -> dict[str, Peer]:
+        return {n: Peer(p.address, p.fingerprint) for n, p in self.parties.items()}
+
+    def party(self, name: str) -> PartyConfig:
+        p = self.parties.get(name)
+        if p is None:
+            raise ParameterError(f"no party {name!r} in {self.path}; the roster is {sorted(self.parties)}")
+        return p
+
+    @property
+    def roles(self) -> list[str]:
+        """Every party but the operator (the processes a launcher starts)."""
+        return [n for n in self.parties if n != self.operator]
+
+
+def _table(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    v = doc.get(key)
+    if not isinstance(v, dict):
+        raise ParameterError(f"{where}: missing table [{key}]")
+    return v
+
+
+def _str(t: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+    v = t.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, str) or not v:
+        raise ParameterError(f"{where}: {key} must be a non-empty string")
+    return v
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and check a run configuration; :class:`ParameterError` names what is wrong."""
+    p = Path(path).resolve()
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ParameterError(f"cannot read {p}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ParameterError(f"{p} is not valid TOML: {exc}") from exc
+    base = p.parent
+    run = _table(doc, "run", str(p))
+    tls = _table(doc, "tls", str(p))
+    parties_doc = _table(doc, "parties", str(p))
+    known = {"protocol", "operator", "deadline", "retries", "backoff", "keepalive"}
+    unknown = set(run) - known
+    if unknown:
+        raise ParameterError(f"{p}: unknown keys in [run]: {sorted(unknown)}")
+    try:
+        transport = TransportOptions(deadline=float(run.get("deadline", 600.0)), retries=int(run.get("retries", 3)),
+                                     backoff=float(run.get("backoff", 0.2)),
+                                     keepalive_seconds=float(run.get("keepalive", 10.0)))
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{p}: bad transport setting: {exc}") from exc
+
+    def path_of(t: Mapping[str, Any], key: str, where: str, required: bool = True) -> Path | None:
+        s = _str(t, key, where, required=required)
+        return None if s is None else (base / s).resolve()
+
+    parties: dict[str, PartyConfig] = {}
+    for name, t in parties_doc.items():
+        where = f"{p} [parties.{name}]"
+        check_name(name)
+        if not isinstance(t, dict):
+            raise ParameterError(f"{where} must be a table")
+        extra = set(t) - {"address", "cert", "key", "secrets", "data", "fingerprint"}
+        if extra:
+            raise ParameterError(f"{where}: unknown keys {sorted(extra)} (secrets never go in the configuration)")
+        cert, key = path_of(t, "cert", where), path_of(t, "key", where)
+        if cert is None or key is None:  # pragma: no cover - required
+            raise ParameterError(f"{where}: cert and key are required")
+        parties[name] = PartyConfig(name, str(_str(t, "address", where)), cert, key,
+                                    path_of(t, "secrets", where, False), path_of(t, "data", where, False),
+                                    _str(t, "fingerprint", where, required=False))
+    operator = str(_str(run, "operator", f"{p} [run]"))
+    if operator not in parties:
+        raise ParameterError(f"{p}: the operator {operator!r} has no [parties.{operator}] entry")
+    ca = path_of(tls, "ca", f"{p} [tls]")
+    if ca is None:  # pragma: no cover - required
+        raise ParameterError(f"{p}: [tls] ca is required")
+    params = doc.get("protocol", {})
+    if not isinstance(params, dict):
+        raise ParameterError(f"{p}: [protocol] must be a table")
+    return RunConfig(p, str(_str(run, "protocol", f"{p} [run]")), operator, ca, parties, transport, dict(params))
+
+
+def read_passphrase(role: str, passphrase_file: str | Path | None) -> bytes:
+    """The passphrase of ``role``'s key files: from ``passphrase_file``, else the environment
+    variable ``SECURETREES_PASSPHRASE``, else a prompt on the terminal."""
+    if passphrase_file is not None:
+        try:
+            raw = Path(passphrase_file).read_bytes().rstrip(b"\r\n")
+        except OSError as exc:
+            raise ParameterError(f"cannot read the passphrase file: {exc}") from exc
+    elif os.environ.get(PASSPHRASE_ENV):
+        raw = os.environ[PASSPHRASE_ENV].encode("utf-8")
+    elif sys.stdin.isatty():
+        raw = getpass.getpass(f"passphrase for {role}: ").encode("utf-8")
+    else:
+        raise ParameterError(f"no passphrase for {role}: give --passphrase-file or set {PASSPHRASE_ENV}")
+    if not raw:
+        raise ParameterError(f"the passphrase for {role} is empty")
+    return raw
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise ParameterError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dump_toml(doc: Mapping[str, Mapping[str, Any]]) -> str:
+    """TOML text for a two-level document (tables of scalars/lists; ``parties`` holds sub-tables)."""
+    lines: list[str] = []
+    for table, body in doc.items():
+        scalars = {k: v for k, v in body.items() if not isinstance(v, dict)}
+        subs = {k: v for k, v in body.items() if isinstance(v, dict)}
+        if scalars or not subs:
+            lines.append(f"[{table}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items() if v is not None]
+            lines.append("")
+        for name, sub in subs.items():
+            lines.append(f"[{table}.{name}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in sub.items() if v is not None]
+            lines.append("")
+    return "\n".join(lines)

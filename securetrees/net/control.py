@@ -1,0 +1,79 @@
+"""The control plane of a networked run: the operator tells roles what to do.
+
+A role process serves its protocol role and, through :class:`Controllable`,
+accepts :class:`ControlRequest` messages from the run's operator only (the
+sender is the TLS-authenticated certificate name).  An action ``x`` runs the
+role's method ``control_x(args)``; its reply carries named arrays and strings.
+``shutdown`` stops the role's server after the reply has gone out.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from securetrees.errors import AuthenticationError, ParameterError
+from securetrees.runtime import Message, Party, handles, message
+from securetrees.runtime.network import Network
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ControlReply", "ControlRequest", "Controllable", "Operator"]
+
+
+@message("securetrees.control.request")
+@dataclass(frozen=True)
+class ControlRequest(Message):
+    action: str
+    args: dict[str, str] = field(default_factory=dict)
+
+
+@message("securetrees.control.reply")
+@dataclass(frozen=True)
+class ControlReply(Message):
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+
+
+class Controllable:
+    """Mixin for a :class:`Party` run as a service: ``operator`` may send control requests."""
+
+    operator: str = "operator"
+    name: str
+    network: Network
+
+    @handles(ControlRequest)
+    def on_control(self, sender: str, msg: ControlRequest) -> ControlReply:
+        if sender != self.operator:
+            raise AuthenticationError(f"only the operator {self.operator!r} may control {self.name!r}")
+        if msg.action == "shutdown":
+            close = getattr(self.network, "close", None)
+            if close is not None:
+                threading.Timer(0.2, close).start()
+            return ControlReply(info={"status": "stopping"})
+        if msg.action == "stats":
+            t = self.network.transcript
+            return ControlReply(info={"bytes_received": str(t.total_bytes), "messages": str(len(t)),
+                                      "rounds": str(t.rounds)})
+        fn = getattr(self, f"control_{msg.action}", None) if msg.action.isidentifier() else None
+        if fn is None:
+            raise ParameterError(f"{self.name!r} has no control action {msg.action!r}")
+        reply: ControlReply = fn(dict(msg.args))
+        return reply
+
+
+class Operator(Party):
+    """The operator's end: sends control requests (and accepts nothing)."""
+
+    def control(self, role: str, action: str, **args: Any) -> ControlReply:
+        return self.call(role, ControlRequest(action, {k: str(v) for k, v in args.items()}), expect=ControlReply)
+
+    def control_many(self, roles: list[str], action: str, per_role: Mapping[str, Mapping[str, Any]] | None = None
+                     ) -> dict[str, ControlReply]:
+        reqs: dict[str, Message] = {
+            r: ControlRequest(action, {k: str(v) for k, v in (per_role or {}).get(r, {}).items()}) for r in roles}
+        return self.call_many(reqs, expect=ControlReply)

@@ -1,0 +1,160 @@
+"""Certificates for mutual TLS between the parties of a run.
+
+A party's identity is its certificate: the subject common name and the one
+DNS subject-alternative name are the party's name, and the certificate is
+signed by the run's certificate authority.  :func:`make_test_pki` makes a CA
+and one certificate per party for local trials (ECDSA P-256, 30 days); real
+deployments bring certificates from their own CA (``specs/deployment.md``),
+and :func:`load_identity` checks either kind the same way.
+
+Private keys are written only encrypted under a passphrase (PKCS#8 with the
+best encryption pyca/cryptography offers) and decrypted in memory when a party
+starts; :class:`TlsIdentity`'s repr shows no key material.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from securetrees.errors import AuthenticationError, ParameterError
+
+__all__ = ["DEPLOYABLE_NAME", "TlsIdentity", "fingerprint", "load_identity", "make_test_pki"]
+
+DEPLOYABLE_NAME: Final = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+"""Names a networked party may have: one DNS label (the certificate's subject alternative name)."""
+
+_VALIDITY: Final = datetime.timedelta(days=30)
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not DEPLOYABLE_NAME.match(name):
+        raise ParameterError(f"a networked party name is one lower-case DNS label, got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class TlsIdentity:
+    """What a party presents and trusts: the CA's certificate, its own certificate, its key (PEM)."""
+
+    name: str
+    ca_pem: bytes = field(repr=False)
+    cert_pem: bytes = field(repr=False)
+    key_pem: bytes = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"TlsIdentity({self.name!r}, fingerprint={fingerprint(self.cert_pem)[:16]}…)"
+
+
+def fingerprint(cert_pem: bytes) -> str:
+    """SHA-256 of the certificate's DER encoding, hex (what a roster may pin)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    return cert.fingerprint(hashes.SHA256()).hex()
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _encrypted(key: ec.EllipticCurvePrivateKey, passphrase: bytes) -> bytes:
+    if not passphrase:
+        raise ParameterError("the key passphrase must not be empty")
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.BestAvailableEncryption(passphrase))
+
+
+def make_test_pki(names: list[str], out_dir: str | Path, passphrases: dict[str, bytes],
+                  *, ca_name: str = "securetrees test CA") -> dict[str, tuple[Path, Path]]:
+    """A fresh CA (``ca.pem``; its key is discarded) and, for each name, ``NAME.crt`` and
+    ``NAME.key`` (encrypted under ``passphrases[NAME]``).  Returns ``{name: (cert, key)}``.
+
+    For local trials and tests only: a real federation's CA is kept by whoever runs it.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(ca_name)).issuer_name(_name(ca_name))
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (out / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths: dict[str, tuple[Path, Path]] = {}
+    for name in names:
+        check_name(name)
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name(name)).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(_encrypted(key, passphrases[name]))
+        key_path.chmod(0o600)
+        paths[name] = (cert_path, key_path)
+    return paths
+
+
+def load_identity(name: str, ca_path: str | Path, cert_path: str | Path, key_path: str | Path,
+                  passphrase: bytes) -> TlsIdentity:
+    """Read and check a party's TLS identity.
+
+    Raises :class:`AuthenticationError` when the certificate is not for ``name``, not signed
+    by the CA, or not currently valid, or the key does not match it; :class:`ParameterError`
+    for a wrong passphrase or unreadable files.
+    """
+    check_name(name)
+    try:
+        ca_pem, cert_pem, key_enc = (Path(p).read_bytes() for p in (ca_path, cert_path, key_path))
+    except OSError as exc:
+        raise ParameterError(f"cannot read the TLS files of {name!r}: {exc}") from exc
+    try:
+        ca = x509.load_pem_x509_certificate(ca_pem)
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError as exc:
+        raise ParameterError(f"malformed certificate for {name!r}") from exc
+    try:
+        key = serialization.load_pem_private_key(key_enc, password=passphrase)
+    except (ValueError, TypeError) as exc:
+        raise ParameterError(f"cannot open the TLS key of {name!r} (wrong passphrase?)") from exc
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature) as exc:
+        raise AuthenticationError(f"the certificate of {name!r} is not signed by the run's CA") from exc
+    cns = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if cns != [name]:
+        raise AuthenticationError(f"the certificate is for {cns!r}, not {name!r}")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        raise AuthenticationError(f"the certificate of {name!r} is not valid now")
+    own = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(serialization.Encoding.DER,
+                                     serialization.PublicFormat.SubjectPublicKeyInfo) != own:
+        raise AuthenticationError(f"the TLS key of {name!r} does not match its certificate")
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return TlsIdentity(name, ca_pem, cert_pem, key_pem)

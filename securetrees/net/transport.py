@@ -1,0 +1,331 @@
+"""A :class:`~securetrees.runtime.Network` over gRPC with mutual TLS: one role per process.
+
+Service (``specs/deployment.md``): ``securetrees.Party/Deliver``, unary, raw bytes
+both ways (no protobuf): the request is one wire-codec frame; the response is
+``0x00`` (no reply) or ``0x01`` followed by the reply's frame.  Metadata carries
+the receiver's name and the sender's round number; the *sender* is never taken
+from metadata but from the client certificate TLS authenticated.
+
+Each side checks the other against the run's roster: the server refuses a
+client whose certificate name is not in the roster (or whose certificate does
+not match a pinned fingerprint) with ``PERMISSION_DENIED``; the client connects
+with the peer's roster name as the TLS target name, so a server presenting any
+other party's certificate fails the handshake.
+
+Failures surface as the library's typed errors: a peer that cannot be reached
+raises :class:`PartyUnavailable`, one that does not answer within the deadline
+:class:`PeerTimeout`, a refused identity :class:`AuthenticationError`; an error
+raised by the peer's handler is re-raised here as the same securetrees error
+class (looked up by name among :mod:`securetrees.errors`, nothing else) or as
+:class:`RemoteError`.  Messages marked ``idempotent`` are retried a bounded
+number of times with exponential backoff after a transient failure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import grpc
+
+import securetrees.errors as errors_module
+from securetrees.errors import (
+    AuthenticationError,
+    DecodeError,
+    PartyUnavailable,
+    PeerTimeout,
+    ProtocolError,
+    RemoteError,
+    SecureTreesError,
+)
+from securetrees.net.tls import TlsIdentity, check_name, fingerprint
+from securetrees.runtime import codec
+from securetrees.runtime.messages import Message
+from securetrees.runtime.network import Network
+from securetrees.runtime.transcript import Transcript
+
+if TYPE_CHECKING:
+    from securetrees.runtime.party import Party
+
+__all__ = ["METHOD", "GrpcNetwork", "Peer", "TransportOptions"]
+
+SERVICE: Final = "securetrees.Party"
+METHOD: Final = f"/{SERVICE}/Deliver"
+_NO_REPLY: Final = b"\x00"
+_REPLY: Final = b"\x01"
+_RECEIVER_KEY: Final = "st-receiver"
+_ROUND_KEY: Final = "st-round"
+_TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A roster entry: where the party listens, and optionally its pinned certificate."""
+
+    address: str
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class TransportOptions:
+    """Deadlines, retries and limits (defaults sized for 2048-bit ciphertext batches)."""
+
+    deadline: float = 600.0
+    """Seconds a call may take, including the peer's own nested calls."""
+    retries: int = 3
+    """Extra attempts for an idempotent message after a transient failure."""
+    backoff: float = 0.2
+    """First retry delay in seconds; doubles each attempt."""
+    max_message_bytes: int = codec.MAX_MESSAGE_BYTES + 64
+    server_threads: int = 16
+    keepalive_seconds: float = 10.0
+    """HTTP/2 pings on open connections, so a dead peer is noticed during a long call."""
+
+    def __post_init__(self) -> None:
+        if not (self.deadline > 0 and self.backoff >= 0 and self.keepalive_seconds > 0):
+            raise errors_module.ParameterError("deadline and keepalive must be positive, backoff not negative")
+        if self.retries < 0 or self.server_threads < 1:
+            raise errors_module.ParameterError("retries must be >= 0 and server_threads >= 1")
+        if not 0 < self.max_message_bytes < 2**31:
+            raise errors_module.ParameterError("max_message_bytes must be in (0, 2^31)")
+
+    def channel_args(self) -> list[tuple[str, Any]]:
+        ka = int(self.keepalive_seconds * 1000)
+        return [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.keepalive_time_ms", ka),
+            ("grpc.keepalive_timeout_ms", max(1000, ka // 2)),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.http2.min_ping_interval_without_data_ms", max(1000, ka // 2)),
+            ("grpc.enable_retries", 0),  # retries are ours: only idempotent messages
+        ]
+
+
+def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> SecureTreesError:
+    """The typed error a failed call raises at the caller."""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return PartyUnavailable(f"party {peer!r} is unreachable: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return PeerTimeout(f"party {peer!r} did not answer within the deadline")
+    if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        return AuthenticationError(f"party {peer!r} refused this party: {details}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details}")
+    type_name, _, text = details.partition(": ")
+    cls = getattr(errors_module, type_name, None)
+    if isinstance(cls, type) and issubclass(cls, SecureTreesError) and cls is not RemoteError:
+        try:
+            return cls(f"{text} (raised by {peer!r})")
+        except TypeError:  # pragma: no cover - every securetrees error takes one message
+            pass
+    return RemoteError(f"{peer!r} failed: {details}", remote_type=type_name)
+
+
+class GrpcNetwork(Network):
+    """One process's end of a networked run: serves its own party, calls the others.
+
+    ``identity`` is this process's TLS identity; ``roster`` maps every party of the
+    run (this one included) to its :class:`Peer`.  Call :meth:`start` after the
+    party is registered and :meth:`close` when done (also a context manager).
+
+    The transcript records what *this* process's party received (requests and
+    replies), so the union of every process's transcript is the in-process
+    network's transcript of the same run; ``rounds`` counts the calls this party made.
+    """
+
+    def __init__(self, identity: TlsIdentity, roster: Mapping[str, Peer], *,
+                 options: TransportOptions | None = None, transcript: Transcript | None = None,
+                 keep_payloads: bool = True) -> None:
+        self.identity = identity
+        self.name = check_name(identity.name)
+        self.roster = {check_name(n): p for n, p in roster.items()}
+        if self.name not in self.roster:
+            raise errors_module.ParameterError(f"{self.name!r} is not in the run's roster")
+        self.options = options or TransportOptions()
+        self.transcript = transcript if transcript is not None else Transcript(keep_payloads=keep_payloads)
+        self._party: Party | None = None
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._server: grpc.Server | None = None
+        self._pool = ThreadPoolExecutor(max_workers=max(4, len(self.roster)), thread_name_prefix="st-call")
+        self.port: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def register(self, party: Party) -> None:
+        if party.name != self.name:
+            raise errors_module.ParameterError(
+                f"this process's certificate is for {self.name!r}; it cannot host {party.name!r}")
+        if self._party is not None:
+            raise ProtocolError(f"{self.name!r} is already registered")
+        self._party = party
+
+    def start(self) -> int:
+        """Listen on this party's roster address with mutual TLS; returns the bound port."""
+        if self._server is not None:
+            return self.port or 0
+        server = grpc.server(ThreadPoolExecutor(max_workers=self.options.server_threads,
+                                                thread_name_prefix="st-serve"),
+                             options=self.options.channel_args())
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"Deliver": grpc.unary_unary_rpc_method_handler(self._serve)})
+        server.add_generic_rpc_handlers((handler,))
+        creds = grpc.ssl_server_credentials([(self.identity.key_pem, self.identity.cert_pem)],
+                                            root_certificates=self.identity.ca_pem,
+                                            require_client_auth=True)
+        port = server.add_secure_port(self.roster[self.name].address, creds)
+        if port == 0:
+            raise PartyUnavailable(f"cannot listen on {self.roster[self.name].address}")
+        server.start()
+        self._server, self.port = server, int(port)
+        return int(port)
+
+    def close(self, grace: float | None = 1.0) -> None:
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for ch in channels:
+            ch.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait(self) -> None:
+        """Block until the server stops (a role process's main loop)."""
+        if self._server is not None:
+            self._server.wait_for_termination()
+
+    def __enter__(self) -> GrpcNetwork:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_for(self, peers: list[str], timeout: float) -> None:
+        """Wait until every peer accepts a TLS connection (start-up); raises :class:`PeerTimeout`."""
+        end = time.monotonic() + timeout
+        for peer in peers:
+            try:
+                grpc.channel_ready_future(self._channel(peer)).result(timeout=max(0.0, end - time.monotonic()))
+            except grpc.FutureTimeoutError:
+                raise PeerTimeout(f"party {peer!r} did not come up within {timeout:g} s") from None
+
+    # ------------------------------------------------------------------ client side
+    def _channel(self, peer: str) -> grpc.Channel:
+        with self._lock:
+            ch = self._channels.get(peer)
+            if ch is None:
+                entry = self.roster.get(peer)
+                if entry is None:
+                    raise PartyUnavailable(f"no party named {peer!r} in the run's roster")
+                creds = grpc.ssl_channel_credentials(root_certificates=self.identity.ca_pem,
+                                                     private_key=self.identity.key_pem,
+                                                     certificate_chain=self.identity.cert_pem)
+                ch = grpc.secure_channel(entry.address, creds, options=[
+                    *self.options.channel_args(), ("grpc.ssl_target_name_override", peer)])
+                self._channels[peer] = ch
+            return ch
+
+    def _invoke(self, receiver: str, data: bytes, round_: int, idempotent: bool) -> bytes:
+        stub = self._channel(receiver).unary_unary(METHOD)
+        metadata = ((_RECEIVER_KEY, receiver), (_ROUND_KEY, str(round_)))
+        attempts = 1 + (self.options.retries if idempotent else 0)
+        delay = self.options.backoff
+        for attempt in range(attempts):
+            try:
+                reply: bytes = stub(data, timeout=self.options.deadline, metadata=metadata,
+                                    wait_for_ready=False)
+                return reply
+            except grpc.RpcError as exc:
+                code, details = exc.code(), exc.details() or ""
+                if code in _TRANSIENT and attempt + 1 < attempts:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise _error_from_status(receiver, code, details) from None
+        raise PartyUnavailable(f"party {receiver!r} is unreachable")  # pragma: no cover
+
+    def _deliver(self, round_: int, sender: str, receiver: str, msg: Message) -> Message | None:
+        if sender != self.name:
+            raise ProtocolError(f"this process speaks for {self.name!r}, not {sender!r}")
+        if receiver == self.name:
+            raise ProtocolError("a party does not call itself")
+        raw = self._invoke(receiver, codec.encode(msg), round_, type(msg).idempotent)
+        if raw == _NO_REPLY:
+            return None
+        if raw[:1] != _REPLY:
+            raise DecodeError(f"malformed response from {receiver!r}")
+        data = raw[1:]
+        reply = codec.decode(data)
+        with self._lock:
+            self.transcript.record(round_, receiver, self.name, reply, data)
+        return reply
+
+    def _new_round(self) -> int:
+        with self._lock:
+            return self.transcript.new_round()
+
+    def call(self, sender: str, receiver: str, msg: Message) -> Message | None:
+        return self._deliver(self._new_round(), sender, receiver, msg)
+
+    def call_many(self, sender: str, requests: Mapping[str, Message], *, allow_missing: bool = False
+                  ) -> dict[str, Message | None]:
+        """The fan-out goes out in parallel (one round); replies come back by party."""
+        round_ = self._new_round()
+        futures = {r: self._pool.submit(self._deliver, round_, sender, r, m) for r, m in requests.items()}
+        replies: dict[str, Message | None] = {}
+        for receiver, fut in futures.items():
+            try:
+                replies[receiver] = fut.result()
+            except PartyUnavailable:
+                if not allow_missing:
+                    raise
+        return replies
+
+    # ------------------------------------------------------------------ server side
+    def _peer_name(self, context: grpc.ServicerContext) -> str:
+        auth = context.auth_context()
+        names = auth.get("x509_common_name") or []
+        if len(names) != 1:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "no client certificate name")
+        name = names[0].decode("utf-8", "replace")
+        entry = self.roster.get(name)
+        if entry is None:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} is not in the run's roster")
+        if entry is not None and entry.fingerprint is not None:
+            pems = auth.get("x509_pem_cert") or []
+            if len(pems) != 1 or fingerprint(pems[0]) != entry.fingerprint.lower():
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
+        return str(name)
+
+    def _serve(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        sender = self._peer_name(context)
+        meta = dict(context.invocation_metadata())
+        if meta.get(_RECEIVER_KEY) != self.name or self._party is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"this server hosts {self.name!r} only")
+        try:
+            round_ = int(meta.get(_ROUND_KEY, "0"))
+        except ValueError:
+            round_ = 0
+        party = self._party
+        if party is None:  # pragma: no cover - aborted above
+            raise PartyUnavailable("no party")
+        try:
+            msg = codec.decode(request)
+            with self._lock:
+                self.transcript.record(round_, sender, self.name, msg, request)
+            reply = party.dispatch(sender, msg)
+        except SecureTreesError as exc:
+            code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
+                    else grpc.StatusCode.FAILED_PRECONDITION)
+            context.abort(code, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # the peer learns the type only, never a traceback
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: internal error")
+        if reply is None:
+            return _NO_REPLY
+        return _REPLY + codec.encode(reply)
