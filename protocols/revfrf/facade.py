@@ -11,7 +11,8 @@ message still crossing the in-process network as bytes (``network_.transcript``)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,12 @@ __all__ = ["RevFRFClassifier", "RevFRFRegressor", "check_partition"]
 
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("vertical", "test", "encrypted")
+_DEFAULTS: dict[str, Any] = {
+    "n_estimators": 10, "max_depth": 10, "max_features": "sqrt", "bootstrap": True, "min_samples_split": 2,
+    "min_samples_leaf": 1, "splitter": "random_range", "rho": 64, "n_candidates": 16, "max_bins": 255,
+    "frac_bits": 32, "voting": "soft", "random_state": None,
+}
+"""The public settings every party of a run agrees on (see :func:`plan_run`)."""
 
 
 def _check_X(X: npt.ArrayLike, n_features: int | None = None) -> FloatArray:
@@ -56,6 +63,43 @@ def _check_X(X: npt.ArrayLike, n_features: int | None = None) -> FloatArray:
     if not np.all(np.isfinite(Xa)):
         raise ParameterError("RevFRF refuses NaN or infinite feature values (impute them first)")
     return Xa
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What every party derives from the run's public settings and the table's shape."""
+
+    grow: GrowParams
+    max_features: int
+    codec: FixedPoint
+    holt: HoLTParams
+    draws: list[TreeDraws]
+    ml_seed: int
+
+
+def plan_run(settings: Mapping[str, Any], n: int, d: int) -> RunPlan:
+    """The run's derived parameters (the one-process facade and the networked roles share it):
+    ``settings`` holds the facade's constructor arguments (defaults for any left out)."""
+    st = {**_DEFAULTS, **settings}
+    if st["splitter"] not in ("random_range", "bins"):
+        raise ParameterError("splitter is 'random_range' (the paper) or 'bins' (the central reference's)")
+    if st["voting"] not in ("soft", "hard"):
+        raise ParameterError("voting is 'soft' or 'hard'")
+    k_node = resolve_max_features(st["max_features"], d)
+    grow = GrowParams(max_depth=st["max_depth"], min_samples_split=st["min_samples_split"],
+                      min_samples_leaf=st["min_samples_leaf"])
+    gens = tree_generators(st["random_state"], st["n_estimators"])
+    draws = [TreeDraws(g, n, d, bootstrap=st["bootstrap"], max_features=k_node) for g in gens]
+    seed = int(np.random.SeedSequence(st["random_state"]).generate_state(1)[0])
+    return RunPlan(grow, k_node, FixedPoint(st["frac_bits"]), HoLTParams(), draws, seed)
+
+
+def make_proposer(settings: Mapping[str, Any], X_own: FloatArray, columns: Sequence[int]) -> Proposer:
+    """A participant's candidate-threshold proposer (FLE-Expan step 1)."""
+    st = {**_DEFAULTS, **settings}
+    if st["splitter"] == "random_range":
+        return RandomRange(st["rho"], st["n_candidates"])
+    return QuantileBins.fit(X_own, tuple(columns), st["max_bins"])
 
 
 class _RevFRF:
@@ -123,18 +167,10 @@ class _RevFRF:
         n, d = Xa.shape
         parts = [tuple(sorted(cols)) for cols in check_partition(partition, d, party="participant")]
         self._prepare_y(y, n)
-        if self.splitter not in ("random_range", "bins"):
-            raise ParameterError("splitter is 'random_range' (the paper) or 'bins' (the central reference's)")
-        if self.voting not in ("soft", "hard"):
-            raise ParameterError("voting is 'soft' or 'hard'")
-        k_node = resolve_max_features(self.max_features, d)
-        grow = GrowParams(max_depth=self.max_depth, min_samples_split=self.min_samples_split,
-                          min_samples_leaf=self.min_samples_leaf)
-        codec = FixedPoint(self.frac_bits)
-        holt = HoLTParams()
-        gens = tree_generators(self.random_state, self.n_estimators)
-        draws = [TreeDraws(g, n, d, bootstrap=self.bootstrap, max_features=k_node) for g in gens]
-        seed = int(np.random.SeedSequence(self.random_state).generate_state(1)[0])
+        settings = {k: getattr(self, k) for k in _DEFAULTS}
+        plan = plan_run(settings, n, d)
+        grow, k_node, codec, holt, draws, seed = (plan.grow, plan.max_features, plan.codec, plan.holt,
+                                                  plan.draws, plan.ml_seed)
 
         kgc = self.kgc_factory() if self.kgc_factory is not None else KGC.setup(
             self.key_bits, allow_insecure=self.allow_insecure)
@@ -167,8 +203,7 @@ class _RevFRF:
                                      verify_keys=verify_keys, session=session, holt_params=holt)
         self.participants_: dict[str, Participant] = {}
         for i, (u, cols) in enumerate(zip(names, parts, strict=True)):
-            proposer: Proposer = (RandomRange(self.rho, self.n_candidates) if self.splitter == "random_range"
-                                  else QuantileBins.fit(Xa[:, list(cols)], cols, self.max_bins))
+            proposer = make_proposer(settings, Xa[:, list(cols)], cols)
             self.participants_[u] = Participant(
                 u, net, columns=cols, X_own=Xa[:, list(cols)], weak_key=weak[u], signing_key=signing[u],
                 session=session, verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer,

@@ -24,6 +24,7 @@ import hashlib
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -495,6 +496,20 @@ class KGC:
         """Generate a fresh system (:func:`generate_system`)."""
         params, sk = generate_system(bits, allow_insecure=allow_insecure, rng=rng, processes=processes)
         return cls(params, sk, rng=rng)
+
+    @classmethod
+    def restore(cls, params: SystemParams, directory: Mapping[str, PublicKey], *,
+                revoked: Iterable[str] = (), rng: RandomSource = SYSTEM_RANDOM) -> KGC:
+        """A KGC that has already issued the strong-key shares and forgotten λ: its public
+        directory and revocation list (a networked KGC service starts from these)."""
+        kgc = cls.__new__(cls)
+        kgc.params, kgc._strong, kgc._rng, kgc._shares_issued = params, None, rng, True
+        kgc._keys, kgc._revoked = {}, set(revoked)
+        for party, pk in directory.items():
+            if pk.params != params:
+                raise KeyMismatchError(f"the key of {party!r} belongs to other system parameters")
+            kgc._keys[party] = pk
+        return kgc
 
     def strong_shares(self) -> tuple[StrongKeyShare, StrongKeyShare]:
         """(λ1 for the CS, λ2 for the CC); issued once."""
