@@ -1,0 +1,268 @@
+"""The gRPC transport in one process: mutual TLS, the roster, typed failures, retries, limits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from securetrees.errors import (  # noqa: E402
+    AuthenticationError,
+    DecodeError,
+    KeyMismatchError,
+    ParameterError,
+    PartyUnavailable,
+    PeerTimeout,
+    ProtocolError,
+    RemoteError,
+    RevokedError,
+)
+from securetrees.net import GrpcNetwork, Peer, TlsIdentity, TransportOptions, fingerprint, load_identity  # noqa: E402
+from securetrees.net.control import Controllable, ControlReply, ControlRequest, Operator  # noqa: E402
+from securetrees.net.keyfile import open_key_file, write_key_file  # noqa: E402
+from securetrees.net.tls import make_test_pki  # noqa: E402
+from securetrees.runtime import Message, Party, handles, message  # noqa: E402
+
+NAMES = ["alice", "bob", "operator", "mallory"]
+
+
+@message("test.net.ping")
+@dataclass(frozen=True)
+class Ping(Message):
+    x: int
+    blob: bytes = b""
+
+
+@message("test.net.query")
+@dataclass(frozen=True)
+class Query(Message):
+    idempotent = True
+
+
+@message("test.net.pong")
+@dataclass(frozen=True)
+class Pong(Message):
+    y: int
+
+
+class Echo(Controllable, Party):
+    calls = 0
+    fail_first = 0
+    sleep = 0.0
+
+    @handles(Ping)
+    def on_ping(self, sender: str, msg: Ping) -> Pong:
+        self.calls += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        if msg.x == -1:
+            raise RevokedError("you are revoked")
+        if msg.x == -2:
+            raise KeyError("secret internal detail")
+        return Pong(msg.x + 1 + len(msg.blob))
+
+    @handles(Query)
+    def on_query(self, sender: str, msg: Query) -> Pong:
+        self.calls += 1
+        return Pong(self.calls)
+
+    def control_double(self, args: dict[str, str]) -> ControlReply:
+        return ControlReply(arrays={"v": np.arange(3) * 2}, info={"who": self.name})
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TlsIdentity]:
+    d = tmp_path_factory.mktemp("pki")
+    pw = {n: f"pw-{n}".encode() for n in NAMES}
+    paths = make_test_pki(NAMES, d, pw)
+    ids = {n: load_identity(n, d / "ca.pem", *paths[n], pw[n]) for n in NAMES}
+    other = tmp_path_factory.mktemp("rogue")  # a second CA: same names, untrusted
+    rpaths = make_test_pki(["alice"], other, {"alice": b"x"}, ca_name="rogue CA")
+    ids["rogue-alice"] = load_identity("alice", other / "ca.pem", *rpaths["alice"], b"x")
+    return ids
+
+
+@pytest.fixture
+def pair(pki: dict[str, TlsIdentity]) -> Iterator[tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]]:
+    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0"), "operator": Peer("127.0.0.1:0")}
+    opts = TransportOptions(deadline=2.0, retries=2, backoff=0.05)
+    nb = GrpcNetwork(pki["bob"], roster, options=opts)
+    bob = Echo("bob", nb)
+    port = nb.start()
+    roster["bob"] = Peer(f"127.0.0.1:{port}")
+    na = GrpcNetwork(pki["alice"], roster, options=opts)
+    alice = Party("alice", na)
+    yield na, alice, nb, bob, roster
+    na.close()
+    nb.close()
+
+
+def test_round_trip_records_views_and_bytes(pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    na, alice, nb, bob, _ = pair
+    assert alice.call("bob", Ping(41), expect=Pong) == Pong(42)
+    replies = alice.call_many({"bob": Ping(1)}, expect=Pong)
+    assert replies == {"bob": Pong(2)}
+    assert na.transcript.rounds == 2
+    (req,) = nb.transcript.view("bob")[:1]
+    assert (req.sender, req.receiver, req.type_name) == ("alice", "bob", "test.net.ping")
+    assert req.payload == Ping(41) and req.size == len(req.data or b"")
+    assert [r.type_name for r in na.transcript.view("alice")] == ["test.net.pong", "test.net.pong"]
+
+
+def test_remote_errors_keep_their_type_and_hide_internals(
+        pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    _, alice, _, _, _ = pair
+    with pytest.raises(RevokedError, match="revoked"):
+        alice.call("bob", Ping(-1), expect=Pong)
+    with pytest.raises(RemoteError) as info:
+        alice.call("bob", Ping(-2), expect=Pong)
+    assert info.value.remote_type == "KeyError" and "secret internal detail" not in str(info.value)
+
+
+def test_untrusted_certificate_is_refused(pki: dict[str, TlsIdentity],
+                                          pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    _, _, nb, bob, roster = pair
+    rogue_net = GrpcNetwork(pki["rogue-alice"], roster, options=TransportOptions(deadline=2.0, retries=0))
+    rogue = Party("alice", rogue_net)
+    before = bob.calls
+    with pytest.raises(PartyUnavailable):  # the TLS handshake fails: nothing is delivered
+        rogue.call("bob", Ping(1), expect=Pong)
+    rogue_net.close()
+    assert bob.calls == before and all(r.sender != "alice" or r.payload != Ping(1) for r in nb.transcript)
+
+
+def test_name_outside_the_roster_is_refused(pki: dict[str, TlsIdentity],
+                                            pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    _, _, _, bob, roster = pair
+    net = GrpcNetwork(pki["mallory"], {**roster, "mallory": Peer("127.0.0.1:0")},
+                      options=TransportOptions(deadline=2.0, retries=0))
+    mallory = Party("mallory", net)
+    with pytest.raises(AuthenticationError, match="not in the run's roster"):
+        mallory.call("bob", Ping(1), expect=Pong)
+    net.close()
+    assert bob.calls == 0
+
+
+def test_pinned_fingerprint_mismatch_is_refused(pki: dict[str, TlsIdentity]) -> None:
+    roster = {"alice": Peer("127.0.0.1:0", fingerprint=fingerprint(pki["bob"].cert_pem)), "bob": Peer("127.0.0.1:0")}
+    nb = GrpcNetwork(pki["bob"], roster)
+    Echo("bob", nb)
+    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}")
+    na = GrpcNetwork(pki["alice"], roster)
+    with pytest.raises(AuthenticationError, match="pinned"):
+        Party("alice", na).call("bob", Ping(1), expect=Pong)
+    na.close()
+    nb.close()
+
+
+def test_server_with_another_partys_certificate_is_refused(
+        pki: dict[str, TlsIdentity], pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    na, alice, _, _, roster = pair
+    # "operator" is in the roster at bob's address: the server there proves it is bob, not operator
+    net = GrpcNetwork(pki["alice"], {**roster, "operator": roster["bob"]}, options=TransportOptions(retries=0))
+    impostor_target = Party("alice", net)
+    with pytest.raises(PartyUnavailable):
+        impostor_target.call("operator", Ping(1), expect=Pong)
+    net.close()
+
+
+def test_dead_peer_and_slow_peer(pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    na, alice, nb, bob, _ = pair
+    bob.sleep = 3.0  # longer than the 2 s deadline
+    t0 = time.monotonic()
+    with pytest.raises(PeerTimeout):
+        alice.call("bob", Ping(1), expect=Pong)
+    assert time.monotonic() - t0 < 2.9
+    bob.sleep = 0.0
+    nb.close(grace=None)
+    t0 = time.monotonic()
+    with pytest.raises(PartyUnavailable):
+        alice.call("bob", Ping(1), expect=Pong)
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_only_idempotent_messages_are_retried(pki: dict[str, TlsIdentity]) -> None:
+    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0")}
+    from securetrees.net.trial import free_ports
+
+    port = free_ports(1)[0]
+    roster["bob"] = Peer(f"127.0.0.1:{port}")
+    na = GrpcNetwork(pki["alice"], roster, options=TransportOptions(deadline=1.0, retries=4, backoff=0.3))
+    alice = Party("alice", na)
+    with pytest.raises(PartyUnavailable):  # not idempotent: one attempt, bob is not up
+        alice.call("bob", Ping(1), expect=Pong)
+    nb = GrpcNetwork(pki["bob"], roster)
+    bob = Echo("bob", nb)
+    threading.Timer(0.4, nb.start).start()  # bob comes up while alice retries
+    assert alice.call("bob", Query(), expect=Pong) == Pong(1)
+    time.sleep(0.1)
+    assert bob.calls == 1
+    na.close()
+    nb.close()
+
+
+def test_message_size_limit(pki: dict[str, TlsIdentity]) -> None:
+    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0")}
+    small = TransportOptions(max_message_bytes=4096, retries=0)
+    nb = GrpcNetwork(pki["bob"], roster, options=small)
+    Echo("bob", nb)
+    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}")
+    na = GrpcNetwork(pki["alice"], roster, options=small)
+    alice = Party("alice", na)
+    assert alice.call("bob", Ping(0, b"x" * 1000), expect=Pong) == Pong(1001)
+    with pytest.raises(ProtocolError, match="size limit"):
+        alice.call("bob", Ping(0, b"x" * 10_000), expect=Pong)
+    na.close()
+    nb.close()
+
+
+def test_control_requests_only_from_the_operator(
+        pki: dict[str, TlsIdentity], pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+    na, _, _, _, roster = pair
+    op_net = GrpcNetwork(pki["operator"], roster)
+    op = Operator("operator", op_net)
+    reply = op.control("bob", "double")
+    assert reply.info == {"who": "bob"} and reply.arrays["v"].tolist() == [0, 2, 4]
+    with pytest.raises(ParameterError, match="no control action"):
+        op.control("bob", "__class__")
+    with pytest.raises(AuthenticationError, match="only the operator"):
+        na.call("alice", "bob", ControlRequest("double"))
+    op_net.close()
+
+
+def test_identity_checks(tmp_path: Path) -> None:
+    paths = make_test_pki(["alice", "bob"], tmp_path, {"alice": b"a", "bob": b"b"})
+    with pytest.raises(ParameterError, match="wrong passphrase"):
+        load_identity("alice", tmp_path / "ca.pem", *paths["alice"], b"nope")
+    with pytest.raises(AuthenticationError, match="not 'bob'"):
+        load_identity("bob", tmp_path / "ca.pem", paths["alice"][0], paths["bob"][1], b"b")
+    with pytest.raises(AuthenticationError, match="does not match"):
+        load_identity("alice", tmp_path / "ca.pem", paths["alice"][0], paths["bob"][1], b"b")
+    with pytest.raises(ParameterError, match="DNS label"):
+        make_test_pki(["Not_A_Label"], tmp_path / "x", {"Not_A_Label": b"a"})
+    ident = load_identity("alice", tmp_path / "ca.pem", *paths["alice"], b"a")
+    assert b"PRIVATE" not in repr(ident).encode() and "PRIVATE" in ident.key_pem.decode()
+    assert b"ENCRYPTED PRIVATE KEY" in paths["alice"][1].read_bytes()
+
+
+def test_key_files(tmp_path: Path) -> None:
+    f = tmp_path / "u1.keys"
+    write_key_file(f, "u1", {"weak": b"\x01" * 40, "session": b"s" * 16}, b"pass")
+    assert open_key_file(f, "u1", b"pass") == {"weak": b"\x01" * 40, "session": b"s" * 16}
+    assert b"s" * 16 not in f.read_bytes()
+    with pytest.raises(DecodeError):
+        open_key_file(f, "u1", b"wrong")
+    with pytest.raises(KeyMismatchError):
+        open_key_file(f, "u2", b"pass")
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 1
+    f.write_bytes(bytes(data))
+    with pytest.raises(DecodeError):
+        open_key_file(f, "u1", b"pass")
