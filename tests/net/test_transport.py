@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from securetrees.errors import (  # noqa: E402
+from securetrees.errors import (
     AuthenticationError,
     DecodeError,
     KeyMismatchError,
@@ -24,11 +24,11 @@ from securetrees.errors import (  # noqa: E402
     RemoteError,
     RevokedError,
 )
-from securetrees.net import GrpcNetwork, Peer, TlsIdentity, TransportOptions, fingerprint, load_identity  # noqa: E402
-from securetrees.net.control import Controllable, ControlReply, ControlRequest, Operator  # noqa: E402
-from securetrees.net.keyfile import open_key_file, write_key_file  # noqa: E402
-from securetrees.net.tls import make_test_pki  # noqa: E402
-from securetrees.runtime import Message, Party, handles, message  # noqa: E402
+from securetrees.net import GrpcNetwork, Peer, TlsIdentity, TransportOptions, fingerprint, load_identity
+from securetrees.net.control import Controllable, ControlReply, ControlRequest, Operator
+from securetrees.net.keyfile import open_key_file, write_key_file
+from securetrees.net.tls import make_test_pki
+from securetrees.runtime import Message, Party, handles, message
 
 NAMES = ["alice", "bob", "operator", "mallory"]
 
@@ -77,6 +77,9 @@ class Echo(Controllable, Party):
         return ControlReply(arrays={"v": np.arange(3) * 2}, info={"who": self.name})
 
 
+Pair = tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TlsIdentity]:
     d = tmp_path_factory.mktemp("pki")
@@ -90,7 +93,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TlsIdentity]:
 
 
 @pytest.fixture
-def pair(pki: dict[str, TlsIdentity]) -> Iterator[tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]]:
+def pair(pki: dict[str, TlsIdentity]) -> Iterator[Pair]:
     roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0"), "operator": Peer("127.0.0.1:0")}
     opts = TransportOptions(deadline=2.0, retries=2, backoff=0.05)
     nb = GrpcNetwork(pki["bob"], roster, options=opts)
@@ -104,8 +107,8 @@ def pair(pki: dict[str, TlsIdentity]) -> Iterator[tuple[GrpcNetwork, Party, Grpc
     nb.close()
 
 
-def test_round_trip_records_views_and_bytes(pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
-    na, alice, nb, bob, _ = pair
+def test_round_trip_records_views_and_bytes(pair: Pair) -> None:
+    na, alice, nb, _, _ = pair
     assert alice.call("bob", Ping(41), expect=Pong) == Pong(42)
     replies = alice.call_many({"bob": Ping(1)}, expect=Pong)
     assert replies == {"bob": Pong(2)}
@@ -117,7 +120,7 @@ def test_round_trip_records_views_and_bytes(pair: tuple[GrpcNetwork, Party, Grpc
 
 
 def test_remote_errors_keep_their_type_and_hide_internals(
-        pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+        pair: Pair) -> None:
     _, alice, _, _, _ = pair
     with pytest.raises(RevokedError, match="revoked"):
         alice.call("bob", Ping(-1), expect=Pong)
@@ -127,7 +130,7 @@ def test_remote_errors_keep_their_type_and_hide_internals(
 
 
 def test_untrusted_certificate_is_refused(pki: dict[str, TlsIdentity],
-                                          pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+                                          pair: Pair) -> None:
     _, _, nb, bob, roster = pair
     rogue_net = GrpcNetwork(pki["rogue-alice"], roster, options=TransportOptions(deadline=2.0, retries=0))
     rogue = Party("alice", rogue_net)
@@ -139,7 +142,7 @@ def test_untrusted_certificate_is_refused(pki: dict[str, TlsIdentity],
 
 
 def test_name_outside_the_roster_is_refused(pki: dict[str, TlsIdentity],
-                                            pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+                                            pair: Pair) -> None:
     _, _, _, bob, roster = pair
     net = GrpcNetwork(pki["mallory"], {**roster, "mallory": Peer("127.0.0.1:0")},
                       options=TransportOptions(deadline=2.0, retries=0))
@@ -163,8 +166,8 @@ def test_pinned_fingerprint_mismatch_is_refused(pki: dict[str, TlsIdentity]) -> 
 
 
 def test_server_with_another_partys_certificate_is_refused(
-        pki: dict[str, TlsIdentity], pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
-    na, alice, _, _, roster = pair
+        pki: dict[str, TlsIdentity], pair: Pair) -> None:
+    *_, roster = pair
     # "operator" is in the roster at bob's address: the server there proves it is bob, not operator
     net = GrpcNetwork(pki["alice"], {**roster, "operator": roster["bob"]}, options=TransportOptions(retries=0))
     impostor_target = Party("alice", net)
@@ -173,8 +176,8 @@ def test_server_with_another_partys_certificate_is_refused(
     net.close()
 
 
-def test_dead_peer_and_slow_peer(pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
-    na, alice, nb, bob, _ = pair
+def test_dead_peer_and_slow_peer(pair: Pair) -> None:
+    _, alice, nb, bob, _ = pair
     bob.sleep = 3.0  # longer than the 2 s deadline
     t0 = time.monotonic()
     with pytest.raises(PeerTimeout):
@@ -224,7 +227,7 @@ def test_message_size_limit(pki: dict[str, TlsIdentity]) -> None:
 
 
 def test_control_requests_only_from_the_operator(
-        pki: dict[str, TlsIdentity], pair: tuple[GrpcNetwork, Party, GrpcNetwork, Echo, dict[str, Peer]]) -> None:
+        pki: dict[str, TlsIdentity], pair: Pair) -> None:
     na, _, _, _, roster = pair
     op_net = GrpcNetwork(pki["operator"], roster)
     op = Operator("operator", op_net)
