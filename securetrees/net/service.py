@@ -33,7 +33,8 @@ from securetrees.net.keyfile import open_key_file
 from securetrees.net.tls import load_identity
 from securetrees.net.transport import GrpcNetwork
 
-__all__ = ["PROTOCOLS", "launch", "load_data", "protocol_module", "start_role"]
+__all__ = ["PROTOCOLS", "await_roles", "launch", "load_data", "network_for", "protocol_module", "spawn_role",
+           "start_role"]
 
 PROTOCOLS: Final[dict[str, str]] = {
     "revfrf": "protocols.revfrf.deploy",
@@ -92,7 +93,18 @@ def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None
     return 0
 
 
-def _await_roles(net: GrpcNetwork, procs: dict[str, subprocess.Popen[bytes]], timeout: float) -> None:
+def spawn_role(config: RunConfig, role: str, passphrase_file: Path, log: Path | None = None
+               ) -> subprocess.Popen[bytes]:
+    """``securetrees party`` for ``role`` as a child process (output to ``log``, else discarded)."""
+    cmd = [sys.executable, "-m", "securetrees", "party", "--config", str(config.path), "--role", role,
+           "--passphrase-file", str(passphrase_file)]
+    if log is None:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # noqa: S603
+    with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603 - our interpreter, no shell
+
+
+def await_roles(net: GrpcNetwork, procs: dict[str, subprocess.Popen[bytes]], timeout: float) -> None:
     """Wait until every role accepts connections; fail at once if one of them exits."""
     end = time.monotonic() + timeout
     pending = list(procs)
@@ -123,15 +135,12 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for role in config.roles:
-            out = open(logs / f"{role}.log", "wb") if logs is not None else subprocess.DEVNULL  # noqa: SIM115
-            procs[role] = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
-                [sys.executable, "-m", "securetrees", "party", "--config", str(config.path), "--role", role,
-                 "--passphrase-file", str(pdir / f"{role}.pass")],
-                stdout=out, stderr=subprocess.STDOUT)
+            procs[role] = spawn_role(config, role, pdir / f"{role}.pass",
+                                     logs / f"{role}.log" if logs is not None else None)
         op_pass = read_passphrase(config.operator, pdir / f"{config.operator}.pass")
         with network_for(config, config.operator, op_pass) as net:
             operator = Operator(config.operator, net)
-            _await_roles(net, procs, startup_timeout)
+            await_roles(net, procs, startup_timeout)
             results: dict[str, npt.NDArray[Any]] = protocol_module(config.protocol).run_job(operator, config)
             operator.control_many(config.roles, "shutdown")
         for proc in procs.values():

@@ -1,0 +1,152 @@
+"""Every role in its own process over mutual TLS on loopback: the same results as in one process.
+
+Keys are 1024-bit (the size is not the point here), hence the insecure-key warnings are allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from protocols.federated_forest import FederatedForestClassifier
+from protocols.federated_forest import deploy as ff_deploy
+from protocols.revfrf import RevFRFClassifier
+from protocols.revfrf import deploy as rev_deploy
+from securetrees.datasets import load_adult
+from securetrees.dtpkc import KGC
+from securetrees.errors import PartyUnavailable
+from securetrees.net.config import load_config
+from securetrees.net.control import Operator
+from securetrees.net.service import await_roles, launch, network_for, read_passphrase, spawn_role
+from securetrees.paillier import PublicKey, generate_keypair
+from securetrees.rand import DeterministicRandom
+
+pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
+
+
+@pytest.fixture(scope="module")
+def adult() -> Any:
+    return load_adult()
+
+
+def _insecure_loader(b: bytes) -> PublicKey:
+    return PublicKey.from_bytes(b, allow_insecure=True)
+
+
+def test_revfrf_build_predict_revoke_match_the_in_process_run(adult: Any, tmp_path: Path) -> None:
+    X = np.nan_to_num(adult.X_train[:150], nan=-1.0)
+    y, Xt = adult.y_train[:150], np.nan_to_num(adult.X_test[:6], nan=-1.0)
+    part = [list(range(i, X.shape[1], 3)) for i in range(3)]
+    settings = {"n_estimators": 2, "max_depth": 3, "random_state": 3, "n_classes": 2}
+    cfg = rev_deploy.prepare(tmp_path, X, y, part, X_test=Xt, settings=settings,
+                             kgc=KGC.setup(1024, allow_insecure=True))
+    got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
+
+    clf = RevFRFClassifier(n_estimators=2, max_depth=3, random_state=3, key_bits=1024, allow_insecure=True)
+    clf.fit(X, y, part)
+    want = {"vertical": clf.predict_proba(Xt), "test": clf.predict_proba(Xt, method="test"),
+            "encrypted": clf.predict_proba(Xt, method="encrypted")}
+    clf.revoke("u3", level=2)
+    want["after_revocation"] = clf.predict_proba(Xt)
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert not np.array_equal(want["vertical"], want["after_revocation"]) or clf.cs_.epoch == 1
+
+
+def _ff_setup(adult: Any, tmp_path: Path, **extra: Any) -> tuple[Path, dict[str, Any], Any]:
+    X, y, Xt = adult.X_train[:300], adult.y_train[:300], adult.X_test[:40]
+    part = [list(range(0, X.shape[1], 2)), list(range(1, X.shape[1], 2))]
+    keys = generate_keypair(1024, allow_insecure=True)
+    params = {"n_estimators": 3, "max_depth": 4, "random_state": 0, "n_classes": 2, "allow_insecure": True,
+              "key_bits": 1024, **extra}
+    cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params, paillier_keys=keys,
+                            id_key=DeterministicRandom("ff ids").token_bytes(32))
+    ff = FederatedForestClassifier(params["n_estimators"], max_depth=4, random_state=0, paillier_keys=keys,
+                                   allow_insecure=True, key_bits=1024, rng=DeterministicRandom("ff ids"),
+                                   public_key_loader=_insecure_loader)
+    ff.fit(X, y, part)
+    return cfg, {"output": ff.predict_proba(Xt)}, (X, y, Xt)
+
+
+def test_federated_forest_matches_the_in_process_run(adult: Any, tmp_path: Path) -> None:
+    cfg, want, _ = _ff_setup(adult, tmp_path)
+    got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
+    np.testing.assert_array_equal(got["output"], want["output"])
+
+
+def test_killed_client_fails_fast_and_training_resumes_when_it_returns(adult: Any, tmp_path: Path) -> None:
+    cfg_path, want, _ = _ff_setup(adult, tmp_path, n_estimators=20, checkpoint_dir="ckpt")
+    text = cfg_path.read_text().replace("deadline = 600.0", "deadline = 20.0")
+    cfg_path.write_text(text)
+    config = load_config(cfg_path)
+    pki = tmp_path / "pki"
+    procs = {r: spawn_role(config, r, pki / f"{r}.pass", tmp_path / f"{r}.log") for r in config.roles}
+    try:
+        with network_for(config, "operator", read_passphrase("operator", pki / "operator.pass")) as net:
+            op = Operator("operator", net)
+            await_roles(net, procs, 60)
+            outcome: dict[str, BaseException | None] = {}
+
+            def fit() -> None:
+                try:
+                    op.control("master", "fit")
+                    outcome["error"] = None
+                except BaseException as exc:
+                    outcome["error"] = exc
+
+            worker = threading.Thread(target=fit)
+            worker.start()
+            ckpt = tmp_path / "ckpt" / "client1.ckpt"
+            end = time.monotonic() + 60
+            while not ckpt.exists() and time.monotonic() < end:
+                time.sleep(0.02)
+            assert ckpt.exists(), "no checkpoint was written"
+            os.kill(procs["client1"].pid, signal.SIGKILL)
+            killed = time.monotonic()
+            worker.join(timeout=30)
+            assert not worker.is_alive()
+            assert isinstance(outcome["error"], PartyUnavailable), outcome
+            assert "client1" in str(outcome["error"])
+            assert time.monotonic() - killed < 20.0  # within the run's deadline
+
+            procs["client1"] = spawn_role(config, "client1", pki / "client1.pass", tmp_path / "client1.log")
+            await_roles(net, {"client1": procs["client1"]}, 60)
+            op.control("master", "resume")
+            orders = op.control_many(["client0", "client1"], "load_test")
+            out = op.control("master", "predict").arrays["output"]
+            got = np.empty_like(out)
+            got[orders["client0"].arrays["order"]] = out
+            op.control_many(config.roles, "shutdown")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=10)
+    np.testing.assert_array_equal(got, want["output"])
+
+
+def test_cli_init_and_launch_a_local_federation(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    init = subprocess.run([sys.executable, "-m", "securetrees", "federation", "init", "federated-forest",  # noqa: S603
+                           "--out", str(tmp_path), "--rows", "200", "--trees", "2", "--insecure-1024"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert init.returncode == 0, init.stderr
+    assert "run.toml" in init.stdout
+    assert "passphrase" not in (tmp_path / "run.toml").read_text()
+    run = subprocess.run([sys.executable, "-m", "securetrees", "federation", "launch",  # noqa: S603
+                          "--config", str(tmp_path / "run.toml")], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "federation finished" in run.stdout and "output: shape (500, 2)" in run.stdout
