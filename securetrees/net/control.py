@@ -57,8 +57,10 @@ class Controllable:
             return ControlReply(info={"status": "stopping"})
         if msg.action == "stats":
             t = self.network.transcript
+            protocol = [r for r in t if not r.type_name.startswith("securetrees.control.")]
             return ControlReply(info={"bytes_received": str(t.total_bytes), "messages": str(len(t)),
-                                      "rounds": str(t.rounds)})
+                                      "protocol_bytes": str(sum(r.size for r in protocol)),
+                                      "protocol_messages": str(len(protocol)), "rounds": str(t.rounds)})
         fn = getattr(self, f"control_{msg.action}", None) if msg.action.isidentifier() else None
         if fn is None:
             raise ParameterError(f"{self.name!r} has no control action {msg.action!r}")

@@ -93,6 +93,19 @@ def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None
     return 0
 
 
+def loopback_bytes() -> int:
+    """Bytes transmitted so far on the loopback interface (``/proc/net/dev``), or 0 where unknown."""
+    try:
+        with open("/proc/net/dev", encoding="ascii") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name.strip() == "lo":
+                    return int(rest.split()[8])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def spawn_role(config: RunConfig, role: str, passphrase_file: Path, log: Path | None = None
                ) -> subprocess.Popen[bytes]:
     """``securetrees party`` for ``role`` as a child process (output to ``log``, else discarded)."""
@@ -122,12 +135,15 @@ def await_roles(net: GrpcNetwork, procs: dict[str, subprocess.Popen[bytes]], tim
 
 
 def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeout: float = 60.0,
-           log_dir: str | Path | None = None) -> dict[str, npt.NDArray[Any]]:
+           log_dir: str | Path | None = None, report: dict[str, Any] | None = None) -> dict[str, npt.NDArray[Any]]:
     """Start every role of the run as its own process on this machine, run the protocol's
     job as the operator, stop the roles and return the job's results.
 
     ``passphrase_dir`` holds ``NAME.pass`` for every party (a local trial's convenience;
-    a real deployment types or injects each passphrase on its own machine).
+    a real deployment types or injects each passphrase on its own machine).  ``report``, when
+    given, receives ``job_seconds`` (the job alone, after start-up), ``loopback_bytes`` (bytes
+    transmitted on the loopback interface meanwhile, Linux only: every header and frame) and
+    ``stats``: each role's received messages, bytes and rounds (protocol and control).
     """
     config = load_config(config_path)
     pdir = Path(passphrase_dir)
@@ -141,7 +157,16 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
         with network_for(config, config.operator, op_pass) as net:
             operator = Operator(config.operator, net)
             await_roles(net, procs, startup_timeout)
+            t0, lo0 = time.perf_counter(), loopback_bytes()
             results: dict[str, npt.NDArray[Any]] = protocol_module(config.protocol).run_job(operator, config)
+            if report is not None:
+                report["job_seconds"] = time.perf_counter() - t0
+                report["loopback_bytes"] = loopback_bytes() - lo0
+                stats = operator.control_many(config.roles, "stats")
+                report["stats"] = {r: dict(rep.info) for r, rep in stats.items()}
+                report["stats"][config.operator] = {"bytes_received": str(net.transcript.total_bytes),
+                                                    "messages": str(len(net.transcript)),
+                                                    "rounds": str(net.transcript.rounds)}
             operator.control_many(config.roles, "shutdown")
         for proc in procs.values():
             proc.wait(timeout=30)
