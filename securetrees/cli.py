@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     init = fed_sub.add_parser("init", help="write a trial federation (certificates, keys, data, run.toml)")
     init.add_argument("protocol", choices=["revfrf", "federated-forest"])
     init.add_argument("--out", required=True, help="folder to write the trial into")
-    init.add_argument("--rows", type=int, default=2000, help="training rows of Adult (default 2000)")
+    init.add_argument("--rows", type=int, default=1000, help="training rows of Adult (default 1000)")
     init.add_argument("--trees", type=int, default=5, help="number of trees (default 5)")
     init.add_argument("--insecure-1024", action="store_true",
                       help="1024-bit keys (faster, about 80-bit security; a trial only)")
