@@ -28,6 +28,8 @@ __all__ = ["ControlReply", "ControlRequest", "Controllable", "Operator"]
 @message("securetrees.control.request")
 @dataclass(frozen=True)
 class ControlRequest(Message):
+    long_running = True
+
     action: str
     args: dict[str, str] = field(default_factory=dict)
 

@@ -75,7 +75,8 @@ class TransportOptions:
     """Deadlines, retries and limits (defaults sized for 2048-bit ciphertext batches)."""
 
     deadline: float = 600.0
-    """Seconds a call may take, including the peer's own nested calls."""
+    """Seconds a call may take, including the peer's own nested calls (``long_running``
+    messages, i.e. control requests that run a whole protocol phase, have none)."""
     retries: int = 3
     """Extra attempts for an idempotent message after a transient failure."""
     backoff: float = 0.2
@@ -231,14 +232,15 @@ class GrpcNetwork(Network):
                 self._channels[peer] = ch
             return ch
 
-    def _invoke(self, receiver: str, data: bytes, round_: int, idempotent: bool) -> bytes:
+    def _invoke(self, receiver: str, data: bytes, round_: int, kind: type[Message]) -> bytes:
         stub = self._channel(receiver).unary_unary(METHOD)
         metadata = ((_RECEIVER_KEY, receiver), (_ROUND_KEY, str(round_)))
-        attempts = 1 + (self.options.retries if idempotent else 0)
+        attempts = 1 + (self.options.retries if kind.idempotent else 0)
+        timeout = None if kind.long_running else self.options.deadline
         delay = self.options.backoff
         for attempt in range(attempts):
             try:
-                reply: bytes = stub(data, timeout=self.options.deadline, metadata=metadata,
+                reply: bytes = stub(data, timeout=timeout, metadata=metadata,
                                     wait_for_ready=False)
                 return reply
             except grpc.RpcError as exc:
@@ -255,7 +257,7 @@ class GrpcNetwork(Network):
             raise ProtocolError(f"this process speaks for {self.name!r}, not {sender!r}")
         if receiver == self.name:
             raise ProtocolError("a party does not call itself")
-        raw = self._invoke(receiver, codec.encode(msg), round_, type(msg).idempotent)
+        raw = self._invoke(receiver, codec.encode(msg), round_, type(msg))
         if raw == _NO_REPLY:
             return None
         if raw[:1] != _REPLY:

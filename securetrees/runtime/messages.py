@@ -39,6 +39,9 @@ class Message:
     idempotent: ClassVar[bool] = False
     """True when delivering the message twice has the same effect as once (a query):
     networked transports may then retry it after a transient failure."""
+    long_running: ClassVar[bool] = False
+    """True for a request whose handling runs a whole protocol phase (a control request):
+    networked transports then wait without a deadline, relying on keepalive to notice a dead peer."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
