@@ -56,7 +56,7 @@ from securetrees.secagg.messages import (
     UnmaskRequest,
     UnmaskShares,
 )
-from securetrees.secagg.prg import MaskExpander
+from securetrees.secagg.prg import MaskExpander, MaskTerm
 from securetrees.secagg.rings import Ring, Vector, Z2k
 from securetrees.signing import SigningKey, verify
 
@@ -332,17 +332,16 @@ class SecAggClient(Party):
                 shamir.share_from_bytes(plain[half:]),
             )
         ring = self.config.ring
-        acc = self._inputs.pop(msg.round)
-        own = derive_own_key(
-            state.seed, session=session, round=msg.round, purpose=mask_purpose(_PURPOSE, ring),
-            party=self.name,
-        )
-        acc = ring.accumulate(acc, own, self._expander)
         purpose = mask_purpose(_PURPOSE, ring)
+        masks = [MaskTerm(derive_own_key(
+            state.seed, session=session, round=msg.round, purpose=purpose, party=self.name,
+        ))]
         for peer in peers:
             ctx = KeyContext(session, msg.round, purpose, (self.name, peer))
             pair_key = derive_key(state.mask_key.agree(state.keys[peer]), ctx)
-            acc = ring.accumulate(acc, pair_key, self._expander, subtract=peer < self.name)
+            masks.append(MaskTerm(pair_key, subtract=peer < self.name))
+        # The input is this party's private copy (Ring.check): mask it in place, in one pass.
+        acc = ring.accumulate(self._inputs.pop(msg.round), masks, self._expander)
         state.participants = u2
         state.stage = Stage.MASKED_INPUT
         return MaskedInput(msg.round, ring.to_wire(ring.finish(acc)))
@@ -505,13 +504,11 @@ class SecAggServer(Party):
                     table[named.owner][x] = shamir.share_from_bytes(named.share)
 
         purpose = mask_purpose(_PURPOSE, ring)
-        acc = ring.zeros(length)
-        for v in vectors:
-            acc = ring.iadd(acc, v)
+        masks: list[MaskTerm] = []
         for p in u3:
             seed = shamir.reconstruct(seed_shares[p], cfg.threshold)
             own = derive_own_key(seed, session=session, round=round, purpose=purpose, party=p)
-            acc = ring.accumulate(acc, own, self._expander, subtract=True)
+            masks.append(MaskTerm(own, subtract=True))
         for d in dropped:
             secret = AgreementKey.from_secret(shamir.reconstruct(key_shares[d], cfg.threshold))
             if secret.public != round_keys[d]:
@@ -520,5 +517,7 @@ class SecAggServer(Party):
                 ctx = KeyContext(session, round, purpose, (u, d))
                 pair_key = derive_key(secret.agree(round_keys[u]), ctx)
                 # u added +PRG when d > u and -PRG when d < u: undo it.
-                acc = ring.accumulate(acc, pair_key, self._expander, subtract=d > u)
+                masks.append(MaskTerm(pair_key, subtract=d > u))
+        # One pass: the sum of the masked inputs minus every recovered mask.
+        acc = ring.accumulate(ring.zeros(length), masks, self._expander, plus=vectors)
         return AggregateResult(ring.finish(acc), u3, dropped, tuple(sorted(unmasked)))
