@@ -140,10 +140,12 @@ class _ClientRound:
     length: int
     mask_key: AgreementKey
     seed: bytes = field(repr=False)
+    advert: SignedKey | None = None  # what this party advertised for the round
     keys: dict[str, bytes] = field(default_factory=dict)  # U1: round public keys
     participants: tuple[str, ...] = ()  # U2
     held: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)  # owner -> (key share, seed share)
     survivors: tuple[str, ...] | None = None  # U3 as signed
+    survivor_signature: bytes = b""  # this party's signature on U3
     stage: Stage = Stage.ADVERTISE
 
 
@@ -176,6 +178,7 @@ class SecAggClient(Party):
         self._dropped = False
         self._session: bytes | None = None
         self._enc_key: AgreementKey | None = None
+        self._session_advert: SignedKey | None = None
         self._channels: dict[str, bytes] = {}
         self._inputs: dict[int, Vector] = {}
         self._rounds: dict[int, _ClientRound] = {}
@@ -211,18 +214,25 @@ class SecAggClient(Party):
         self,
         entries: tuple[KeyEntry, ...],
         allowed: Iterable[str],
-        own: bytes,
+        own: SignedKey | None,
         *tag: bytes | str | int,
     ) -> dict[str, bytes]:
+        """Every entry's key, its signature checked against the roster.
+
+        An entry equal to what this party sent (``own``) is its own valid signature on
+        that very statement and is not verified again.
+        """
         names = _distinct((e.name for e in entries), "the key directory")
         allowed_set = set(allowed)
         if not set(names) <= allowed_set:
             raise ProtocolError("the key directory names parties outside the session")
+        mine = (own.public, own.signature) if own is not None else None
         keys: dict[str, bytes] = {}
         for e in entries:
-            verify(self.config.roster[e.name], e.signature, _statement(*tag, e.name, e.public))
+            if e.name != self.name or (e.public, e.signature) != mine:
+                verify(self.config.roster[e.name], e.signature, _statement(*tag, e.name, e.public))
             keys[e.name] = e.public
-        if keys.get(self.name) != own:
+        if own is None or keys.get(self.name) != own.public:
             raise ProtocolError("the key directory does not carry this party's own key")
         self.config.require_quorum(names, "advertised keys")
         return keys
@@ -240,7 +250,9 @@ class SecAggClient(Party):
         self._session = msg.session
         self._enc_key = AgreementKey.generate(rng=self._rng)
         pub = self._enc_key.public
-        return SignedKey(pub, self._signer.sign(_statement("session-key", msg.session, self.name, pub)))
+        sig = self._signer.sign(_statement("session-key", msg.session, self.name, pub))
+        self._session_advert = SignedKey(pub, sig)
+        return self._session_advert
 
     @handles(SessionDirectory)
     def on_session_directory(self, sender: str, msg: SessionDirectory) -> Ack:
@@ -249,7 +261,7 @@ class SecAggClient(Party):
         if self._session is None or self._enc_key is None or self._channels:
             raise UnexpectedMessage("no session directory expected now")
         keys = self._check_entries(
-            msg.entries, self.config.roster, self._enc_key.public, "session-key", self._session
+            msg.entries, self.config.roster, self._session_advert, "session-key", self._session
         )
         for peer, public in keys.items():
             if peer != self.name:
@@ -272,9 +284,10 @@ class SecAggClient(Party):
         if msg.length != len(value):
             raise ProtocolError(f"round {msg.round} sums vectors of {msg.length}, not {len(value)}")
         key = AgreementKey.generate(rng=self._rng)
-        self._rounds[msg.round] = _ClientRound(msg.length, key, self._rng.token_bytes(32))
         sig = self._signer.sign(_statement("round-key", session, msg.round, self.name, key.public))
-        return SignedKey(key.public, sig)
+        advert = SignedKey(key.public, sig)
+        self._rounds[msg.round] = _ClientRound(msg.length, key, self._rng.token_bytes(32), advert)
+        return advert
 
     @handles(RoundDirectory)
     def on_round_directory(self, sender: str, msg: RoundDirectory) -> RoundShares:
@@ -283,7 +296,7 @@ class SecAggClient(Party):
         session = self._session_id()
         state = self._round(msg.round, Stage.ADVERTISE)
         keys = self._check_entries(
-            msg.entries, self._channels.keys() | {self.name}, state.mask_key.public,
+            msg.entries, self._channels.keys() | {self.name}, state.advert,
             "round-key", session, msg.round,
         )
         state.keys = keys
@@ -357,8 +370,9 @@ class SecAggClient(Party):
             raise ProtocolError("the survivor set must contain this party and lie within U2")
         self.config.require_quorum(u3, "sent masked inputs")
         state.survivors = u3
+        state.survivor_signature = self._signer.sign(_statement("survivors", session, msg.round, *u3))
         state.stage = Stage.CONSISTENCY
-        return SurvivorSignature(self.name, self._signer.sign(_statement("survivors", session, msg.round, *u3)))
+        return SurvivorSignature(self.name, state.survivor_signature)
 
     @handles(UnmaskRequest)
     def on_unmask(self, sender: str, msg: UnmaskRequest) -> UnmaskShares:
@@ -381,10 +395,12 @@ class SecAggClient(Party):
         if not set(signers) <= set(u3):
             raise ProtocolError("a consistency signature comes from outside the survivor set")
         self.config.require_quorum(signers, "signed the survivor set")
+        statement = _statement("survivors", session, msg.round, *u3)
         for item in msg.signatures:
+            if item.name == self.name and item.signature == state.survivor_signature:
+                continue  # its own signature on this very set (see _check_entries)
             try:
-                verify(self.config.roster[item.name], item.signature,
-                       _statement("survivors", session, msg.round, *u3))
+                verify(self.config.roster[item.name], item.signature, statement)
             except ProtocolError as exc:
                 raise ProtocolError(
                     f"inconsistent survivor sets: {item.name} did not sign the set shown here"

@@ -22,6 +22,7 @@ from securetrees.secagg.messages import (
     AdvertiseRound,
     MaskedInput,
     MaskRequest,
+    RoundDirectory,
     RoundShares,
     SealedShare,
     UnmaskRequest,
@@ -177,6 +178,27 @@ def test_substituted_round_key_is_rejected() -> None:
     keys["p0"] = dataclasses.replace(keys["p0"], public=keys["p1"].public)
     with pytest.raises(ProtocolError, match="invalid signature"):
         script.share()
+
+
+def test_an_altered_own_entry_or_signature_is_still_checked() -> None:
+    """A client skips verifying only what it sent itself, byte for byte; anything else in its name
+    is verified like every other entry."""
+    sim = started()
+    script = ScriptedRound(sim.server, 1, LENGTH)
+    keys = script.advertise()
+    forged_sig = bytes(64)
+    keys["p0"] = dataclasses.replace(keys["p0"], signature=forged_sig)
+    with pytest.raises(ProtocolError, match="invalid signature"):
+        sim.server.call("p0", RoundDirectory(1, script.entries()), expect=RoundShares)
+
+    sim = started()
+    script = run_to_consistency(sim)
+    survivors = tuple(sorted(script.masked))
+    signed = script.consistency()
+    signed["p1"] = dataclasses.replace(signed["p1"], signature=forged_sig)
+    request = UnmaskRequest(1, survivors, (), tuple(signed.values()))
+    with pytest.raises(ProtocolError, match="inconsistent survivor sets: p1"):
+        script.unmask(["p1"], request)
 
 
 def test_out_of_order_and_foreign_requests_are_refused() -> None:
