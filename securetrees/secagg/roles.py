@@ -4,13 +4,16 @@ Session setup, once (specs/secagg.md, "Setup"):
   S1 ``SessionStart``: each roster party makes an X25519 share-encryption key and
      returns it signed with its roster (Ed25519) key.
   S2 ``SessionDirectory``: the server relays the signed keys; each party checks
-     every signature and derives one AES-GCM key per peer.
+     every signature (once per session) and derives one AES-GCM key per peer.
 
 Each aggregation round ``r`` (specs/secagg.md, "Round"):
   R1 ``AdvertiseRound`` (AdvertiseKeys): a fresh mask key pair ``s_u`` and self-mask seed ``b_u``.
   R2 ``RoundDirectory`` (ShareKeys): ``t``-of-``n`` Shamir shares of ``s_u`` and ``b_u``,
-     encrypted to each peer, relayed by the server.
-  R3 ``MaskRequest`` (MaskedInputCollection): ``y_u = x_u + PRG(b_u) + sum_{v>u} PRG(s_uv) - sum_{v<u} PRG(s_uv)``.
+     encrypted to each peer, relayed by the server; the associated data binds ``s_u``'s
+     public key, so the round keys need no signatures.
+  R3 ``MaskRequest`` (MaskedInputCollection): after every peer's share ciphertext has
+     authenticated the peer's round key as this party saw it,
+     ``y_u = x_u + PRG(b_u) + sum_{v>u} PRG(s_uv) - sum_{v<u} PRG(s_uv)``.
   R4 ``ConsistencyRequest`` (ConsistencyCheck): each survivor signs the survivor set it was shown.
   R5 ``UnmaskRequest`` (Unmasking): after checking the signatures, each party reveals shares of
      ``b_v`` for survivors and of ``s_v`` for parties that dropped before R3, never both for one party.
@@ -22,7 +25,7 @@ dropped, it opens only that round's pairwise masks.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +50,8 @@ from securetrees.secagg.messages import (
     MaskRequest,
     NamedShare,
     RoundDirectory,
+    RoundKey,
+    RoundKeyEntry,
     RoundShares,
     SealedShare,
     SessionDirectory,
@@ -140,7 +145,6 @@ class _ClientRound:
     length: int
     mask_key: AgreementKey
     seed: bytes = field(repr=False)
-    advert: SignedKey | None = None  # what this party advertised for the round
     keys: dict[str, bytes] = field(default_factory=dict)  # U1: round public keys
     participants: tuple[str, ...] = ()  # U2
     held: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)  # owner -> (key share, seed share)
@@ -210,29 +214,24 @@ class SecAggClient(Party):
             raise UnexpectedMessage(f"round {number} is not waiting for {stage.name}")
         return state
 
-    def _check_entries(
+    def _key_directory(
         self,
-        entries: tuple[KeyEntry, ...],
+        entries: Sequence[KeyEntry | RoundKeyEntry],
         allowed: Iterable[str],
-        own: SignedKey | None,
-        *tag: bytes | str | int,
+        own: bytes,
+        check: Callable[[Any], None] | None = None,
     ) -> dict[str, bytes]:
-        """Every entry's key, its signature checked against the roster.
-
-        An entry equal to what this party sent (``own``) is its own valid signature on
-        that very statement and is not verified again.
-        """
+        """The keys of a directory: distinct names within ``allowed``, each entry passed to
+        ``check``, this party's own key ``own`` present, and a quorum."""
         names = _distinct((e.name for e in entries), "the key directory")
-        allowed_set = set(allowed)
-        if not set(names) <= allowed_set:
+        if not set(names) <= set(allowed):
             raise ProtocolError("the key directory names parties outside the session")
-        mine = (own.public, own.signature) if own is not None else None
         keys: dict[str, bytes] = {}
         for e in entries:
-            if e.name != self.name or (e.public, e.signature) != mine:
-                verify(self.config.roster[e.name], e.signature, _statement(*tag, e.name, e.public))
+            if check is not None:
+                check(e)
             keys[e.name] = e.public
-        if own is None or keys.get(self.name) != own.public:
+        if keys.get(self.name) != own:
             raise ProtocolError("the key directory does not carry this party's own key")
         self.config.require_quorum(names, "advertised keys")
         return keys
@@ -258,24 +257,30 @@ class SecAggClient(Party):
     def on_session_directory(self, sender: str, msg: SessionDirectory) -> Ack:
         """S2. Checks every signature and derives one AES-GCM key per peer. Reveals: nothing."""
         self._enter(sender, Stage.DIRECTORY)
-        if self._session is None or self._enc_key is None or self._channels:
+        session, enc_key, mine = self._session, self._enc_key, self._session_advert
+        if session is None or enc_key is None or mine is None or self._channels:
             raise UnexpectedMessage("no session directory expected now")
-        keys = self._check_entries(
-            msg.entries, self.config.roster, self._session_advert, "session-key", self._session
-        )
+
+        def signed(e: KeyEntry) -> None:
+            # Its own entry, byte for byte as sent, carries its own valid signature: not re-checked.
+            if e.name != self.name or (e.public, e.signature) != (mine.public, mine.signature):
+                verify(self.config.roster[e.name], e.signature,
+                       _statement("session-key", session, e.name, e.public))
+
+        keys = self._key_directory(msg.entries, self.config.roster, mine.public, signed)
         for peer, public in keys.items():
             if peer != self.name:
-                ctx = KeyContext(self._session, 0, "share-enc", (self.name, peer))
-                self._channels[peer] = derive_key(self._enc_key.agree(public), ctx)
+                ctx = KeyContext(session, 0, "share-enc", (self.name, peer))
+                self._channels[peer] = derive_key(enc_key.agree(public), ctx)
         return Ack(True)
 
     # -- one aggregation round -------------------------------------------------------------
 
     @handles(AdvertiseRound)
-    def on_advertise(self, sender: str, msg: AdvertiseRound) -> SignedKey:
+    def on_advertise(self, sender: str, msg: AdvertiseRound) -> RoundKey:
         """R1 AdvertiseKeys. Reveals: a fresh X25519 public key for this round's masks."""
         self._enter(sender, Stage.ADVERTISE)
-        session = self._session_id()
+        self._session_id()
         if msg.round < 1 or msg.round in self._rounds:
             raise UnexpectedMessage(f"round {msg.round} was already started or is invalid")
         value = self._inputs.get(msg.round)
@@ -284,21 +289,21 @@ class SecAggClient(Party):
         if msg.length != len(value):
             raise ProtocolError(f"round {msg.round} sums vectors of {msg.length}, not {len(value)}")
         key = AgreementKey.generate(rng=self._rng)
-        sig = self._signer.sign(_statement("round-key", session, msg.round, self.name, key.public))
-        advert = SignedKey(key.public, sig)
-        self._rounds[msg.round] = _ClientRound(msg.length, key, self._rng.token_bytes(32), advert)
-        return advert
+        self._rounds[msg.round] = _ClientRound(msg.length, key, self._rng.token_bytes(32))
+        return RoundKey(key.public)
 
     @handles(RoundDirectory)
     def on_round_directory(self, sender: str, msg: RoundDirectory) -> RoundShares:
-        """R2 ShareKeys. Reveals to each peer (through the server, encrypted): one share of s_u and b_u."""
+        """R2 ShareKeys. Reveals to each peer (through the server, encrypted): one share of s_u and b_u.
+
+        The peers' round keys are not used before R3, where each is authenticated by
+        the peer's share ciphertext.
+        """
         self._enter(sender, Stage.SHARE_KEYS)
         session = self._session_id()
         state = self._round(msg.round, Stage.ADVERTISE)
-        keys = self._check_entries(
-            msg.entries, self._channels.keys() | {self.name}, state.advert,
-            "round-key", session, msg.round,
-        )
+        own = state.mask_key.public
+        keys = self._key_directory(msg.entries, self._channels.keys() | {self.name}, own)
         state.keys = keys
         points = {name: self.config.point(name) for name in keys}
         t = self.config.threshold
@@ -311,7 +316,7 @@ class SecAggClient(Party):
                 state.held[peer] = pair
                 continue
             plain = shamir.share_to_bytes(pair[0]) + shamir.share_to_bytes(pair[1])
-            ad = associated_data(session, msg.round, _SHARE_KIND, self.name, peer)
+            ad = associated_data(session, msg.round, _SHARE_KIND, self.name, peer, own)
             sealed.append(SealedShare(self.name, peer, seal(self._channels[peer], plain, ad, rng=self._rng)))
         state.stage = Stage.SHARE_KEYS
         return RoundShares(msg.round, tuple(sealed))
@@ -335,7 +340,8 @@ class SecAggClient(Party):
         if set(by_sender) != set(peers):
             raise ProtocolError("the share ciphertexts do not match the participant set")
         for peer in peers:
-            ad = associated_data(session, msg.round, _SHARE_KIND, peer, self.name)
+            # Authenticates the peer's round key as shown here: the peer bound its own into the AD.
+            ad = associated_data(session, msg.round, _SHARE_KIND, peer, self.name, state.keys[peer])
             plain = open_sealed(self._channels[peer], by_sender[peer].blob, ad)
             if len(plain) != 2 * shamir.SHARE_BYTES:
                 raise ProtocolError("a share payload has the wrong length")
@@ -468,11 +474,11 @@ class SecAggServer(Party):
 
         adverts = self.call_many(
             {p: AdvertiseRound(round, length) for p in self.members},
-            expect=SignedKey, allow_missing=True,
+            expect=RoundKey, allow_missing=True,
         )
         cfg.require_quorum(adverts, "advertised round keys")
         round_keys = {p: k.public for p, k in adverts.items()}
-        entries = tuple(KeyEntry(p, k.public, k.signature) for p, k in sorted(adverts.items()))
+        entries = tuple(RoundKeyEntry(p, k) for p, k in sorted(round_keys.items()))
 
         shared = self.call_many(
             {p: RoundDirectory(round, entries) for p in adverts},

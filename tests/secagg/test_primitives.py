@@ -200,16 +200,18 @@ def test_shamir_refusals() -> None:
 
 
 def test_channel_round_trip_and_rejections() -> None:
-    ad = associated_data(SESSION, 2, "round-shares", "alice", "bob")
+    pk = b"k" * 32
+    ad = associated_data(SESSION, 2, "round-shares", "alice", "bob", pk)
     blob = seal(KEY, b"payload", ad)
     assert open_sealed(KEY, blob, ad) == b"payload"
     tampered = blob[:-1] + bytes([blob[-1] ^ 1])
     for wrong_blob, wrong_ad in (
         (tampered, ad),
-        (blob, associated_data(SESSION, 3, "round-shares", "alice", "bob")),  # replayed round
-        (blob, associated_data(SESSION, 2, "round-shares", "carol", "bob")),  # another sender
-        (blob, associated_data(SESSION, 2, "round-shares", "alice", "carol")),  # redirected
-        (blob, associated_data(b"x" * 16, 2, "round-shares", "alice", "bob")),  # other session
+        (blob, associated_data(SESSION, 3, "round-shares", "alice", "bob", pk)),  # replayed round
+        (blob, associated_data(SESSION, 2, "round-shares", "carol", "bob", pk)),  # another sender
+        (blob, associated_data(SESSION, 2, "round-shares", "alice", "carol", pk)),  # redirected
+        (blob, associated_data(b"x" * 16, 2, "round-shares", "alice", "bob", pk)),  # other session
+        (blob, associated_data(SESSION, 2, "round-shares", "alice", "bob", b"m" * 32)),  # other key
         (blob[:20], ad),
     ):
         with pytest.raises(InvalidCiphertext):
