@@ -202,6 +202,13 @@ class _Reader:
         return b
 
     def varint(self, limit: int) -> int:
+        pos = self.pos
+        if pos < len(self.data) and self.data[pos] < 0x80:  # one byte: the common case
+            value = self.data[pos]
+            if value > limit:
+                raise DecodeError(f"length {value} exceeds its limit {limit}")
+            self.pos = pos + 1
+            return value
         value = shift = 0
         for _ in range(10):
             b = self.byte()
@@ -268,7 +275,8 @@ def _read_array(r: _Reader) -> np.ndarray:
 def _decode_value(r: _Reader, tp: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise DecodeError("message nests too deeply")
-    origin = typing.get_origin(tp)
+    # A plain class (str, bytes, int, a message, np.ndarray) has no origin: skip the lookup.
+    origin = None if type(tp) is type else typing.get_origin(tp)
     if origin is typing.Union or origin is types.UnionType:
         return _decode_union(r, typing.get_args(tp), depth)
     tag = r.byte()
