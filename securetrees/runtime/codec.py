@@ -94,15 +94,10 @@ def _encode_int(v: int, out: _Out) -> None:
 def _encode_value(v: Any, out: _Out, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise DecodeError("message nests too deeply to encode")
+    # str, bytes and sequences first (the most frequent values): no type is both one of them and
+    # a bool, integer or float (their layouts conflict), so this order encodes exactly as before.
     if v is None:
         out.append(_NONE)
-    elif v is True or v is False or isinstance(v, np.bool_):
-        out.append(_TRUE if v else _FALSE)
-    elif isinstance(v, (int, np.integer, _MPZ_TYPE)):
-        _encode_int(int(v), out)
-    elif isinstance(v, (float, np.floating)):
-        out.append(_FLOAT)
-        out += struct.pack(">d", float(v))
     elif isinstance(v, str):
         data = v.encode("utf-8")
         out.append(_STR)
@@ -118,6 +113,13 @@ def _encode_value(v: Any, out: _Out, depth: int) -> None:
         _varint(len(v), out)
         for item in v:
             _encode_value(item, out, depth + 1)
+    elif v is True or v is False or isinstance(v, np.bool_):
+        out.append(_TRUE if v else _FALSE)
+    elif isinstance(v, (int, np.integer, _MPZ_TYPE)):
+        _encode_int(int(v), out)
+    elif isinstance(v, (float, np.floating)):
+        out.append(_FLOAT)
+        out += struct.pack(">d", float(v))
     elif isinstance(v, dict):
         out.append(_MAP)
         _varint(len(v), out)
