@@ -404,7 +404,7 @@ class SecAggClient(Party):
         statement = _statement("survivors", session, msg.round, *u3)
         for item in msg.signatures:
             if item.name == self.name and item.signature == state.survivor_signature:
-                continue  # its own signature on this very set (see _check_entries)
+                continue  # its own signature on this very set (see on_session_directory)
             try:
                 verify(self.config.roster[item.name], item.signature, statement)
             except ProtocolError as exc:
