@@ -94,15 +94,10 @@ def _encode_int(v: int, out: _Out) -> None:
 def _encode_value(v: Any, out: _Out, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise DecodeError("message nests too deeply to encode")
+    # str, bytes and sequences first (the most frequent values): no type is both one of them and
+    # a bool, integer or float (their layouts conflict), so this order encodes exactly as before.
     if v is None:
         out.append(_NONE)
-    elif v is True or v is False or isinstance(v, np.bool_):
-        out.append(_TRUE if v else _FALSE)
-    elif isinstance(v, (int, np.integer, _MPZ_TYPE)):
-        _encode_int(int(v), out)
-    elif isinstance(v, (float, np.floating)):
-        out.append(_FLOAT)
-        out += struct.pack(">d", float(v))
     elif isinstance(v, str):
         data = v.encode("utf-8")
         out.append(_STR)
@@ -118,6 +113,13 @@ def _encode_value(v: Any, out: _Out, depth: int) -> None:
         _varint(len(v), out)
         for item in v:
             _encode_value(item, out, depth + 1)
+    elif v is True or v is False or isinstance(v, np.bool_):
+        out.append(_TRUE if v else _FALSE)
+    elif isinstance(v, (int, np.integer, _MPZ_TYPE)):
+        _encode_int(int(v), out)
+    elif isinstance(v, (float, np.floating)):
+        out.append(_FLOAT)
+        out += struct.pack(">d", float(v))
     elif isinstance(v, dict):
         out.append(_MAP)
         _varint(len(v), out)
@@ -202,6 +204,13 @@ class _Reader:
         return b
 
     def varint(self, limit: int) -> int:
+        pos = self.pos
+        if pos < len(self.data) and self.data[pos] < 0x80:  # one byte: the common case
+            value = self.data[pos]
+            if value > limit:
+                raise DecodeError(f"length {value} exceeds its limit {limit}")
+            self.pos = pos + 1
+            return value
         value = shift = 0
         for _ in range(10):
             b = self.byte()
@@ -268,7 +277,8 @@ def _read_array(r: _Reader) -> np.ndarray:
 def _decode_value(r: _Reader, tp: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise DecodeError("message nests too deeply")
-    origin = typing.get_origin(tp)
+    # A plain class (str, bytes, int, a message, np.ndarray) has no origin: skip the lookup.
+    origin = None if type(tp) is type else typing.get_origin(tp)
     if origin is typing.Union or origin is types.UnionType:
         return _decode_union(r, typing.get_args(tp), depth)
     tag = r.byte()

@@ -2,10 +2,11 @@
 
 The key of the pair comes from their session agreement keys through
 :func:`~securetrees.secagg.keyagree.derive_key` (purpose ``"share-enc"``); the
-associated data binds session, round, kind of payload, sender and recipient, so
-the server cannot redirect a ciphertext to another recipient, pass it off as
-another sender's, or replay it in another round or session: each of these fails
-authentication and raises :class:`~securetrees.errors.InvalidCiphertext`.
+associated data binds session, round, kind of payload, sender, recipient and the
+sender's round public key, so the server cannot redirect a ciphertext to another
+recipient, pass it off as another sender's, replay it in another round or
+session, or show the recipient another round key for the sender: each of these
+fails authentication and raises :class:`~securetrees.errors.InvalidCiphertext`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ NONCE_BYTES = 12
 _TAG_BYTES = 16
 
 
-def associated_data(session: bytes, round: int, kind: str, sender: str, recipient: str) -> bytes:
-    """What every share ciphertext is bound to."""
-    return encode_fields(b"securetrees/secagg/share", session, round, kind, sender, recipient)
+def associated_data(
+    session: bytes, round: int, kind: str, sender: str, recipient: str, sender_key: bytes
+) -> bytes:
+    """What every share ciphertext is bound to (``sender_key``: the sender's round public key)."""
+    return encode_fields(
+        b"securetrees/secagg/share", session, round, kind, sender, recipient, sender_key
+    )
 
 
 def seal(key: bytes, plaintext: bytes, ad: bytes, *, rng: RandomSource = SYSTEM_RANDOM) -> bytes:

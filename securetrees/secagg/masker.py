@@ -26,7 +26,7 @@ from typing import Any
 
 from securetrees.errors import ParameterError
 from securetrees.secagg.keyagree import AgreementKey, KeyContext, derive_key
-from securetrees.secagg.prg import MaskExpander
+from securetrees.secagg.prg import MaskExpander, MaskTerm
 from securetrees.secagg.rings import Ring, Vector
 
 __all__ = ["MIN_PARTIES", "PairwiseMasker", "check_party_count"]
@@ -91,14 +91,7 @@ class PairwiseMasker:
         peers: Iterable[str] | None = None,
     ) -> Vector:
         """``sum_{v > me} PRG(k) - sum_{v < me} PRG(k)`` over ``peers`` (default: all)."""
-        chosen = self.peers if peers is None else tuple(sorted(set(peers) - {self.me}))
-        check_party_count(len(chosen) + 1)
-        label = mask_purpose(purpose, ring)
-        acc = ring.zeros(length)
-        for peer in chosen:
-            key = self.pair_key(peer, round=round, purpose=label)
-            acc = ring.accumulate(acc, key, self._expander, subtract=peer < self.me)
-        return ring.finish(acc)
+        return self._add_masks(ring.zeros(length), ring, round, purpose, peers)
 
     def mask(
         self,
@@ -110,5 +103,17 @@ class PairwiseMasker:
         peers: Iterable[str] | None = None,
     ) -> Vector:
         """``values + net_mask`` in ``ring``."""
-        x = ring.check(values)
-        return ring.add(x, self.net_mask(len(x), ring=ring, round=round, purpose=purpose, peers=peers))
+        return self._add_masks(ring.check(values), ring, round, purpose, peers)
+
+    def _add_masks(
+        self, acc: Vector, ring: Ring, round: int, purpose: str, peers: Iterable[str] | None
+    ) -> Vector:
+        """``acc`` (a private ring vector, reused) plus the net mask, in one pass."""
+        chosen = self.peers if peers is None else tuple(sorted(set(peers) - {self.me}))
+        check_party_count(len(chosen) + 1)
+        label = mask_purpose(purpose, ring)
+        masks = [
+            MaskTerm(self.pair_key(peer, round=round, purpose=label), subtract=peer < self.me)
+            for peer in chosen
+        ]
+        return ring.finish(ring.accumulate(acc, masks, self._expander))

@@ -2,6 +2,10 @@
 
 Vectors travel as numpy arrays (raw bytes with dtype and shape); keys,
 signatures and share ciphertexts as bytes.  Nothing secret is ever a field.
+Session keys travel signed (:class:`SignedKey`, :class:`KeyEntry`); a round's
+mask keys travel bare (:class:`RoundKey`, :class:`RoundKeyEntry`) and are
+authenticated by the share ciphertexts, whose associated data binds the
+sender's round key.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ __all__ = [
     "MaskedInput",
     "NamedShare",
     "RoundDirectory",
+    "RoundKey",
+    "RoundKeyEntry",
     "RoundShares",
     "SealedShare",
     "SessionDirectory",
@@ -35,7 +41,7 @@ __all__ = [
 @message("secagg.signed_key")
 @dataclass(frozen=True)
 class SignedKey(Message):
-    """A party's X25519 public key, signed with its roster key (reply to the advertise steps)."""
+    """A party's share-encryption X25519 public key, signed with its roster key (reply to S1)."""
 
     public: bytes
     signature: bytes
@@ -80,13 +86,28 @@ class AdvertiseRound(Message):
     length: int
 
 
+@message("secagg.round_key")
+@dataclass(frozen=True)
+class RoundKey(Message):
+    """A party's fresh X25519 mask public key for one round (reply to R1)."""
+
+    public: bytes
+
+
+@message("secagg.round_key_entry")
+@dataclass(frozen=True)
+class RoundKeyEntry(Message):
+    name: str
+    public: bytes
+
+
 @message("secagg.round_directory")
 @dataclass(frozen=True)
 class RoundDirectory(Message):
-    """Round step 2, ShareKeys: the signed round keys of U1."""
+    """Round step 2, ShareKeys: the round keys of U1 (checked through the shares in step 3)."""
 
     round: int
-    entries: tuple[KeyEntry, ...]
+    entries: tuple[RoundKeyEntry, ...]
 
 
 @message("secagg.sealed_share")

@@ -1,7 +1,12 @@
 """Mask expansion: AES-256-CTR keystream from a derived key (CRYPTO_NOTES §4).
 
 Each derived key seeds exactly one stream (the counter block starts at zero),
-so no (key, nonce) pair is ever reused.  For a modulus ``2^k`` the keystream
+so no (key, nonce) pair is ever reused.  :meth:`MaskExpander.accumulate` adds
+many masks (and vectors) to an accumulator in one cache-blocked pass: for
+each block of the accumulator it expands the next block of every mask's
+stream into a small reused buffer and adds it while both are still in cache,
+so a mask costs its keystream plus an in-cache addition and no party
+allocates mask-sized buffers.  For a modulus ``2^k`` the keystream
 is read directly as little-endian ``uint64`` words (and the top ``64 - k`` bits
 cleared), which is exactly uniform; for any other modulus (``Z_N`` for
 Paillier plaintexts) each element is drawn by rejection sampling from
@@ -10,6 +15,9 @@ Paillier plaintexts) each element is drawn by rejection sampling from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
@@ -17,10 +25,13 @@ from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algori
 from securetrees.errors import ParameterError
 from securetrees.secagg.keyagree import KEY_BYTES
 
-__all__ = ["MaskExpander", "expand_mod", "keystream_bytes"]
+__all__ = ["MaskExpander", "MaskTerm", "expand_mod", "keystream_bytes"]
 
 _BLOCK = 16
 _ZERO_COUNTER = bytes(_BLOCK)
+_CHUNK_WORDS = 1 << 15
+"""Words per block of :meth:`MaskExpander.accumulate`: 256 KiB of keystream stays in L2."""
+_CHUNK_ZEROS = bytes(8 * _CHUNK_WORDS)  # immutable CTR input, shared by every expander
 
 U64Array = npt.NDArray[np.uint64]
 
@@ -38,17 +49,26 @@ def keystream_bytes(key: bytes, nbytes: int) -> bytes:
     return _encryptor(key).update(bytes(nbytes))
 
 
+class MaskTerm(NamedTuple):
+    """One mask of a sum: ``-PRG(key)`` if ``subtract`` else ``+PRG(key)``."""
+
+    key: bytes
+    subtract: bool = False
+
+
 class MaskExpander:
-    """Expands keys into ``uint64`` masks in place, reusing its buffers between calls.
+    """Expands keys into ``uint64`` masks, reusing its buffers between calls.
 
     One expander per party and thread: the buffers are not shared.
     """
 
-    __slots__ = ("_buffer", "_zeros")
+    __slots__ = ("_block", "_block_words", "_buffer", "_zeros")
 
     def __init__(self) -> None:
         self._zeros = b""
         self._buffer = bytearray()
+        self._block = bytearray(8 * _CHUNK_WORDS + _BLOCK)
+        self._block_words = np.frombuffer(self._block, dtype=np.uint64, count=_CHUNK_WORDS)
 
     def stream(self, key: bytes, count: int) -> U64Array:
         """The first ``count`` keystream words of ``key``: a view valid until the next call."""
@@ -67,15 +87,40 @@ class MaskExpander:
             np.bitwise_and(out, np.uint64((1 << bits) - 1), out=out)
         return out
 
-    def accumulate(self, acc: U64Array, key: bytes, *, subtract: bool = False) -> None:
-        """``acc ±= PRG(key)`` mod 2^64 in place (callers reduce mod 2^k at the end)."""
-        if acc.dtype != np.uint64 or acc.ndim != 1:
+    def accumulate(
+        self,
+        acc: U64Array,
+        masks: Sequence[MaskTerm],
+        *,
+        plus: Sequence[U64Array] = (),
+    ) -> None:
+        """``acc += sum(plus) ± PRG(key)`` for every mask, mod 2^64, in place (callers reduce mod 2^k).
+
+        One pass over ``acc`` in blocks of ``_CHUNK_WORDS``: each block of ``acc``
+        receives the same block of every vector in ``plus`` and of every mask's stream
+        while it is in cache.  The result equals adding the whole streams one by one.
+        """
+        if not isinstance(acc, np.ndarray) or acc.dtype != np.uint64 or acc.ndim != 1:
             raise ParameterError("the accumulator must be a one-dimensional uint64 array")
-        stream = self.stream(key, acc.shape[0])
-        if subtract:
-            np.subtract(acc, stream, out=acc)
-        else:
-            np.add(acc, stream, out=acc)
+        if not acc.flags.writeable:
+            raise ParameterError("the accumulator must be writable")
+        count = acc.shape[0]
+        for v in plus:
+            if not isinstance(v, np.ndarray) or v.dtype != np.uint64 or v.shape != acc.shape:
+                raise ParameterError("every added vector must be a uint64 array shaped like acc")
+        streams = [(_encryptor(m.key), np.subtract if m.subtract else np.add) for m in masks]
+        zeros = memoryview(_CHUNK_ZEROS)
+        block, words = self._block, self._block_words
+        for start in range(0, count, _CHUNK_WORDS):
+            stop = min(start + _CHUNK_WORDS, count)
+            part = acc[start:stop]
+            for v in plus:
+                np.add(part, v[start:stop], out=part)
+            n = stop - start
+            src, out = (zeros, words) if n == _CHUNK_WORDS else (zeros[: 8 * n], words[:n])
+            for ctx, op in streams:
+                ctx.update_into(src, block)
+                op(part, out, out=part)
 
 
 def expand_mod(key: bytes, count: int, modulus: int) -> list[int]:

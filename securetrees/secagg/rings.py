@@ -1,7 +1,7 @@
 """The groups that masked vectors live in: ``Z_{2^k}`` (k <= 64), ``Z_N``, and fixed point on top of ``Z_{2^k}``.
 
-A :class:`Ring` knows how to validate an input vector, add a PRG stream to an
-accumulator with either sign, sum vectors, and put vectors on the wire as a
+A :class:`Ring` knows how to validate an input vector, add vectors and PRG
+streams (each with either sign) to an accumulator, sum vectors, and put vectors on the wire as a
 numpy array (raw bytes with dtype and shape).  ``Z_{2^k}`` uses numpy ``uint64``
 wrap-around (no per-element Python work); ``Z_N`` uses Python integers and
 rejection-sampled masks (the modulus is not a power of two).
@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from securetrees.encoding import as_int
 from securetrees.errors import EncodingOverflowError, ParameterError, ProtocolError
-from securetrees.secagg.prg import MaskExpander, expand_mod
+from securetrees.secagg.prg import MaskExpander, MaskTerm, expand_mod
 
 __all__ = ["ZN", "FixedPointVectors", "Ring", "Vector", "Z2k"]
 
@@ -46,9 +46,15 @@ class Ring(ABC):
 
     @abstractmethod
     def accumulate(
-        self, acc: Vector, key: bytes, expander: MaskExpander, *, subtract: bool = False
+        self,
+        acc: Vector,
+        masks: Sequence[MaskTerm],
+        expander: MaskExpander,
+        *,
+        plus: Sequence[Vector] = (),
     ) -> Vector:
-        """``acc ± PRG(key)``; may work in place and returns the result."""
+        """``acc + sum(plus) ± PRG(key)`` for every mask; may work in place and returns the
+        result (unreduced: finish afterwards)."""
 
     @abstractmethod
     def finish(self, acc: Vector) -> Vector:
@@ -119,9 +125,14 @@ class Z2k(Ring):
         return np.zeros(length, U64)
 
     def accumulate(
-        self, acc: Vector, key: bytes, expander: MaskExpander, *, subtract: bool = False
+        self,
+        acc: Vector,
+        masks: Sequence[MaskTerm],
+        expander: MaskExpander,
+        *,
+        plus: Sequence[Vector] = (),
     ) -> Vector:
-        expander.accumulate(acc, key, subtract=subtract)
+        expander.accumulate(acc, masks, plus=plus)
         return acc
 
     def finish(self, acc: Vector) -> Vector:
@@ -178,12 +189,22 @@ class ZN(Ring):
         return [0] * length
 
     def accumulate(
-        self, acc: Vector, key: bytes, expander: MaskExpander, *, subtract: bool = False
+        self,
+        acc: Vector,
+        masks: Sequence[MaskTerm],
+        expander: MaskExpander,
+        *,
+        plus: Sequence[Vector] = (),
     ) -> Vector:
-        masks = expand_mod(key, len(acc), self.modulus)
-        if subtract:
-            return [a - m for a, m in zip(acc, masks, strict=True)]
-        return [a + m for a, m in zip(acc, masks, strict=True)]
+        for v in plus:
+            acc = self.iadd(acc, v)
+        for key, subtract in masks:
+            stream = expand_mod(key, len(acc), self.modulus)
+            if subtract:
+                acc = [a - m for a, m in zip(acc, stream, strict=True)]
+            else:
+                acc = [a + m for a, m in zip(acc, stream, strict=True)]
+        return acc
 
     def finish(self, acc: Vector) -> Vector:
         return [a % self.modulus for a in acc]

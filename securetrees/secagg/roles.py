@@ -4,13 +4,16 @@ Session setup, once (specs/secagg.md, "Setup"):
   S1 ``SessionStart``: each roster party makes an X25519 share-encryption key and
      returns it signed with its roster (Ed25519) key.
   S2 ``SessionDirectory``: the server relays the signed keys; each party checks
-     every signature and derives one AES-GCM key per peer.
+     every signature (once per session) and derives one AES-GCM key per peer.
 
 Each aggregation round ``r`` (specs/secagg.md, "Round"):
   R1 ``AdvertiseRound`` (AdvertiseKeys): a fresh mask key pair ``s_u`` and self-mask seed ``b_u``.
   R2 ``RoundDirectory`` (ShareKeys): ``t``-of-``n`` Shamir shares of ``s_u`` and ``b_u``,
-     encrypted to each peer, relayed by the server.
-  R3 ``MaskRequest`` (MaskedInputCollection): ``y_u = x_u + PRG(b_u) + sum_{v>u} PRG(s_uv) - sum_{v<u} PRG(s_uv)``.
+     encrypted to each peer, relayed by the server; the associated data binds ``s_u``'s
+     public key, so the round keys need no signatures.
+  R3 ``MaskRequest`` (MaskedInputCollection): after every peer's share ciphertext has
+     authenticated the peer's round key as this party saw it,
+     ``y_u = x_u + PRG(b_u) + sum_{v>u} PRG(s_uv) - sum_{v<u} PRG(s_uv)``.
   R4 ``ConsistencyRequest`` (ConsistencyCheck): each survivor signs the survivor set it was shown.
   R5 ``UnmaskRequest`` (Unmasking): after checking the signatures, each party reveals shares of
      ``b_v`` for survivors and of ``s_v`` for parties that dropped before R3, never both for one party.
@@ -22,7 +25,7 @@ dropped, it opens only that round's pairwise masks.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +50,8 @@ from securetrees.secagg.messages import (
     MaskRequest,
     NamedShare,
     RoundDirectory,
+    RoundKey,
+    RoundKeyEntry,
     RoundShares,
     SealedShare,
     SessionDirectory,
@@ -56,7 +61,7 @@ from securetrees.secagg.messages import (
     UnmaskRequest,
     UnmaskShares,
 )
-from securetrees.secagg.prg import MaskExpander
+from securetrees.secagg.prg import MaskExpander, MaskTerm
 from securetrees.secagg.rings import Ring, Vector, Z2k
 from securetrees.signing import SigningKey, verify
 
@@ -144,6 +149,7 @@ class _ClientRound:
     participants: tuple[str, ...] = ()  # U2
     held: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)  # owner -> (key share, seed share)
     survivors: tuple[str, ...] | None = None  # U3 as signed
+    survivor_signature: bytes = b""  # this party's signature on U3
     stage: Stage = Stage.ADVERTISE
 
 
@@ -176,6 +182,7 @@ class SecAggClient(Party):
         self._dropped = False
         self._session: bytes | None = None
         self._enc_key: AgreementKey | None = None
+        self._session_advert: SignedKey | None = None
         self._channels: dict[str, bytes] = {}
         self._inputs: dict[int, Vector] = {}
         self._rounds: dict[int, _ClientRound] = {}
@@ -207,20 +214,22 @@ class SecAggClient(Party):
             raise UnexpectedMessage(f"round {number} is not waiting for {stage.name}")
         return state
 
-    def _check_entries(
+    def _key_directory(
         self,
-        entries: tuple[KeyEntry, ...],
+        entries: Sequence[KeyEntry | RoundKeyEntry],
         allowed: Iterable[str],
         own: bytes,
-        *tag: bytes | str | int,
+        check: Callable[[Any], None] | None = None,
     ) -> dict[str, bytes]:
+        """The keys of a directory: distinct names within ``allowed``, each entry passed to
+        ``check``, this party's own key ``own`` present, and a quorum."""
         names = _distinct((e.name for e in entries), "the key directory")
-        allowed_set = set(allowed)
-        if not set(names) <= allowed_set:
+        if not set(names) <= set(allowed):
             raise ProtocolError("the key directory names parties outside the session")
         keys: dict[str, bytes] = {}
         for e in entries:
-            verify(self.config.roster[e.name], e.signature, _statement(*tag, e.name, e.public))
+            if check is not None:
+                check(e)
             keys[e.name] = e.public
         if keys.get(self.name) != own:
             raise ProtocolError("the key directory does not carry this party's own key")
@@ -240,30 +249,38 @@ class SecAggClient(Party):
         self._session = msg.session
         self._enc_key = AgreementKey.generate(rng=self._rng)
         pub = self._enc_key.public
-        return SignedKey(pub, self._signer.sign(_statement("session-key", msg.session, self.name, pub)))
+        sig = self._signer.sign(_statement("session-key", msg.session, self.name, pub))
+        self._session_advert = SignedKey(pub, sig)
+        return self._session_advert
 
     @handles(SessionDirectory)
     def on_session_directory(self, sender: str, msg: SessionDirectory) -> Ack:
         """S2. Checks every signature and derives one AES-GCM key per peer. Reveals: nothing."""
         self._enter(sender, Stage.DIRECTORY)
-        if self._session is None or self._enc_key is None or self._channels:
+        session, enc_key, mine = self._session, self._enc_key, self._session_advert
+        if session is None or enc_key is None or mine is None or self._channels:
             raise UnexpectedMessage("no session directory expected now")
-        keys = self._check_entries(
-            msg.entries, self.config.roster, self._enc_key.public, "session-key", self._session
-        )
+
+        def signed(e: KeyEntry) -> None:
+            # Its own entry, byte for byte as sent, carries its own valid signature: not re-checked.
+            if e.name != self.name or (e.public, e.signature) != (mine.public, mine.signature):
+                verify(self.config.roster[e.name], e.signature,
+                       _statement("session-key", session, e.name, e.public))
+
+        keys = self._key_directory(msg.entries, self.config.roster, mine.public, signed)
         for peer, public in keys.items():
             if peer != self.name:
-                ctx = KeyContext(self._session, 0, "share-enc", (self.name, peer))
-                self._channels[peer] = derive_key(self._enc_key.agree(public), ctx)
+                ctx = KeyContext(session, 0, "share-enc", (self.name, peer))
+                self._channels[peer] = derive_key(enc_key.agree(public), ctx)
         return Ack(True)
 
     # -- one aggregation round -------------------------------------------------------------
 
     @handles(AdvertiseRound)
-    def on_advertise(self, sender: str, msg: AdvertiseRound) -> SignedKey:
+    def on_advertise(self, sender: str, msg: AdvertiseRound) -> RoundKey:
         """R1 AdvertiseKeys. Reveals: a fresh X25519 public key for this round's masks."""
         self._enter(sender, Stage.ADVERTISE)
-        session = self._session_id()
+        self._session_id()
         if msg.round < 1 or msg.round in self._rounds:
             raise UnexpectedMessage(f"round {msg.round} was already started or is invalid")
         value = self._inputs.get(msg.round)
@@ -273,19 +290,20 @@ class SecAggClient(Party):
             raise ProtocolError(f"round {msg.round} sums vectors of {msg.length}, not {len(value)}")
         key = AgreementKey.generate(rng=self._rng)
         self._rounds[msg.round] = _ClientRound(msg.length, key, self._rng.token_bytes(32))
-        sig = self._signer.sign(_statement("round-key", session, msg.round, self.name, key.public))
-        return SignedKey(key.public, sig)
+        return RoundKey(key.public)
 
     @handles(RoundDirectory)
     def on_round_directory(self, sender: str, msg: RoundDirectory) -> RoundShares:
-        """R2 ShareKeys. Reveals to each peer (through the server, encrypted): one share of s_u and b_u."""
+        """R2 ShareKeys. Reveals to each peer (through the server, encrypted): one share of s_u and b_u.
+
+        The peers' round keys are not used before R3, where each is authenticated by
+        the peer's share ciphertext.
+        """
         self._enter(sender, Stage.SHARE_KEYS)
         session = self._session_id()
         state = self._round(msg.round, Stage.ADVERTISE)
-        keys = self._check_entries(
-            msg.entries, self._channels.keys() | {self.name}, state.mask_key.public,
-            "round-key", session, msg.round,
-        )
+        own = state.mask_key.public
+        keys = self._key_directory(msg.entries, self._channels.keys() | {self.name}, own)
         state.keys = keys
         points = {name: self.config.point(name) for name in keys}
         t = self.config.threshold
@@ -298,7 +316,7 @@ class SecAggClient(Party):
                 state.held[peer] = pair
                 continue
             plain = shamir.share_to_bytes(pair[0]) + shamir.share_to_bytes(pair[1])
-            ad = associated_data(session, msg.round, _SHARE_KIND, self.name, peer)
+            ad = associated_data(session, msg.round, _SHARE_KIND, self.name, peer, own)
             sealed.append(SealedShare(self.name, peer, seal(self._channels[peer], plain, ad, rng=self._rng)))
         state.stage = Stage.SHARE_KEYS
         return RoundShares(msg.round, tuple(sealed))
@@ -322,7 +340,8 @@ class SecAggClient(Party):
         if set(by_sender) != set(peers):
             raise ProtocolError("the share ciphertexts do not match the participant set")
         for peer in peers:
-            ad = associated_data(session, msg.round, _SHARE_KIND, peer, self.name)
+            # Authenticates the peer's round key as shown here: the peer bound its own into the AD.
+            ad = associated_data(session, msg.round, _SHARE_KIND, peer, self.name, state.keys[peer])
             plain = open_sealed(self._channels[peer], by_sender[peer].blob, ad)
             if len(plain) != 2 * shamir.SHARE_BYTES:
                 raise ProtocolError("a share payload has the wrong length")
@@ -332,17 +351,16 @@ class SecAggClient(Party):
                 shamir.share_from_bytes(plain[half:]),
             )
         ring = self.config.ring
-        acc = self._inputs.pop(msg.round)
-        own = derive_own_key(
-            state.seed, session=session, round=msg.round, purpose=mask_purpose(_PURPOSE, ring),
-            party=self.name,
-        )
-        acc = ring.accumulate(acc, own, self._expander)
         purpose = mask_purpose(_PURPOSE, ring)
+        masks = [MaskTerm(derive_own_key(
+            state.seed, session=session, round=msg.round, purpose=purpose, party=self.name,
+        ))]
         for peer in peers:
             ctx = KeyContext(session, msg.round, purpose, (self.name, peer))
             pair_key = derive_key(state.mask_key.agree(state.keys[peer]), ctx)
-            acc = ring.accumulate(acc, pair_key, self._expander, subtract=peer < self.name)
+            masks.append(MaskTerm(pair_key, subtract=peer < self.name))
+        # The input is this party's private copy (Ring.check): mask it in place, in one pass.
+        acc = ring.accumulate(self._inputs.pop(msg.round), masks, self._expander)
         state.participants = u2
         state.stage = Stage.MASKED_INPUT
         return MaskedInput(msg.round, ring.to_wire(ring.finish(acc)))
@@ -358,8 +376,9 @@ class SecAggClient(Party):
             raise ProtocolError("the survivor set must contain this party and lie within U2")
         self.config.require_quorum(u3, "sent masked inputs")
         state.survivors = u3
+        state.survivor_signature = self._signer.sign(_statement("survivors", session, msg.round, *u3))
         state.stage = Stage.CONSISTENCY
-        return SurvivorSignature(self.name, self._signer.sign(_statement("survivors", session, msg.round, *u3)))
+        return SurvivorSignature(self.name, state.survivor_signature)
 
     @handles(UnmaskRequest)
     def on_unmask(self, sender: str, msg: UnmaskRequest) -> UnmaskShares:
@@ -382,10 +401,12 @@ class SecAggClient(Party):
         if not set(signers) <= set(u3):
             raise ProtocolError("a consistency signature comes from outside the survivor set")
         self.config.require_quorum(signers, "signed the survivor set")
+        statement = _statement("survivors", session, msg.round, *u3)
         for item in msg.signatures:
+            if item.name == self.name and item.signature == state.survivor_signature:
+                continue  # its own signature on this very set (see on_session_directory)
             try:
-                verify(self.config.roster[item.name], item.signature,
-                       _statement("survivors", session, msg.round, *u3))
+                verify(self.config.roster[item.name], item.signature, statement)
             except ProtocolError as exc:
                 raise ProtocolError(
                     f"inconsistent survivor sets: {item.name} did not sign the set shown here"
@@ -453,11 +474,11 @@ class SecAggServer(Party):
 
         adverts = self.call_many(
             {p: AdvertiseRound(round, length) for p in self.members},
-            expect=SignedKey, allow_missing=True,
+            expect=RoundKey, allow_missing=True,
         )
         cfg.require_quorum(adverts, "advertised round keys")
         round_keys = {p: k.public for p, k in adverts.items()}
-        entries = tuple(KeyEntry(p, k.public, k.signature) for p, k in sorted(adverts.items()))
+        entries = tuple(RoundKeyEntry(p, k) for p, k in sorted(round_keys.items()))
 
         shared = self.call_many(
             {p: RoundDirectory(round, entries) for p in adverts},
@@ -505,13 +526,11 @@ class SecAggServer(Party):
                     table[named.owner][x] = shamir.share_from_bytes(named.share)
 
         purpose = mask_purpose(_PURPOSE, ring)
-        acc = ring.zeros(length)
-        for v in vectors:
-            acc = ring.iadd(acc, v)
+        masks: list[MaskTerm] = []
         for p in u3:
             seed = shamir.reconstruct(seed_shares[p], cfg.threshold)
             own = derive_own_key(seed, session=session, round=round, purpose=purpose, party=p)
-            acc = ring.accumulate(acc, own, self._expander, subtract=True)
+            masks.append(MaskTerm(own, subtract=True))
         for d in dropped:
             secret = AgreementKey.from_secret(shamir.reconstruct(key_shares[d], cfg.threshold))
             if secret.public != round_keys[d]:
@@ -520,5 +539,7 @@ class SecAggServer(Party):
                 ctx = KeyContext(session, round, purpose, (u, d))
                 pair_key = derive_key(secret.agree(round_keys[u]), ctx)
                 # u added +PRG when d > u and -PRG when d < u: undo it.
-                acc = ring.accumulate(acc, pair_key, self._expander, subtract=d > u)
+                masks.append(MaskTerm(pair_key, subtract=d > u))
+        # One pass: the sum of the masked inputs minus every recovered mask.
+        acc = ring.accumulate(ring.zeros(length), masks, self._expander, plus=vectors)
         return AggregateResult(ring.finish(acc), u3, dropped, tuple(sorted(unmasked)))

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from securetrees.secagg.messages import (
     AdvertiseRound,
     ConsistencyRequest,
-    KeyEntry,
     MaskedInput,
     MaskRequest,
     RoundDirectory,
+    RoundKey,
+    RoundKeyEntry,
     RoundShares,
     SealedShare,
-    SignedKey,
     SurvivorSignature,
     UnmaskRequest,
     UnmaskShares,
@@ -35,19 +35,19 @@ class ScriptedRound:
     server: SecAggServer
     round: int
     length: int
-    keys: dict[str, SignedKey] = field(default_factory=dict)
+    keys: dict[str, RoundKey] = field(default_factory=dict)
     shares: dict[str, RoundShares] = field(default_factory=dict)
     masked: dict[str, MaskedInput] = field(default_factory=dict)
 
-    def advertise(self) -> dict[str, SignedKey]:
+    def advertise(self) -> dict[str, RoundKey]:
         self.keys = self.server.call_many(
             {p: AdvertiseRound(self.round, self.length) for p in self.server.members},
-            expect=SignedKey, allow_missing=True,
+            expect=RoundKey, allow_missing=True,
         )
         return self.keys
 
-    def entries(self) -> tuple[KeyEntry, ...]:
-        return tuple(KeyEntry(p, k.public, k.signature) for p, k in sorted(self.keys.items()))
+    def entries(self) -> tuple[RoundKeyEntry, ...]:
+        return tuple(RoundKeyEntry(p, k.public) for p, k in sorted(self.keys.items()))
 
     def share(self) -> dict[str, RoundShares]:
         self.shares = self.server.call_many(

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from securetrees.errors import InvalidCiphertext, ParameterError, ProtocolError
 from securetrees.rand import DeterministicRandom
-from securetrees.secagg import shamir
+from securetrees.secagg import prg, shamir
 from securetrees.secagg.channel import associated_data, open_sealed, seal
 from securetrees.secagg.keyagree import AgreementKey, KeyContext, derive_key, derive_own_key
-from securetrees.secagg.prg import MaskExpander, expand_mod, keystream_bytes
+from securetrees.secagg.prg import MaskExpander, MaskTerm, expand_mod, keystream_bytes
 
 SESSION = b"s" * 16
 KEY = bytes(range(32))
@@ -98,10 +98,26 @@ def test_u64_masks_are_the_keystream_words() -> None:
 def test_accumulate_adds_or_subtracts_the_stream(count: int, subtract: bool) -> None:
     ex = MaskExpander()
     acc = np.arange(count, dtype=np.uint64)
-    ex.accumulate(acc, KEY, subtract=subtract)
+    ex.accumulate(acc, [MaskTerm(KEY, subtract)])
     stream = ex.u64(KEY, count)
     back = acc + stream if subtract else acc - stream
     assert (back == np.arange(count, dtype=np.uint64)).all()
+
+
+@pytest.mark.parametrize("count", [1, prg._CHUNK_WORDS - 1, prg._CHUNK_WORDS, 2 * prg._CHUNK_WORDS + 5])
+def test_blocked_accumulate_equals_whole_streams_one_by_one(count: int) -> None:
+    """The cache-blocked pass (vectors and streams block by block) is exactly the plain sum."""
+    ex = MaskExpander()
+    keys = [bytes([i]) * 32 for i in range(4)]
+    signs = [False, True, True, False]
+    plus = [np.full(count, 3, np.uint64), np.arange(count, dtype=np.uint64)]
+    acc = np.full(count, 7, np.uint64)
+    ex.accumulate(acc, [MaskTerm(k, s) for k, s in zip(keys, signs, strict=True)], plus=plus)
+    expected = np.full(count, 7, np.uint64) + plus[0] + plus[1]
+    for k, s in zip(keys, signs, strict=True):
+        stream = MaskExpander().u64(k, count)
+        expected = expected - stream if s else expected + stream
+    assert (acc == expected).all()
 
 
 def test_expander_reuses_buffers_across_lengths() -> None:
@@ -132,7 +148,11 @@ def test_prg_parameter_errors() -> None:
     with pytest.raises(ParameterError):
         expand_mod(KEY, 3, 1)
     with pytest.raises(ParameterError):
-        MaskExpander().accumulate(np.zeros(3, np.int64), KEY)  # type: ignore[arg-type]
+        MaskExpander().accumulate(np.zeros(3, np.int64), [MaskTerm(KEY)])  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="writable"):
+        MaskExpander().accumulate(np.frombuffer(bytes(24), np.uint64), [MaskTerm(KEY)])
+    with pytest.raises(ParameterError, match="shaped like"):
+        MaskExpander().accumulate(np.zeros(3, np.uint64), [], plus=[np.zeros(4, np.uint64)])
 
 
 # --- Shamir ------------------------------------------------------------------------------
@@ -180,16 +200,18 @@ def test_shamir_refusals() -> None:
 
 
 def test_channel_round_trip_and_rejections() -> None:
-    ad = associated_data(SESSION, 2, "round-shares", "alice", "bob")
+    pk = b"k" * 32
+    ad = associated_data(SESSION, 2, "round-shares", "alice", "bob", pk)
     blob = seal(KEY, b"payload", ad)
     assert open_sealed(KEY, blob, ad) == b"payload"
     tampered = blob[:-1] + bytes([blob[-1] ^ 1])
     for wrong_blob, wrong_ad in (
         (tampered, ad),
-        (blob, associated_data(SESSION, 3, "round-shares", "alice", "bob")),  # replayed round
-        (blob, associated_data(SESSION, 2, "round-shares", "carol", "bob")),  # another sender
-        (blob, associated_data(SESSION, 2, "round-shares", "alice", "carol")),  # redirected
-        (blob, associated_data(b"x" * 16, 2, "round-shares", "alice", "bob")),  # other session
+        (blob, associated_data(SESSION, 3, "round-shares", "alice", "bob", pk)),  # replayed round
+        (blob, associated_data(SESSION, 2, "round-shares", "carol", "bob", pk)),  # another sender
+        (blob, associated_data(SESSION, 2, "round-shares", "alice", "carol", pk)),  # redirected
+        (blob, associated_data(b"x" * 16, 2, "round-shares", "alice", "bob", pk)),  # other session
+        (blob, associated_data(SESSION, 2, "round-shares", "alice", "bob", b"m" * 32)),  # other key
         (blob[:20], ad),
     ):
         with pytest.raises(InvalidCiphertext):

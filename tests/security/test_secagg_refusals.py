@@ -18,12 +18,19 @@ from securetrees.errors import (
 )
 from securetrees.runtime import codec
 from securetrees.secagg import SecAggConfig, Stage, build_simulation, make_roster, simulate_secure_sum
+from securetrees.secagg.keyagree import AgreementKey
 from securetrees.secagg.messages import (
+    Ack,
     AdvertiseRound,
+    KeyEntry,
     MaskedInput,
     MaskRequest,
+    RoundDirectory,
     RoundShares,
     SealedShare,
+    SessionDirectory,
+    SessionStart,
+    SignedKey,
     UnmaskRequest,
 )
 from securetrees.secagg.simulation import Simulation
@@ -171,12 +178,55 @@ def test_share_ciphertext_in_another_senders_name_is_rejected() -> None:
 
 
 def test_substituted_round_key_is_rejected() -> None:
+    """The server shows p2 a round key of its own making for p0. p2 refuses in R3, before it sends
+    anything that depends on its input: p0's share ciphertext binds p0's real round key."""
+    sim = started()
+    script = ScriptedRound(sim.server, 1, LENGTH)
+    script.advertise()
+    honest = script.entries()
+    forged = AgreementKey.generate().public
+    shown = tuple(dataclasses.replace(e, public=forged) if e.name == "p0" else e for e in honest)
+    script.shares = {
+        p: sim.server.call(p, RoundDirectory(1, shown if p == "p2" else honest), expect=RoundShares)
+        for p in NAMES
+    }
+    u2 = tuple(sorted(script.shares))
+    with pytest.raises(InvalidCiphertext, match="failed authentication"):
+        sim.server.call("p2", MaskRequest(1, u2, script.inbox("p2")), expect=MaskedInput)
+    # The parties shown the true directory accept the same ciphertexts.
+    assert isinstance(sim.server.call("p1", MaskRequest(1, u2, script.inbox("p1")), expect=MaskedInput),
+                      MaskedInput)
+
+
+def test_a_directory_altering_a_partys_own_round_key_is_refused_at_once() -> None:
     sim = started()
     script = ScriptedRound(sim.server, 1, LENGTH)
     keys = script.advertise()
     keys["p0"] = dataclasses.replace(keys["p0"], public=keys["p1"].public)
+    with pytest.raises(ProtocolError, match="own key"):
+        sim.server.call("p0", RoundDirectory(1, script.entries()), expect=RoundShares)
+
+
+def test_an_altered_own_entry_or_signature_is_still_checked() -> None:
+    """A client skips verifying only what it sent itself, byte for byte; anything else in its name
+    is verified like every other entry."""
+    sim = build_simulation(NAMES)
+    adverts = sim.server.call_many({p: SessionStart(bytes(range(32))) for p in NAMES}, expect=SignedKey)
+    forged_sig = bytes(64)
+    entries = tuple(
+        KeyEntry(p, k.public, forged_sig if p == "p0" else k.signature) for p, k in sorted(adverts.items())
+    )
     with pytest.raises(ProtocolError, match="invalid signature"):
-        script.share()
+        sim.server.call("p0", SessionDirectory(entries), expect=Ack)
+
+    sim = started()
+    script = run_to_consistency(sim)
+    survivors = tuple(sorted(script.masked))
+    signed = script.consistency()
+    signed["p1"] = dataclasses.replace(signed["p1"], signature=forged_sig)
+    request = UnmaskRequest(1, survivors, (), tuple(signed.values()))
+    with pytest.raises(ProtocolError, match="inconsistent survivor sets: p1"):
+        script.unmask(["p1"], request)
 
 
 def test_out_of_order_and_foreign_requests_are_refused() -> None:
