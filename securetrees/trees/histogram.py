@@ -151,58 +151,50 @@ def best_splits(
     present = feat >= 0
     fz = np.maximum(feat, 0)
     real_bins = np.where(present, np.minimum(n_bins[fz], max_bins), 0)  # (nodes, slots)
-    node_total = hist[np.arange(n_nodes), np.argmax(present, axis=1)].sum(axis=1)  # (nodes, S)
+    rows = np.arange(n_nodes)
+    cum = np.cumsum(hist, axis=2)  # running sums over the bins, the missing slot last
+    node_total = cum[rows, np.argmax(present, axis=1), max_bins]  # (nodes, S)
     tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
     floor = min_gain + tol  # (nodes,)
     min_w = max(float(min_samples_leaf), 1e-12)
     missing = hist[:, :, max_bins, :]
     has_missing = criterion.weight(missing) > 0  # (nodes, slots)
 
-    # Best candidate per (node, slot), evaluated in groups of similar bin counts so that
-    # a two-bin indicator column is not scored over max_bins bins.
-    pair_gain = np.full((n_nodes, n_slots), -np.inf)
-    pair_bin = np.zeros((n_nodes, n_slots), dtype=np.int64)
-    pair_variant = np.zeros((n_nodes, n_slots), dtype=np.int64)
-    upper = 2
-    lower = 0
-    while lower < max_bins:
-        w = min(upper, max_bins)
-        kk, jj = np.nonzero((real_bins > lower) & (real_bins <= w))
-        lower, upper = w, upper * 4
-        if kk.size == 0:
-            continue
-        real = hist[kk, jj, :w, :]  # (P, w, S)
-        miss = missing[kk, jj]  # (P, S)
-        parent = node_total[kk][:, None, :]
-        cat = categorical[fz[kk, jj]]
-        left = np.cumsum(real, axis=1)
-        if cat.any():
-            left[cat] = real[cat]
-        ok = np.arange(w)[None, :] < real_bins[kk, jj][:, None]  # (P, w)
-        fl = floor[kk][:, None]
-        gains = np.full((kk.size, w, 2), -np.inf)
-        gains[..., 0] = _score(criterion, left, parent, ok, fl, min_w)
-        hm = np.flatnonzero(has_missing[kk, jj])
-        if hm.size:  # the missing-left variant, only where it differs
-            gains[hm, :, 1] = _score(criterion, left[hm] + miss[hm][:, None, :], parent[hm],
-                                     ok[hm], fl[hm], min_w)
-        flat = np.argmax(gains.reshape(kk.size, -1), axis=1)
-        pair_gain[kk, jj] = gains.reshape(kk.size, -1)[np.arange(kk.size), flat]
-        pair_bin[kk, jj], pair_variant[kk, jj] = np.divmod(flat, 2)
+    # Candidates (node, slot, bin), scored only where they can win: an empty numeric bin
+    # b > 0 repeats the partition (and, bit for bit, the left sums) of the last non-empty
+    # bin below it, which comes first in the tie-break, so it is skipped; bin 0 and every
+    # categorical bin stay (an empty one still offers "missing values against the rest").
+    real = hist[:, :, :max_bins, :]
+    cat_slot = categorical[fz] & present  # (nodes, slots)
+    left = cum[:, :, :max_bins, :]  # numeric: "bin <= b"; categorical: "bin == b"
+    if cat_slot.any():
+        left[cat_slot] = real[cat_slot]
+    bins = np.arange(max_bins)
+    keep = real[..., 0] != 0
+    for s in range(1, real.shape[3]):
+        keep |= real[..., s] != 0
+    keep[:, :, 0] = True
+    keep |= cat_slot[:, :, None]
+    keep &= bins < real_bins[:, :, None]
+    kk, jj, bb = np.nonzero(keep)
+    lft = left[kk, jj, bb]  # (P, S)
+    parent = node_total[kk]
+    fl = floor[kk]
+    gains = np.full((n_nodes, n_slots, max_bins, 2), -np.inf)
+    gains[kk, jj, bb, 0] = _score(criterion, lft, parent, fl, min_w)
+    hm = np.flatnonzero(has_missing[kk, jj])
+    if hm.size:  # the missing-left variant, only where it differs
+        km, jm = kk[hm], jj[hm]
+        gains[km, jm, bb[hm], 1] = _score(criterion, lft[hm] + missing[km, jm], parent[hm], fl[hm], min_w)
 
-    rows = np.arange(n_nodes)
-    slot = np.argmax(pair_gain, axis=1)
-    best = pair_gain[rows, slot]
+    # The first best in (slot, bin, missing side) order: features are listed in increasing order.
+    flat = np.argmax(gains.reshape(n_nodes, -1), axis=1)
+    best = gains.reshape(n_nodes, -1)[rows, flat]
     found = np.isfinite(best)
+    slot, rest = np.divmod(flat, 2 * max_bins)
+    bin_index, variant = np.divmod(rest, 2)
     f_best = fz[rows, slot]
-    bin_index = pair_bin[rows, slot]
-    variant = pair_variant[rows, slot]
-    chosen = hist[rows, slot, :max_bins, :]  # (nodes, max_bins, S)
-    upto = np.arange(max_bins)[None, :] <= bin_index[:, None]
-    is_cat = categorical[f_best]
-    sel = np.where(is_cat[:, None], np.arange(max_bins)[None, :] == bin_index[:, None], upto)
-    chosen_left = (chosen * sel[:, :, None]).sum(axis=1) + np.where(
-        variant[:, None] == 1, missing[rows, slot], 0.0)
+    chosen_left = left[rows, slot, bin_index] + np.where(variant[:, None] == 1, missing[rows, slot], 0.0)
     # Where the node had no missing value of the chosen feature, missing values met
     # at prediction time follow the heavier child (ties: left).
     no_missing = ~has_missing[rows, slot]
@@ -218,13 +210,13 @@ def best_splits(
     )
 
 
-def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, ok: BoolArray,
-           floor: FloatArray, min_w: float) -> FloatArray:
+def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, floor: FloatArray,
+           min_w: float) -> FloatArray:
     """Gain of each candidate whose children both weigh ``min_w`` and whose gain beats
     ``floor``; ``-inf`` elsewhere."""
     rgt = parent - lft
     g = criterion.gain(parent, lft, rgt)
-    ok = ok & (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
+    ok = (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
     return np.where(ok, g, -np.inf)
 
 
