@@ -39,41 +39,61 @@ def build_histograms(
     n_nodes: int,
     max_bins: int,
     features: IntArray | None = None,
+    *,
+    rows: IntArray | None = None,
+    missing_bin: int | None = None,
 ) -> FloatArray:
     """Histograms of one layer: ``hist[k, j, b, s] = Σ sample_stats[i, s]`` over the samples
     ``i`` of node ``k`` (``node_index[i] == k``) whose feature ``features[k, j]`` falls in
     bin ``b``.  ``features=None`` means every feature for every node (``j = f``); an
-    entry ``-1`` pads a node's row (a slot without a feature; its histogram is ignored
-    by :func:`best_splits`), so nodes may have different numbers of features.  A 1-D
-    ``features`` keeps the all-features layout and fills only the listed columns (the
-    others stay zero).
+    entry ``-1`` pads a node's row (a slot without a feature; its histogram stays zero
+    and is ignored by :func:`best_splits`), so nodes may have different numbers of
+    features.  A 1-D ``features`` keeps the all-features layout and fills only the
+    listed columns (the others stay zero).
+
+    ``rows`` (optional) names the samples counted, as row indices of ``binned`` and
+    ``sample_stats``, with ``node_index[i]`` the node of row ``rows[i]``; only those
+    entries are read.  ``missing_bin`` (optional) is the code of missing values when it
+    is not ``max_bins``: they are counted in slot ``max_bins``, so a histogram may stop
+    above the largest real bin of its features (every other code must be below
+    ``max_bins``).
     """
     n_samples, n_features = binned.shape
-    if node_index.shape != (n_samples,) or sample_stats.shape[0] != n_samples:
-        raise ParameterError("binned, node_index and sample_stats disagree on the number of samples")
+    n_counted = n_samples if rows is None else rows.shape[0]
+    if node_index.shape != (n_counted,) or sample_stats.shape[0] != n_samples or (
+            rows is not None and rows.ndim != 1):
+        raise ParameterError("binned, node_index, sample_stats and rows disagree on the samples")
     if features is not None and features.ndim == 1:
         full = np.zeros((n_nodes, n_features, max_bins + 1, sample_stats.shape[1]))
         cols = np.unique(np.asarray(features, dtype=np.int64))
         if cols.size and (cols[0] < 0 or cols[-1] >= n_features):
             raise ParameterError("feature index out of range")
         full[:, cols] = build_histograms(binned, node_index, sample_stats, n_nodes, max_bins,
-                                         np.tile(cols, (n_nodes, 1)))
+                                         np.tile(cols, (n_nodes, 1)), rows=rows, missing_bin=missing_bin)
         return full
     if features is not None and (features.ndim != 2 or features.shape[0] != n_nodes):
         raise ParameterError("features must have shape (n_nodes, k)")
     width = max_bins + 1
     n_stats = sample_stats.shape[1]
     n_slots = n_features if features is None else features.shape[1]
-    hist = np.empty((n_nodes, n_slots, width, n_stats), dtype=np.float64)
-    base = node_index * width
-    rows = np.arange(n_samples)
+    hist = np.zeros((n_nodes, n_slots, width, n_stats), dtype=np.float64)
     for j in range(n_slots):
-        col = binned[:, j] if features is None else binned[rows, np.maximum(features[node_index, j], 0)]
-        flat = base + col
+        node, sel = node_index, rows  # sel None: every sample, in order
+        if features is None:
+            col = binned[:, j] if sel is None else binned[sel, j]
+        else:
+            f = features[node_index, j]
+            if features[:, j].min(initial=0) < 0:  # padded slot: count only the nodes that have one
+                keep = np.flatnonzero(f >= 0)
+                node, f = node[keep], f[keep]
+                sel = keep if sel is None else sel[keep]
+            col = binned[np.arange(n_samples) if sel is None else sel, f]
+        if missing_bin is not None and missing_bin != max_bins:
+            col = np.where(col == missing_bin, np.int64(max_bins), col)
+        flat = node * width + col
         for s in range(n_stats):
-            hist[:, j, :, s] = np.bincount(
-                flat, weights=sample_stats[:, s], minlength=n_nodes * width
-            ).reshape(n_nodes, width)
+            weights = sample_stats[:, s] if sel is None else sample_stats[sel, s]
+            hist[:, j, :, s] = np.bincount(flat, weights=weights, minlength=n_nodes * width).reshape(n_nodes, width)
     return hist
 
 
