@@ -22,7 +22,7 @@ from protocols.federated_forest import messages as m
 from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, TreeState, WorkState
 from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
 from protocols.federated_forest.ids import canonical_order, hash_ids
-from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, check_positions
+from protocols.federated_forest.skeleton import LayerState, OwnSplit, TreeSkeleton, check_positions
 from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
@@ -602,15 +602,14 @@ class Client(Party):
         if not set(self._won) <= set(positions.tolist()):
             raise ProtocolError("a split this client applied is missing from the broadcast")
         skeleton, mapper, won = self._skeleton, self._mapper, self._won
+        mine_at = sorted(won)
+        if mine_at and mapper is None:
+            raise UnexpectedMessage("no features")
+        own = [OwnSplit(int(state.frontier[p]), c.feature, mapper.threshold(c.feature, c.bin),
+                        mapper.categorical[c.feature], c.missing_left)
+               for p in mine_at for c in (won[p],) if mapper is not None]
+        provider = np.where(np.isin(positions, mine_at), self._index, -1).astype(np.int64)
         pos_list = positions.tolist()
-
-        def split(i: int, node: int, lw: float, rw: float) -> tuple[int, int]:
-            cand = won.get(pos_list[i])
-            if cand is None or mapper is None:
-                return skeleton.split(node, lw, rw)
-            return skeleton.split(node, lw, rw, provider=self._index, feature=cand.feature,
-                                  threshold=mapper.threshold(cand.feature, cand.bin),
-                                  categorical=mapper.categorical[cand.feature], missing_left=cand.missing_left)
 
         if won:  # the broadcast must carry this client's own partitions unchanged
             groups = state.samples_of(positions)
@@ -620,7 +619,8 @@ class Client(Party):
             if sum(x.size for x in mine) != self._won_left.size or \
                     not np.array_equal(np.concatenate(mine), self._won_left):
                 raise ProtocolError("the broadcast partition differs from this client's split")
-        state.advance(positions, np.asarray(msg.left), self._weights, split)
+        state.advance(positions, np.asarray(msg.left), self._weights,
+                      lambda nodes, lw, rw: skeleton.split_layer(nodes, lw, rw, provider=provider, own=own))
         self._candidates, self._won = {}, {}
         return m.Ack()
 
