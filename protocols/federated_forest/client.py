@@ -371,7 +371,7 @@ class Client(Party):
         state = self._require_tree(msg.tree)
         if self._stats is None or not self.is_label_holder or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} holds no labels")
-        totals = node_totals(state.pos, self._stats[state.rows], state.frontier.size)
+        totals = node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
         values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
         return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
 

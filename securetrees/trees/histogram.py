@@ -24,11 +24,14 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-def node_totals(node_index: IntArray, sample_stats: FloatArray, n_nodes: int) -> FloatArray:
-    """Sum of ``sample_stats`` per node: shape ``(n_nodes, n_stats)``."""
+def node_totals(node_index: IntArray, sample_stats: FloatArray, n_nodes: int, *,
+                rows: IntArray | None = None) -> FloatArray:
+    """Sum of ``sample_stats`` per node: shape ``(n_nodes, n_stats)``.  ``rows`` (optional):
+    the rows of ``sample_stats`` counted, ``node_index[i]`` being the node of ``rows[i]``."""
     out = np.empty((n_nodes, sample_stats.shape[1]), dtype=np.float64)
     for s in range(sample_stats.shape[1]):
-        out[:, s] = np.bincount(node_index, weights=sample_stats[:, s], minlength=n_nodes)
+        weights = sample_stats[:, s] if rows is None else sample_stats[rows, s]
+        out[:, s] = np.bincount(node_index, weights=weights, minlength=n_nodes)
     return out
 
 
