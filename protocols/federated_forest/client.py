@@ -602,13 +602,13 @@ class Client(Party):
         if not set(self._won) <= set(positions.tolist()):
             raise ProtocolError("a split this client applied is missing from the broadcast")
         skeleton, mapper, won = self._skeleton, self._mapper, self._won
-        mine_at = sorted(won)
-        if mine_at and mapper is None:
-            raise UnexpectedMessage("no features")
-        own = [OwnSplit(int(state.frontier[p]), c.feature, mapper.threshold(c.feature, c.bin),
-                        mapper.categorical[c.feature], c.missing_left)
-               for p in mine_at for c in (won[p],) if mapper is not None]
-        provider = np.where(np.isin(positions, mine_at), self._index, -1).astype(np.int64)
+        own: list[OwnSplit] = []  # feature and threshold only at the nodes this client won
+        if won:
+            if mapper is None:
+                raise UnexpectedMessage("no features")
+            own = [OwnSplit(int(state.frontier[p]), c.feature, mapper.threshold(c.feature, c.bin),
+                            mapper.categorical[c.feature], c.missing_left) for p, c in sorted(won.items())]
+        provider = np.where(np.isin(positions, list(won)), self._index, -1).astype(np.int64)
         pos_list = positions.tolist()
 
         if won:  # the broadcast must carry this client's own partitions unchanged
