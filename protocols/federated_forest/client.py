@@ -22,7 +22,7 @@ from protocols.federated_forest import messages as m
 from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, TreeState, WorkState
 from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
 from protocols.federated_forest.ids import canonical_order, hash_ids
-from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, check_positions
+from protocols.federated_forest.skeleton import LayerState, OwnSplit, TreeSkeleton, check_positions
 from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
@@ -371,7 +371,7 @@ class Client(Party):
         state = self._require_tree(msg.tree)
         if self._stats is None or not self.is_label_holder or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} holds no labels")
-        totals = node_totals(state.pos, self._stats[state.rows], state.frontier.size)
+        totals = node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
         values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
         return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
 
@@ -429,63 +429,30 @@ class Client(Party):
 
     def _score_plain(self, state: LayerState, positions: IntArray, table: IntArray, counts: IntArray
                      ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
-        """Plaintext histograms of the own features, scored as the central grower does."""
-        if self._stats is None or self._binned is None or self._mapper is None or self._criterion is None:
-            raise UnexpectedMessage("no statistics to score")
-        mapper, stats, binned = self._mapper, self._stats, self._binned
-        categorical = np.asarray(mapper.categorical, dtype=bool)
-        n_bins = np.asarray(mapper.n_bins, dtype=np.int64)
-        # the requested nodes, renumbered within groups of equal candidate counts
-        requested = np.zeros(state.frontier.size, dtype=bool)
-        requested[positions] = True
-        inside = requested[state.pos]
-        rows, pos = state.rows[inside], state.pos[inside]
-        binned_in, stats_in = binned[rows], stats[rows]
-        rank = np.zeros(state.frontier.size, dtype=np.int64)
-        top = int(n_bins[table].max())  # bins above every candidate's count stay empty
-        if top < mapper.max_bins:  # narrower histograms: missing values to slot ``top``
-            binned_in = np.where(binned_in == mapper.missing_bin, top, binned_in).astype(binned_in.dtype)
-
-        def hist_of(sel: IntArray, sub: IntArray) -> FloatArray:
-            rank[positions[sel]] = np.arange(sel.size)
-            if sel.size == positions.size:
-                b, node, s = binned_in, rank[pos], stats_in
-            else:
-                chosen = np.zeros(state.frontier.size, dtype=bool)
-                chosen[positions[sel]] = True
-                keep = chosen[pos]
-                b, node, s = binned_in[keep], rank[pos[keep]], stats_in[keep]
-            return build_histograms(b, node, s, sel.size, top, sub)
-
-        return self._best_by_width(hist_of, table, counts, categorical, n_bins)
-
-    def _best_by_width(self, hist_of: Callable[[IntArray, IntArray], FloatArray], table: IntArray,
-                       counts: IntArray, categorical: BoolArray, n_bins: IntArray
-                       ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
-        """``best_splits`` on the nodes grouped by their number of own candidates ``w``
-        (``hist_of(sel, features)`` gives the group's histograms), so the table's padding costs
-        nothing; within a node the slots keep increasing global id (the central tie-break).
-        The histograms may stop at the largest bin count of the candidates (then the missing
+        """Plaintext histograms of the own features, scored as the central grower does, all
+        requested nodes in one pass: a node's row of candidates is padded with ``-1`` (empty
+        slots), so within a node the slots keep increasing global id (the central tie-break).
+        The histograms stop at the largest bin count of the candidates (then the missing
         slot follows): the bins above it are always empty, so the candidates, the sums and
         their order, and hence the result, are those of the full width, with less work."""
-        if self._criterion is None:
-            raise UnexpectedMessage("no criterion")
-        k = counts.size
-        found, gain = np.zeros(k, dtype=bool), np.zeros(k, dtype=np.float64)
-        feat, bins, mleft = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64), np.zeros(k, dtype=bool)
-        widths = np.unique(counts)
-        padding = int(counts.size * widths[-1] - counts.sum()) if counts.size else 0
-        if padding < 8 * (widths.size - 1):  # grouping would cost more calls than it saves
-            widths = widths[-1:]
-        for w in widths.tolist():
-            sel = np.flatnonzero(counts <= w) if widths.size == 1 else np.flatnonzero(counts == w)
-            sub = np.ascontiguousarray(table[sel, :w])
-            hist = hist_of(sel, sub)
-            res = best_splits(hist, self._criterion, categorical=categorical, n_bins=n_bins, features=sub,
-                              min_samples_leaf=self._require_setup().min_samples_leaf)
-            found[sel], gain[sel], feat[sel], bins[sel], mleft[sel] = (
-                res.found, res.gain, res.feature, res.bin, res.missing_left)
-        return found, gain, feat, bins, mleft
+        if self._stats is None or self._binned is None or self._mapper is None or self._criterion is None:
+            raise UnexpectedMessage("no statistics to score")
+        mapper = self._mapper
+        n_bins = np.asarray(mapper.n_bins, dtype=np.int64)
+        rank = np.full(state.frontier.size, -1, dtype=np.int64)  # requested node -> its row
+        rank[positions] = np.arange(positions.size)
+        node = rank[state.pos]
+        rows = state.rows
+        if positions.size < state.frontier.size:
+            inside = np.flatnonzero(node >= 0)
+            node, rows = node[inside], rows[inside]
+        features = np.where(np.arange(table.shape[1]) < counts[:, None], table, -1)
+        top = int(n_bins[table].max())  # bins above every candidate's count stay empty
+        hist = build_histograms(self._binned, node, self._stats, positions.size, top, features, rows=rows,
+                                missing_bin=mapper.missing_bin)
+        res = best_splits(hist, self._criterion, categorical=np.asarray(mapper.categorical, dtype=bool),
+                          n_bins=n_bins, features=features, min_samples_leaf=self._require_setup().min_samples_leaf)
+        return res.found, res.gain, res.feature, res.bin, res.missing_left
 
     def _score_encrypted(self, state: LayerState, positions: IntArray, table: IntArray, msg: m.FindSplits
                          ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
@@ -635,15 +602,14 @@ class Client(Party):
         if not set(self._won) <= set(positions.tolist()):
             raise ProtocolError("a split this client applied is missing from the broadcast")
         skeleton, mapper, won = self._skeleton, self._mapper, self._won
+        own: list[OwnSplit] = []  # feature and threshold only at the nodes this client won
+        if won:
+            if mapper is None:
+                raise UnexpectedMessage("no features")
+            own = [OwnSplit(int(state.frontier[p]), c.feature, mapper.threshold(c.feature, c.bin),
+                            mapper.categorical[c.feature], c.missing_left) for p, c in sorted(won.items())]
+        provider = np.where(np.isin(positions, list(won)), self._index, -1).astype(np.int64)
         pos_list = positions.tolist()
-
-        def split(i: int, node: int, lw: float, rw: float) -> tuple[int, int]:
-            cand = won.get(pos_list[i])
-            if cand is None or mapper is None:
-                return skeleton.split(node, lw, rw)
-            return skeleton.split(node, lw, rw, provider=self._index, feature=cand.feature,
-                                  threshold=mapper.threshold(cand.feature, cand.bin),
-                                  categorical=mapper.categorical[cand.feature], missing_left=cand.missing_left)
 
         if won:  # the broadcast must carry this client's own partitions unchanged
             groups = state.samples_of(positions)
@@ -653,7 +619,8 @@ class Client(Party):
             if sum(x.size for x in mine) != self._won_left.size or \
                     not np.array_equal(np.concatenate(mine), self._won_left):
                 raise ProtocolError("the broadcast partition differs from this client's split")
-        state.advance(positions, np.asarray(msg.left), self._weights, split)
+        state.advance(positions, np.asarray(msg.left), self._weights,
+                      lambda nodes, lw, rw: skeleton.split_layer(nodes, lw, rw, provider=provider, own=own))
         self._candidates, self._won = {}, {}
         return m.Ack()
 

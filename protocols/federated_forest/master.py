@@ -249,9 +249,9 @@ class Master(Party):
                 offset += size[p]
         left_all = np.concatenate([pieces[p] for p in found.tolist()])
         self.call_many(dict.fromkeys(self.clients, m.LayerPartition(t, layer, found, left_all)), expect=m.Ack)
-        owners = [winner[p] for p in found.tolist()]
+        owners = np.asarray([winner[p] for p in found.tolist()], dtype=np.int64)
         state.advance(found, left_all, weights,
-                      lambda i, node, lw, rw: skeleton.split(node, lw, rw, provider=owners[i]))
+                      lambda nodes, lw, rw: skeleton.split_layer(nodes, lw, rw, provider=owners))
         return True
 
     def _global_best(self, split_pos: IntArray, requests: dict[str, m.FindSplits],

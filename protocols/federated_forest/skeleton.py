@@ -20,11 +20,22 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.trees import Tree
 
-__all__ = ["LayerState", "TreeSkeleton", "assemble_tree", "check_positions"]
+__all__ = ["LayerState", "OwnSplit", "TreeSkeleton", "assemble_tree", "check_positions"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class OwnSplit:
+    """A split whose details the recording party holds (the owner's view of its node)."""
+
+    node: int
+    feature: int
+    threshold: float
+    categorical: bool
+    missing_left: bool
 
 
 @dataclass
@@ -60,28 +71,30 @@ class TreeSkeleton:
         self.value += [[float("nan")] * self.n_outputs for _ in range(k)]
         return first
 
-    def split(self, node: int, left_weight: float, right_weight: float, *, provider: int = -1,
-              feature: int | None = None, threshold: float = float("nan"), categorical: bool = False,
-              missing_left: bool = False) -> tuple[int, int]:
-        """Make leaf ``node`` internal; ``feature=None`` records a withheld split."""
-        if self.left[node] != -1:
-            raise ProtocolError(f"node {node} is already split")
-        lid = self.add(left_weight, right_weight)
-        rid = lid + 1
-        self.left[node], self.right[node] = lid, rid
-        self.provider[node] = provider
-        if feature is None:
-            self.withheld[node] = True
-        else:
-            self.feature[node] = feature
-            self.threshold[node] = float(threshold)
-            self.categorical[node] = categorical
-            self.missing_left[node] = missing_left
-        return lid, rid
+    def split_layer(self, nodes: IntArray, left_weight: FloatArray, right_weight: FloatArray, *,
+                    provider: IntArray | int = -1, own: Sequence[OwnSplit] = ()) -> IntArray:
+        """Make the leaves ``nodes`` internal, in order, with two new leaves each (ids
+        consecutive: left, right); returns the children's ids.  ``own`` lists the splits whose
+        details this party holds; every other split is recorded as withheld."""
+        nodes_l = nodes.tolist()
+        if any(self.left[k] != -1 for k in nodes_l):
+            raise ProtocolError("a node is already split")
+        first = self.add(*np.column_stack([left_weight, right_weight]).ravel().tolist())
+        providers = np.broadcast_to(np.asarray(provider, dtype=np.int64), nodes.shape).tolist()
+        for i, (k, prov) in enumerate(zip(nodes_l, providers, strict=True)):
+            self.left[k], self.right[k] = first + 2 * i, first + 2 * i + 1
+            self.provider[k] = prov
+            self.withheld[k] = True
+        for d in own:
+            k = d.node
+            self.withheld[k] = False
+            self.feature[k], self.threshold[k] = d.feature, d.threshold
+            self.categorical[k], self.missing_left[k] = d.categorical, d.missing_left
+        return np.arange(first, first + 2 * len(nodes_l), dtype=np.int64)
 
     def set_values(self, nodes: IntArray, values: FloatArray) -> None:
         for k, v in zip(nodes.tolist(), np.asarray(values, dtype=np.float64).tolist(), strict=True):
-            self.value[k] = [float(x) for x in v]
+            self.value[k] = v
 
     def build(self) -> Tree:
         return Tree(
@@ -146,12 +159,12 @@ class LayerState:
         return [order[starts[p]:starts[p + 1]] for p in positions.tolist()]
 
     def advance(self, positions: IntArray, left: BoolArray, weights: npt.NDArray[np.int64],
-                split: Callable[[int, int, float, float], tuple[int, int]]) -> None:
+                split: Callable[[IntArray, FloatArray, FloatArray], IntArray]) -> None:
         """Apply the layer's partitions: split each listed position (in order) with its left
         indicator (concatenated over the positions' samples), number the children breadth
         first, and move the samples; rows of nodes not split leave the tree.
-        ``split(i, node, left_weight, right_weight)`` records the i-th split in the party's
-        skeleton and returns the children's ids."""
+        ``split(nodes, left_weights, right_weights)`` records the splits in the party's
+        skeleton (:meth:`TreeSkeleton.split_layer`) and returns the children's ids."""
         order, starts = self._grouping()
         sizes = np.diff(starts)[positions]
         if left.dtype != np.bool_ or left.shape != (int(sizes.sum()),):
@@ -160,11 +173,9 @@ class LayerState:
         chosen[positions] = True
         idx = order[chosen[self.pos[order]]]  # the positions' rows, position by position
         child = 2 * np.repeat(np.arange(positions.size, dtype=np.int64), sizes) + (~left).astype(np.int64)
-        cw = np.bincount(child, weights=weights[self.rows[idx]].astype(np.float64), minlength=2 * positions.size)
-        frontier: list[int] = []
-        nodes = self.frontier[positions].tolist()
-        for i, node in enumerate(nodes):
-            frontier += split(i, int(node), float(cw[2 * i]), float(cw[2 * i + 1]))
+        cw = np.asarray(np.bincount(child, weights=weights[self.rows[idx]].astype(np.float64),
+                                    minlength=2 * positions.size), dtype=np.float64)
+        frontier = split(self.frontier[positions], cw[0::2], cw[1::2])
         new_pos = np.full(self.rows.size, -1, dtype=np.int64)
         new_pos[idx] = child
         keep = new_pos >= 0

@@ -24,11 +24,14 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-def node_totals(node_index: IntArray, sample_stats: FloatArray, n_nodes: int) -> FloatArray:
-    """Sum of ``sample_stats`` per node: shape ``(n_nodes, n_stats)``."""
+def node_totals(node_index: IntArray, sample_stats: FloatArray, n_nodes: int, *,
+                rows: IntArray | None = None) -> FloatArray:
+    """Sum of ``sample_stats`` per node: shape ``(n_nodes, n_stats)``.  ``rows`` (optional):
+    the rows of ``sample_stats`` counted, ``node_index[i]`` being the node of ``rows[i]``."""
     out = np.empty((n_nodes, sample_stats.shape[1]), dtype=np.float64)
     for s in range(sample_stats.shape[1]):
-        out[:, s] = np.bincount(node_index, weights=sample_stats[:, s], minlength=n_nodes)
+        weights = sample_stats[:, s] if rows is None else sample_stats[rows, s]
+        out[:, s] = np.bincount(node_index, weights=weights, minlength=n_nodes)
     return out
 
 
@@ -39,41 +42,61 @@ def build_histograms(
     n_nodes: int,
     max_bins: int,
     features: IntArray | None = None,
+    *,
+    rows: IntArray | None = None,
+    missing_bin: int | None = None,
 ) -> FloatArray:
     """Histograms of one layer: ``hist[k, j, b, s] = Σ sample_stats[i, s]`` over the samples
     ``i`` of node ``k`` (``node_index[i] == k``) whose feature ``features[k, j]`` falls in
     bin ``b``.  ``features=None`` means every feature for every node (``j = f``); an
-    entry ``-1`` pads a node's row (a slot without a feature; its histogram is ignored
-    by :func:`best_splits`), so nodes may have different numbers of features.  A 1-D
-    ``features`` keeps the all-features layout and fills only the listed columns (the
-    others stay zero).
+    entry ``-1`` pads a node's row (a slot without a feature; its histogram stays zero
+    and is ignored by :func:`best_splits`), so nodes may have different numbers of
+    features.  A 1-D ``features`` keeps the all-features layout and fills only the
+    listed columns (the others stay zero).
+
+    ``rows`` (optional) names the samples counted, as row indices of ``binned`` and
+    ``sample_stats``, with ``node_index[i]`` the node of row ``rows[i]``; only those
+    entries are read.  ``missing_bin`` (optional) is the code of missing values when it
+    is not ``max_bins``: they are counted in slot ``max_bins``, so a histogram may stop
+    above the largest real bin of its features (every other code must be below
+    ``max_bins``).
     """
     n_samples, n_features = binned.shape
-    if node_index.shape != (n_samples,) or sample_stats.shape[0] != n_samples:
-        raise ParameterError("binned, node_index and sample_stats disagree on the number of samples")
+    n_counted = n_samples if rows is None else rows.shape[0]
+    if node_index.shape != (n_counted,) or sample_stats.shape[0] != n_samples or (
+            rows is not None and rows.ndim != 1):
+        raise ParameterError("binned, node_index, sample_stats and rows disagree on the samples")
     if features is not None and features.ndim == 1:
         full = np.zeros((n_nodes, n_features, max_bins + 1, sample_stats.shape[1]))
         cols = np.unique(np.asarray(features, dtype=np.int64))
         if cols.size and (cols[0] < 0 or cols[-1] >= n_features):
             raise ParameterError("feature index out of range")
         full[:, cols] = build_histograms(binned, node_index, sample_stats, n_nodes, max_bins,
-                                         np.tile(cols, (n_nodes, 1)))
+                                         np.tile(cols, (n_nodes, 1)), rows=rows, missing_bin=missing_bin)
         return full
     if features is not None and (features.ndim != 2 or features.shape[0] != n_nodes):
         raise ParameterError("features must have shape (n_nodes, k)")
     width = max_bins + 1
     n_stats = sample_stats.shape[1]
     n_slots = n_features if features is None else features.shape[1]
-    hist = np.empty((n_nodes, n_slots, width, n_stats), dtype=np.float64)
-    base = node_index * width
-    rows = np.arange(n_samples)
+    hist = np.zeros((n_nodes, n_slots, width, n_stats), dtype=np.float64)
     for j in range(n_slots):
-        col = binned[:, j] if features is None else binned[rows, np.maximum(features[node_index, j], 0)]
-        flat = base + col
+        node, sel = node_index, rows  # sel None: every sample, in order
+        if features is None:
+            col = binned[:, j] if sel is None else binned[sel, j]
+        else:
+            f = features[node_index, j]
+            if features[:, j].min(initial=0) < 0:  # padded slot: count only the nodes that have one
+                keep = np.flatnonzero(f >= 0)
+                node, f = node[keep], f[keep]
+                sel = keep if sel is None else sel[keep]
+            col = binned[np.arange(n_samples) if sel is None else sel, f]
+        if missing_bin is not None and missing_bin != max_bins:
+            col = np.where(col == missing_bin, np.int64(max_bins), col)
+        flat = node * width + col
         for s in range(n_stats):
-            hist[:, j, :, s] = np.bincount(
-                flat, weights=sample_stats[:, s], minlength=n_nodes * width
-            ).reshape(n_nodes, width)
+            weights = sample_stats[:, s] if sel is None else sample_stats[sel, s]
+            hist[:, j, :, s] = np.bincount(flat, weights=weights, minlength=n_nodes * width).reshape(n_nodes, width)
     return hist
 
 
@@ -151,58 +174,50 @@ def best_splits(
     present = feat >= 0
     fz = np.maximum(feat, 0)
     real_bins = np.where(present, np.minimum(n_bins[fz], max_bins), 0)  # (nodes, slots)
-    node_total = hist[np.arange(n_nodes), np.argmax(present, axis=1)].sum(axis=1)  # (nodes, S)
+    rows = np.arange(n_nodes)
+    cum = np.cumsum(hist, axis=2)  # running sums over the bins, the missing slot last
+    node_total = cum[rows, np.argmax(present, axis=1), max_bins]  # (nodes, S)
     tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
     floor = min_gain + tol  # (nodes,)
     min_w = max(float(min_samples_leaf), 1e-12)
     missing = hist[:, :, max_bins, :]
     has_missing = criterion.weight(missing) > 0  # (nodes, slots)
 
-    # Best candidate per (node, slot), evaluated in groups of similar bin counts so that
-    # a two-bin indicator column is not scored over max_bins bins.
-    pair_gain = np.full((n_nodes, n_slots), -np.inf)
-    pair_bin = np.zeros((n_nodes, n_slots), dtype=np.int64)
-    pair_variant = np.zeros((n_nodes, n_slots), dtype=np.int64)
-    upper = 2
-    lower = 0
-    while lower < max_bins:
-        w = min(upper, max_bins)
-        kk, jj = np.nonzero((real_bins > lower) & (real_bins <= w))
-        lower, upper = w, upper * 4
-        if kk.size == 0:
-            continue
-        real = hist[kk, jj, :w, :]  # (P, w, S)
-        miss = missing[kk, jj]  # (P, S)
-        parent = node_total[kk][:, None, :]
-        cat = categorical[fz[kk, jj]]
-        left = np.cumsum(real, axis=1)
-        if cat.any():
-            left[cat] = real[cat]
-        ok = np.arange(w)[None, :] < real_bins[kk, jj][:, None]  # (P, w)
-        fl = floor[kk][:, None]
-        gains = np.full((kk.size, w, 2), -np.inf)
-        gains[..., 0] = _score(criterion, left, parent, ok, fl, min_w)
-        hm = np.flatnonzero(has_missing[kk, jj])
-        if hm.size:  # the missing-left variant, only where it differs
-            gains[hm, :, 1] = _score(criterion, left[hm] + miss[hm][:, None, :], parent[hm],
-                                     ok[hm], fl[hm], min_w)
-        flat = np.argmax(gains.reshape(kk.size, -1), axis=1)
-        pair_gain[kk, jj] = gains.reshape(kk.size, -1)[np.arange(kk.size), flat]
-        pair_bin[kk, jj], pair_variant[kk, jj] = np.divmod(flat, 2)
+    # Candidates (node, slot, bin), scored only where they can win: an empty numeric bin
+    # b > 0 repeats the partition (and, bit for bit, the left sums) of the last non-empty
+    # bin below it, which comes first in the tie-break, so it is skipped; bin 0 and every
+    # categorical bin stay (an empty one still offers "missing values against the rest").
+    real = hist[:, :, :max_bins, :]
+    cat_slot = categorical[fz] & present  # (nodes, slots)
+    left = cum[:, :, :max_bins, :]  # numeric: "bin <= b"; categorical: "bin == b"
+    if cat_slot.any():
+        left[cat_slot] = real[cat_slot]
+    bins = np.arange(max_bins)
+    keep = real[..., 0] != 0
+    for s in range(1, real.shape[3]):
+        keep |= real[..., s] != 0
+    keep[:, :, 0] = True
+    keep |= cat_slot[:, :, None]
+    keep &= bins < real_bins[:, :, None]
+    kk, jj, bb = np.nonzero(keep)
+    lft = left[kk, jj, bb]  # (P, S)
+    parent = node_total[kk]
+    fl = floor[kk]
+    gains = np.full((n_nodes, n_slots, max_bins, 2), -np.inf)
+    gains[kk, jj, bb, 0] = _score(criterion, lft, parent, fl, min_w)
+    hm = np.flatnonzero(has_missing[kk, jj])
+    if hm.size:  # the missing-left variant, only where it differs
+        km, jm = kk[hm], jj[hm]
+        gains[km, jm, bb[hm], 1] = _score(criterion, lft[hm] + missing[km, jm], parent[hm], fl[hm], min_w)
 
-    rows = np.arange(n_nodes)
-    slot = np.argmax(pair_gain, axis=1)
-    best = pair_gain[rows, slot]
+    # The first best in (slot, bin, missing side) order: features are listed in increasing order.
+    flat = np.argmax(gains.reshape(n_nodes, -1), axis=1)
+    best = gains.reshape(n_nodes, -1)[rows, flat]
     found = np.isfinite(best)
+    slot, rest = np.divmod(flat, 2 * max_bins)
+    bin_index, variant = np.divmod(rest, 2)
     f_best = fz[rows, slot]
-    bin_index = pair_bin[rows, slot]
-    variant = pair_variant[rows, slot]
-    chosen = hist[rows, slot, :max_bins, :]  # (nodes, max_bins, S)
-    upto = np.arange(max_bins)[None, :] <= bin_index[:, None]
-    is_cat = categorical[f_best]
-    sel = np.where(is_cat[:, None], np.arange(max_bins)[None, :] == bin_index[:, None], upto)
-    chosen_left = (chosen * sel[:, :, None]).sum(axis=1) + np.where(
-        variant[:, None] == 1, missing[rows, slot], 0.0)
+    chosen_left = left[rows, slot, bin_index] + np.where(variant[:, None] == 1, missing[rows, slot], 0.0)
     # Where the node had no missing value of the chosen feature, missing values met
     # at prediction time follow the heavier child (ties: left).
     no_missing = ~has_missing[rows, slot]
@@ -218,13 +233,13 @@ def best_splits(
     )
 
 
-def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, ok: BoolArray,
-           floor: FloatArray, min_w: float) -> FloatArray:
+def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, floor: FloatArray,
+           min_w: float) -> FloatArray:
     """Gain of each candidate whose children both weigh ``min_w`` and whose gain beats
     ``floor``; ``-inf`` elsewhere."""
     rgt = parent - lft
     g = criterion.gain(parent, lft, rgt)
-    ok = ok & (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
+    ok = (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
     return np.where(ok, g, -np.inf)
 
 

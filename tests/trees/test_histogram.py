@@ -177,3 +177,78 @@ def test_feature_mask_and_column_subset_layouts(seed: int) -> None:
         best_splits(full, Gini(), feature_mask=mask[:, :2], **kw)
     with pytest.raises(ParameterError):
         build_histograms(binned, nodes, stats, 2, mapper.max_bins, np.array([5]))
+
+
+def _first_best(binned: np.ndarray, mapper: BinMapper, stats: np.ndarray, features: list[int]
+                ) -> tuple[int, int, int] | None:
+    """The documented tie-break by brute force over raw partitions: the first strictly best
+    (feature, bin, missing side) in the order features, bins, missing-right then missing-left
+    (missing-left only where the node has missing values of the feature)."""
+    crit = Gini()
+    parent = stats.sum(axis=0)
+    tol = 1e-10 * max(abs(float(crit.cost(parent))), 1.0)
+    best: tuple[float, int, int, int] | None = None
+    for f in features:
+        has_missing = bool(np.any(binned[:, f] == mapper.missing_bin))
+        for b in range(mapper.n_bins[f]):
+            for variant in (0, 1) if has_missing else (0,):
+                go = goes_left_binned(binned[:, f], np.int64(b), np.bool_(mapper.categorical[f]),
+                                      np.bool_(variant == 1), mapper.missing_bin)
+                lft, rgt = stats[go].sum(axis=0), stats[~go].sum(axis=0)
+                if min(crit.weight(lft), crit.weight(rgt)) < 1.0:
+                    continue
+                g = float(crit.gain(parent, lft, rgt))
+                if g > tol and (best is None or g > best[0]):
+                    best = (g, f, b, variant)
+    return None if best is None else best[1:]
+
+
+@given(seed=st.integers(0, 10_000))
+def test_tie_break_with_empty_bins_matches_brute_force(seed: int) -> None:
+    """Nodes with few samples leave most bins empty; the search (which skips the empty numeric
+    bins) still picks the first best candidate in the documented order, integer counts making
+    ties exact."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    X = np.column_stack([rng.integers(0, 12, size=n).astype(float), rng.integers(0, 9, size=n).astype(float),
+                         rng.integers(0, 5, size=n).astype(float)])
+    X[rng.random(X.shape) < 0.2] = np.nan
+    mapper = BinMapper.fit(X, max_bins=16, categorical=[False, False, True])
+    binned = mapper.transform(X)
+    y = np.where(np.isnan(X[:, 2]), 1, rng.integers(0, 2, size=n))  # often "missing against the rest"
+    stats = class_stats(y, 2, rng.integers(1, 3, size=n).astype(float))
+    nodes = rng.integers(0, 6, size=n)
+    kw = {"categorical": np.array(mapper.categorical), "n_bins": np.array(mapper.n_bins)}
+    res = best_splits(build_histograms(binned, nodes, stats, 6, mapper.max_bins), Gini(), **kw)
+    for k in range(6):
+        sel = nodes == k
+        want = _first_best(binned[sel], mapper, stats[sel], [0, 1, 2])
+        assert res.found[k] == (want is not None)
+        if want is not None:
+            f, b, variant = want
+            assert (res.feature[k], res.bin[k]) == (f, b)
+            if np.any(binned[sel, f] == mapper.missing_bin):
+                assert bool(res.missing_left[k]) == (variant == 1)
+
+
+@given(seed=st.integers(0, 10_000))
+def test_histograms_of_listed_rows_and_narrow_width(seed: int) -> None:
+    """``rows=`` equals histograms of the gathered rows; ``missing_bin=`` a narrower histogram
+    with the missing values in its last slot, the same split."""
+    _, mapper, binned, y = _data(seed, 50)
+    rng = np.random.default_rng(seed)
+    stats = class_stats(y, 3, np.ones(50))
+    rows = np.sort(rng.choice(50, 30, replace=False))
+    nodes = rng.integers(0, 2, size=30)
+    feats = np.array([[0, 1], [2, -1]])
+    want = build_histograms(binned[rows], nodes, stats[rows], 2, mapper.max_bins, feats)
+    np.testing.assert_array_equal(build_histograms(binned, nodes, stats, 2, mapper.max_bins, feats, rows=rows), want)
+    assert not want[1, 1].any()  # a padded slot stays empty
+    top = int(max(mapper.n_bins))
+    narrow = build_histograms(binned, nodes, stats, 2, top, feats, rows=rows, missing_bin=mapper.missing_bin)
+    np.testing.assert_array_equal(narrow[:, :, :top], want[:, :, :top])
+    np.testing.assert_array_equal(narrow[:, :, top], want[:, :, mapper.max_bins])
+    kw = {"categorical": np.array(mapper.categorical), "n_bins": np.array(mapper.n_bins), "features": feats}
+    a, b = best_splits(want, Gini(), **kw), best_splits(narrow, Gini(), **kw)
+    for field in ("found", "gain", "feature", "bin", "missing_left"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
