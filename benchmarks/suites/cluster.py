@@ -75,7 +75,9 @@ def run(report: Report, quick: bool) -> None:
               f"{workers} worker processes x 1 thread on 127.0.0.1, client.get_executor(), default "
               f"chunking ({4 * workers} chunks). {os.cpu_count()} CPUs; load average (1, 5, 15 min) "
               f"{load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} at the start, "
-              f"{load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} at the end."),
+              f"{load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} at the end (this run itself keeps "
+              "about 2 cores busy). If the ProcessPoolExecutor row is also near 1, another job held a "
+              "core and no executor could show a speed-up: rerun on an idle machine."),
     )
     tab.add("one process (no executor)", t["one process"], t["one process"].per(n), 1.0)
     tab.add(f"Dask LocalCluster, {workers} workers", t["dask"], t["dask"].per(n), speedup)
