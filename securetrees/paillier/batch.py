@@ -1,82 +1,50 @@
-"""Batch encryption, decryption and summation, serially or on any ``concurrent.futures.Executor``.
+"""Batch encryption, decryption and homomorphic sums, serially or on any ``concurrent.futures.Executor``.
 
-The work is cut into chunks (by default four per worker) so that the cost of
-pickling a chunk is small beside its exponentiations.  Every random value is
-drawn in the calling process from its :class:`~securetrees.rand.RandomSource`;
-a worker receives a key, plaintext residues and exponents, computes, and
-returns integers, so a worker holds no secret of its own and no generator
-state is shared across fork.  Only public keys go to workers, except in the
-private-key methods (:meth:`PrivateKey.decrypt_many
-<securetrees.paillier.keys.PrivateKey.decrypt_many>`, :meth:`PrivateKey.encrypt_many
-<securetrees.paillier.keys.PrivateKey.encrypt_many>`) when the caller passes
-an executor to them explicitly: then the private key is pickled to the workers.
+The recipe, the trust rule and the failure behaviour are in ``specs/batch_executors.md``;
+the chunking and ordering machinery is :mod:`securetrees.executors`.
+
+* Encryption: every random value is drawn here, in the calling process, from its
+  :class:`~securetrees.rand.RandomSource`.  Workers receive the **public key** and
+  the random exponents and return obfuscators (encryptions of 0, ``hs^a`` or
+  ``r^N``, CRYPTO_NOTES §2); the caller multiplies in ``1 + mN``.  Workers never
+  see a plaintext, hold no secret of their own and share no generator state.
+* Sums: workers receive ciphertext values and N², multiply consecutive pieces; the
+  caller multiplies the pieces' products (:func:`~securetrees.executors.modular_products`).
+* Anything that needs the private key (decryption; key-owner CRT encryption) runs
+  **in the calling process** even when an executor is given, unless the caller
+  opts in with ``trusted_workers=True``: only then is the key wrapped
+  (:meth:`PrivateKey.for_workers <securetrees.paillier.keys.PrivateKey.for_workers>`)
+  and its factors pickled to the workers.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from securetrees._nt import mpz
-from securetrees.encoding import as_int
 from securetrees.errors import ParameterError
+from securetrees.executors import flatten_ints, modular_products, run_chunked
 from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
 if TYPE_CHECKING:
     from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 
-__all__ = ["decrypt_many", "encrypt_many", "obfuscators", "sum_ciphertexts"]
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-CHUNKS_PER_WORKER = 4
-
-
-def _chunk_size(total: int, executor: Executor | None, chunk_size: int | None) -> int:
-    if chunk_size is not None:
-        if type(chunk_size) is not int or chunk_size < 1:
-            raise ParameterError("chunk_size must be a positive integer")
-        return chunk_size
-    if executor is None:
-        return max(total, 1)
-    workers = getattr(executor, "_max_workers", None) or os.cpu_count() or 1
-    return max(1, -(-total // (CHUNKS_PER_WORKER * workers)))
-
-
-def _run_chunked(
-    fn: Callable[..., list[R]], items: Sequence[T], executor: Executor | None,
-    chunk_size: int | None, *args: Any,
-) -> list[R]:
-    """``fn(*args, chunk)`` over consecutive chunks of ``items``, results concatenated in order."""
-    size = _chunk_size(len(items), executor, chunk_size)
-    chunks = [items[i : i + size] for i in range(0, len(items), size)]
-    if executor is None:
-        parts = [fn(*args, chunk) for chunk in chunks]
-    else:
-        parts = [f.result() for f in [executor.submit(fn, *args, chunk) for chunk in chunks]]
-    return [x for part in parts for x in part]
+__all__ = ["decrypt_many", "encrypt_many", "obfuscators", "sum_ciphertexts", "sum_many"]
 
 
 # -- worker functions (module level, so that they pickle by name) ------------------------
-def _obfuscator_chunk(pk: PublicKey, mode: Mode, randomness: list[mpz]) -> list[mpz]:
-    return [pk.obfuscator_from(mode, r) for r in randomness]
-
-
-def _encrypt_chunk(
-    sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, pairs: list[tuple[mpz, Any]]
+def _obfuscator_chunk(
+    sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, randomness: list[Any]
 ) -> list[mpz]:
-    from securetrees.paillier.keys import PublicKey, WorkerPrivateKey
+    from securetrees.paillier.keys import WorkerPrivateKey
 
     key = WorkerPrivateKey.unwrap(sent)
-    pk = key if isinstance(key, PublicKey) else key.public_key
-    n, n2 = pk._n, pk._n2
-    return [(1 + m * n) * key.obfuscator_from(mode, r) % n2 for m, r in pairs]
+    return [key.obfuscator_from(mode, r) for r in randomness]
 
 
 def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
@@ -88,54 +56,57 @@ def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, val
     return [sk._residue(c, constant_time) for c in values]
 
 
-def _for_executor(
-    key: PublicKey | PrivateKey, executor: Executor | None
-) -> PublicKey | PrivateKey | WorkerPrivateKey:
-    """What goes to the workers: public keys as they are; a private key only wrapped, and only
-    because the caller passed an executor to a private-key method."""
+def _placement(
+    key: PublicKey | PrivateKey, executor: Executor | None, trusted_workers: bool
+) -> tuple[PublicKey | PrivateKey | WorkerPrivateKey, Executor | None]:
+    """The trust rule: what is sent, and where it runs.
+
+    A public key goes to the executor as it is.  A private key goes only wrapped and
+    only with ``trusted_workers=True``; otherwise its work stays in this process.
+    """
     from securetrees.paillier.keys import PrivateKey
 
-    return key.for_workers() if executor is not None and isinstance(key, PrivateKey) else key
-
-
-def _product_chunk(n2: mpz, values: list[mpz]) -> list[mpz]:
-    acc = mpz(1)
-    for v in values:
-        acc = acc * v % n2
-    return [acc]
+    if executor is None or not isinstance(key, PrivateKey):
+        return key, executor
+    if trusted_workers:
+        return key.for_workers(), executor
+    return key, None
 
 
 # -- the batch operations ----------------------------------------------------------------
 def obfuscators(
-    pk: PublicKey, mode: Mode, count: int, *, executor: Executor | None = None,
-    chunk_size: int | None = None, rng: RandomSource = SYSTEM_RANDOM,
+    key: PublicKey | PrivateKey, mode: Mode, count: int, *, executor: Executor | None = None,
+    chunk_size: int | None = None, rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
 ) -> list[mpz]:
-    """``count`` fresh encryptions of 0 (``hs^a`` or ``r^N``), for :class:`RandomnessPool`."""
-    randomness = [pk.draw_randomness(mode, rng) for _ in range(count)]
-    return _run_chunked(_obfuscator_chunk, randomness, executor, chunk_size, pk, mode)
+    """``count`` fresh encryptions of 0 (``hs^a`` or ``r^N``), for encryption and :class:`RandomnessPool`.
 
-
-def _flatten(values: Iterable[int] | np.ndarray) -> list[int]:
-    if isinstance(values, np.ndarray):
-        if values.dtype.kind not in "iuO":
-            raise ParameterError(f"cannot encrypt an array of dtype {values.dtype}; encode it first")
-        return [as_int(v) for v in values.ravel().tolist()]
-    return [as_int(v) for v in values]
+    The randomness is drawn here; a private key computes them by CRT (in this process
+    unless ``trusted_workers``).
+    """
+    randomness = [key.draw_randomness(mode, rng) for _ in range(count)]
+    sent, where = _placement(key, executor, trusted_workers)
+    return run_chunked(_obfuscator_chunk, randomness, where, chunk_size, sent, mode)
 
 
 def encrypt_many(
     key: PublicKey | PrivateKey, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
     executor: Executor | None = None, chunk_size: int | None = None,
-    rng: RandomSource = SYSTEM_RANDOM,
+    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
 ) -> list[Ciphertext]:
-    """Fresh ciphertexts of signed integers, in input order (arrays are flattened, C order)."""
+    """Fresh ciphertexts of signed integers, in input order (arrays are flattened, C order).
+
+    With a public key and an executor, workers compute the obfuscators from the
+    public key; plaintexts never leave this process.  With a private key (key-owner
+    CRT encryption) the executor is used only if ``trusted_workers=True``.
+    """
     from securetrees.paillier.keys import PublicKey
 
     pk = key if isinstance(key, PublicKey) else key.public_key
-    residues = [mpz(pk._range.embed(v)) for v in _flatten(values)]
-    pairs = [(m, key.draw_randomness(mode, rng)) for m in residues]
-    out = _run_chunked(_encrypt_chunk, pairs, executor, chunk_size, _for_executor(key, executor), mode)
-    return [_make(pk, c, True) for c in out]
+    residues = [mpz(pk._range.embed(v)) for v in flatten_ints(values)]
+    obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
+                       trusted_workers=trusted_workers)
+    n, n2 = pk._n, pk._n2
+    return [_make(pk, (1 + m * n) * r % n2, True) for m, r in zip(residues, obfs, strict=True)]
 
 
 def _values_of(pk: PublicKey, ciphertexts: Iterable[Ciphertext]) -> list[mpz]:
@@ -149,18 +120,46 @@ def _values_of(pk: PublicKey, ciphertexts: Iterable[Ciphertext]) -> list[mpz]:
     return out
 
 
+def _items(ciphertexts: Sequence[Ciphertext] | np.ndarray) -> Sequence[Ciphertext]:
+    return ciphertexts.ravel().tolist() if isinstance(ciphertexts, np.ndarray) else ciphertexts
+
+
 def decrypt_many(
     sk: PrivateKey, ciphertexts: Sequence[Ciphertext] | np.ndarray, *,
     executor: Executor | None = None, chunk_size: int | None = None, constant_time: bool = True,
+    trusted_workers: bool = False,
 ) -> list[int]:
-    """Signed plaintexts; raises :class:`EncodingOverflowError` if any lies in the overflow band."""
+    """Signed plaintexts; raises :class:`EncodingOverflowError` if any lies in the overflow band.
+
+    Runs in this process unless ``trusted_workers=True`` *and* an executor is given,
+    in which case the private key's factors are pickled to the executor's workers.
+    """
     pk = sk.public_key
-    items = ciphertexts.ravel().tolist() if isinstance(ciphertexts, np.ndarray) else ciphertexts
-    values = _values_of(pk, items)
-    residues = _run_chunked(_decrypt_chunk, values, executor, chunk_size, _for_executor(sk, executor),
-                            constant_time)
+    values = _values_of(pk, _items(ciphertexts))
+    sent, where = _placement(sk, executor, trusted_workers)
+    residues = run_chunked(_decrypt_chunk, values, where, chunk_size, sent, constant_time)
     extract = pk._range.extract
     return [extract(int(m)) for m in residues]
+
+
+def sum_many(
+    groups: Sequence[Sequence[Ciphertext] | np.ndarray], *, executor: Executor | None = None,
+    chunk_size: int | None = None,
+) -> list[Ciphertext]:
+    """One homomorphic sum per group (e.g. per histogram bin or per column), in order; not fresh.
+
+    Every group must be non-empty and all ciphertexts under one key.  Workers
+    receive ciphertext values and N² only.
+    """
+    lists = [_items(g) for g in groups]
+    if not lists or any(len(g) == 0 for g in lists):
+        raise ParameterError("cannot sum an empty sequence of ciphertexts")
+    first = lists[0][0]
+    if type(first) is not Ciphertext:
+        raise TypeError(f"expected Ciphertext, got {type(first).__name__}")
+    pk = first._pk
+    products = modular_products([_values_of(pk, g) for g in lists], pk._n2, executor, chunk_size)
+    return [_make(pk, p, False) for p in products]
 
 
 def sum_ciphertexts(
@@ -168,13 +167,4 @@ def sum_ciphertexts(
     chunk_size: int | None = None,
 ) -> Ciphertext:
     """The homomorphic sum (product mod N²) of one or more ciphertexts of one key; not fresh."""
-    items = ciphertexts.ravel().tolist() if isinstance(ciphertexts, np.ndarray) else ciphertexts
-    if len(items) == 0:
-        raise ParameterError("cannot sum an empty sequence of ciphertexts")
-    first = items[0]
-    if type(first) is not Ciphertext:
-        raise TypeError(f"expected Ciphertext, got {type(first).__name__}")
-    pk = first._pk
-    values = _values_of(pk, items)
-    partial = _run_chunked(_product_chunk, values, executor, chunk_size, pk._n2)
-    return _make(pk, _product_chunk(pk._n2, partial)[0], False)
+    return sum_many([ciphertexts], executor=executor, chunk_size=chunk_size)[0]

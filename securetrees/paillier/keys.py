@@ -342,8 +342,9 @@ class PublicKey:
     ) -> list[Ciphertext]:
         """Encrypt many signed integers; with ``executor``, chunks run in its workers.
 
-        All randomness is drawn here, from ``rng``; workers receive this
-        public key, plaintext residues and exponents, and return ciphertexts.
+        All randomness is drawn here, from ``rng``; workers receive this public
+        key and random exponents and return encryptions of 0; the plaintexts stay
+        here (``specs/batch_executors.md``).
         """
         from securetrees.paillier import batch
 
@@ -444,8 +445,9 @@ class PrivateKey:
         )
 
     def for_workers(self) -> WorkerPrivateKey:
-        """This key wrapped for the executor of an explicit private-key batch call: the only
-        object that pickles the factors (see :mod:`securetrees.paillier.batch`)."""
+        """This key wrapped for the executor of a private-key batch call with
+        ``trusted_workers=True``: the only object that pickles the factors (see
+        :mod:`securetrees.paillier.batch` and ``specs/batch_executors.md``)."""
         return WorkerPrivateKey(self)
 
     # -- decryption ------------------------------------------------------------------------
@@ -484,13 +486,14 @@ class PrivateKey:
 
     def decrypt_many(
         self, ciphertexts: Sequence[Ciphertext], *, executor: Executor | None = None,
-        chunk_size: int | None = None, constant_time: bool = True,
+        chunk_size: int | None = None, constant_time: bool = True, trusted_workers: bool = False,
     ) -> list[int]:
-        """Decrypt many ciphertexts.  Passing ``executor`` sends this private key to its workers."""
+        """Decrypt many ciphertexts, in this process unless ``trusted_workers=True``: only then does
+        ``executor`` receive this private key (its factors, pickled) and run the chunks."""
         from securetrees.paillier import batch
 
         return batch.decrypt_many(self, ciphertexts, executor=executor, chunk_size=chunk_size,
-                                  constant_time=constant_time)
+                                  constant_time=constant_time, trusted_workers=trusted_workers)
 
     # -- key-owner encryption --------------------------------------------------------------
     def comb_tables(self) -> tuple[FixedBaseTable, FixedBaseTable]:
@@ -540,13 +543,15 @@ class PrivateKey:
     def encrypt_many(
         self, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
         executor: Executor | None = None, chunk_size: int | None = None,
-        rng: RandomSource = SYSTEM_RANDOM,
+        rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
     ) -> list[Ciphertext]:
-        """Key-owner batch encryption.  Passing ``executor`` sends this private key to its workers."""
+        """Key-owner (CRT) batch encryption, in this process unless ``trusted_workers=True``: only then
+        does ``executor`` receive this private key.  To spread encryption over workers without
+        the key, use ``public_key.encrypt_many(values, executor=...)``."""
         from securetrees.paillier import batch
 
         return batch.encrypt_many(self, values, mode=mode, executor=executor,
-                                  chunk_size=chunk_size, rng=rng)
+                                  chunk_size=chunk_size, rng=rng, trusted_workers=trusted_workers)
 
     # -- storage ---------------------------------------------------------------------------
     def to_encrypted_bytes(
@@ -583,10 +588,11 @@ _PRIVATE: weakref.WeakValueDictionary[bytes, PrivateKey] = weakref.WeakValueDict
 
 
 class WorkerPrivateKey:
-    """A private key on its way to the workers of an explicit private-key batch call.
+    """A private key on its way to the workers of a private-key batch call with ``trusted_workers=True``.
 
-    Pickling it sends the factors; unpickling yields the :class:`PrivateKey` itself.  In a
-    thread pool (no pickling) the workers call :meth:`unwrap`.
+    Pickling it sends the factors; unpickling yields a wrapper again (around the live
+    :class:`PrivateKey` of the receiving process), so that a cluster that forwards a task
+    (Dask: client, scheduler, worker) can pickle it once more.  Workers call :meth:`unwrap`.
     """
 
     __slots__ = ("key",)
@@ -606,13 +612,13 @@ class WorkerPrivateKey:
         return key.key if isinstance(key, WorkerPrivateKey) else key
 
 
-def _restore_private_key(pk: PublicKey, p: int, q: int) -> PrivateKey:
-    """Unpickling for an explicit private-key batch call: reuse a live key with these factors."""
+def _restore_private_key(pk: PublicKey, p: int, q: int) -> WorkerPrivateKey:
+    """Unpickling for a ``trusted_workers=True`` batch call: reuse a live key with these factors."""
     key = _PRIVATE.get(pk.key_id)
     if key is None or key._p != max(p, q):
         key = PrivateKey._unchecked(pk, mpz(p), mpz(q))
         _RECEIVED.append(key)
-    return key
+    return WorkerPrivateKey(key)
 
 
 def _djn_primes(half: int, rng: RandomSource) -> tuple[mpz, mpz]:

@@ -1,4 +1,8 @@
-"""Batch operations over sequences and arrays, serially and with a process pool."""
+"""Batch operations over sequences and arrays, serially and with a process pool.
+
+The executor machinery itself (chunking, order, failures, what workers receive) is
+tested in ``tests/test_executors.py``; the Dask cluster in ``tests/test_executors_dask.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 
 from securetrees.errors import EncodingOverflowError, KeyMismatchError, ParameterError
 from securetrees.paillier import sum_ciphertexts
-from securetrees.paillier.batch import _chunk_size
+from securetrees.paillier.batch import sum_many
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
 
@@ -34,16 +38,36 @@ def test_encrypt_decrypt_many_serial(mode: str) -> None:
 
 def test_with_processes(procs: Executor) -> None:
     cts = PK.encrypt_many(np.array(VALUES[:-2], dtype=np.int64), executor=procs)
-    assert SK.decrypt_many(cts, executor=procs) == VALUES[:-2]
+    assert SK.decrypt_many(cts, executor=procs, trusted_workers=True) == VALUES[:-2]
     for mode in ("djn", "classic"):
-        owner = SK.encrypt_many(VALUES, mode=mode, executor=procs, chunk_size=5)  # type: ignore[arg-type]
+        owner = SK.encrypt_many(VALUES, mode=mode, executor=procs, chunk_size=5,  # type: ignore[arg-type]
+                                trusted_workers=True)
         assert SK.decrypt_many(owner) == VALUES
     assert SK.decrypt(sum_ciphertexts(cts, executor=procs, chunk_size=7)) == sum(VALUES[:-2])
 
 
 def test_with_threads() -> None:
     with ThreadPoolExecutor(2) as ex:
-        assert SK.decrypt_many(PK.encrypt_many(VALUES, executor=ex), executor=ex) == VALUES
+        cts = PK.encrypt_many(VALUES, executor=ex)
+        assert SK.decrypt_many(cts, executor=ex, trusted_workers=True) == VALUES
+        assert SK.decrypt_many(cts, executor=ex) == VALUES  # in this process
+
+
+def test_private_key_work_stays_here_by_default(procs: Executor) -> None:
+    """Without trusted_workers an executor does not change what a private-key call computes."""
+    rng_a, rng_b = DeterministicRandom("owner"), DeterministicRandom("owner")
+    for mode in ("djn", "classic"):
+        a = SK.encrypt_many(VALUES, mode=mode, rng=rng_a)  # type: ignore[arg-type]
+        b = SK.encrypt_many(VALUES, mode=mode, rng=rng_b, executor=procs)  # type: ignore[arg-type]
+        assert [c.value for c in a] == [c.value for c in b]
+        assert SK.decrypt_many(b, executor=procs) == VALUES
+
+
+def test_owner_and_public_encryption_agree_in_djn_mode(procs: Executor) -> None:
+    """Key-owner CRT encryption on trusted workers gives the public key's ciphertexts."""
+    a = PK.encrypt_many(VALUES, rng=DeterministicRandom("agree"))
+    b = SK.encrypt_many(VALUES, rng=DeterministicRandom("agree"), executor=procs, trusted_workers=True)
+    assert [c.value for c in a] == [c.value for c in b]
 
 
 def test_same_result_serial_and_parallel(procs: Executor) -> None:
@@ -81,12 +105,23 @@ def test_overflow_in_batch() -> None:
         SK.decrypt_many([PK.encrypt(1), big])
 
 
-def test_chunking() -> None:
-    with ProcessPoolExecutor(2) as ex:
-        assert _chunk_size(80, ex, None) == 10  # four chunks per worker
-    assert _chunk_size(80, None, None) == 80
+def test_sum_many(procs: Executor) -> None:
+    cts = PK.encrypt_many(VALUES[:-2])
+    bounds = [(0, 1), (1, 9), (9, 30), (30, len(cts))]
+    groups = [cts[a:b] for a, b in bounds]
+    expected = [sum(VALUES[a:b]) for a, b in bounds]
+    for executor, size in ((None, None), (procs, None), (procs, 3)):
+        sums = sum_many(groups, executor=executor, chunk_size=size)
+        assert [SK.decrypt(s) for s in sums] == expected
+        assert not any(s.fresh for s in sums)
+    columns = np.array(cts[:12], dtype=object).reshape(3, 4)
+    assert [SK.decrypt(s) for s in sum_many(columns.T)] == [sum(VALUES[i:12:4]) for i in range(4)]
     with pytest.raises(ParameterError):
-        _chunk_size(10, None, 0)
+        sum_many([cts[:2], []])
+    with pytest.raises(ParameterError):
+        sum_many([])
+    with pytest.raises(KeyMismatchError):
+        sum_many([cts[:2], [OTHER.encrypt(1)]], executor=procs)
 
 
 def test_private_key_is_never_pickled() -> None:
@@ -101,11 +136,25 @@ def test_private_key_is_never_pickled() -> None:
         copy.copy(sk)
 
 
-def test_private_key_batches_on_workers(procs: Executor) -> None:
-    """Only an explicit private-key batch call sends the (wrapped) key to its workers."""
+def test_private_key_batches_on_trusted_workers(procs: Executor) -> None:
+    """With trusted_workers=True the (wrapped) key reaches the workers and they do the work."""
     _, sk = small_keypair()
     values = list(range(-20, 20))
-    cts = sk.encrypt_many(values, executor=procs)
-    assert sk.decrypt_many(cts, executor=procs) == values
+    cts = sk.encrypt_many(values, executor=procs, trusted_workers=True)
+    assert sk.decrypt_many(cts, executor=procs, trusted_workers=True) == values
     with ThreadPoolExecutor(2) as threads:
-        assert sk.decrypt_many(sk.encrypt_many(values, executor=threads), executor=threads) == values
+        owner = sk.encrypt_many(values, executor=threads, trusted_workers=True)
+        assert sk.decrypt_many(owner, executor=threads, trusted_workers=True) == values
+
+
+def test_wrapped_private_key_survives_a_forwarding_hop() -> None:
+    """A cluster may unpickle a task and pickle it again (Dask: client, scheduler, worker):
+    the wrapper unpickles as a wrapper, never as a bare key that would refuse the next hop."""
+    import pickle
+
+    from securetrees.paillier.keys import WorkerPrivateKey
+
+    first = pickle.loads(pickle.dumps(SK.for_workers()))  # noqa: S301  # our own bytes
+    hop = pickle.loads(pickle.dumps(first))  # noqa: S301
+    assert isinstance(hop, WorkerPrivateKey)
+    assert hop.key.decrypt(PK.encrypt(-5)) == -5

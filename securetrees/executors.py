@@ -1,0 +1,169 @@
+"""Batch cryptography on any ``concurrent.futures.Executor`` (``specs/batch_executors.md``).
+
+The batch functions of :mod:`securetrees.paillier.batch` and
+:mod:`securetrees.dtpkc.batch` share this machinery:
+
+* :func:`run_chunked` cuts a batch into consecutive chunks, submits one task
+  per chunk and concatenates the results **in input order**; the first chunk
+  that fails cancels the chunks not yet started and its exception is raised
+  in the caller;
+* :func:`chunk_size` picks the chunk length: :data:`CHUNKS_PER_WORKER`
+  chunks per worker, so a slow worker delays the batch by about a quarter of
+  its share, and each chunk's pickling is small beside its exponentiations;
+* :func:`worker_count` reads the width of a standard pool or of a Dask
+  ``Client.get_executor()``; any other executor counts as ``os.cpu_count()``
+  workers (pass ``chunk_size`` to choose);
+* :func:`modular_products` multiplies groups of residues (homomorphic sums) as
+  a two-level tree: workers multiply consecutive pieces, the caller multiplies
+  the pieces' products;
+* :func:`flatten_ints` reads a batch of plaintexts (a sequence, or a numpy
+  integer / object array flattened in C order).
+
+What a task carries is decided by the callers, never here: public keys,
+exponents and public residues by default (the trust rule of the spec).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future
+from typing import Any, Final, TypeVar
+
+import numpy as np
+
+from securetrees._nt import mpz
+from securetrees.encoding import as_int
+from securetrees.errors import ParameterError
+
+__all__ = [
+    "CHUNKS_PER_WORKER",
+    "chunk_size",
+    "flatten_ints",
+    "modular_products",
+    "run_chunked",
+    "worker_count",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+CHUNKS_PER_WORKER: Final = 4
+
+
+def flatten_ints(values: Iterable[int] | np.ndarray) -> list[int]:
+    """A batch of plaintexts as Python ints: any iterable of integers, or a numpy integer or
+    object array (flattened in C order); floats are refused with :class:`ParameterError`."""
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind not in "iuO":
+            raise ParameterError(f"cannot encrypt an array of dtype {values.dtype}; encode it first")
+        return [as_int(v) for v in values.ravel().tolist()]
+    return [as_int(v) for v in values]
+
+
+def worker_count(executor: Executor) -> int:
+    """How many tasks ``executor`` runs at once.
+
+    ``ThreadPoolExecutor`` / ``ProcessPoolExecutor`` (and pools that copy
+    their ``_max_workers``): that width.  Dask's ``ClientExecutor``: the
+    total number of worker threads known to the scheduler at the call.
+    Anything else: ``os.cpu_count()``.
+    """
+    width = getattr(executor, "_max_workers", None)
+    if isinstance(width, int) and width > 0:
+        return width
+    client = getattr(executor, "_client", None)
+    nthreads = getattr(client, "nthreads", None)
+    if callable(nthreads):
+        threads = nthreads()
+        if isinstance(threads, dict) and threads:
+            return max(1, sum(int(t) for t in threads.values()))
+    return os.cpu_count() or 1
+
+
+def chunk_size(total: int, executor: Executor | None, size: int | None = None) -> int:
+    """Items per task: ``size`` if given (a positive int), else everything in one chunk without an
+    executor, else ``ceil(total / (CHUNKS_PER_WORKER · workers))``."""
+    if size is not None:
+        if type(size) is not int or size < 1:
+            raise ParameterError("chunk_size must be a positive integer")
+        return size
+    if executor is None:
+        return max(total, 1)
+    return max(1, -(-total // (CHUNKS_PER_WORKER * worker_count(executor))))
+
+
+def _collect(futures: list[Future[list[R]]]) -> list[list[R]]:
+    """Results in submission order; on the first failure the rest are cancelled and it is raised."""
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+
+
+def run_chunked(
+    fn: Callable[..., list[R]], items: Sequence[T], executor: Executor | None,
+    size: int | None, *args: Any,
+) -> list[R]:
+    """``fn(*args, chunk)`` over consecutive chunks of ``items``, results concatenated in order.
+
+    Without an executor the chunks run here, one after another.  ``fn`` must be
+    a module-level function (it is pickled by name) returning one list per chunk.
+    """
+    step = chunk_size(len(items), executor, size)
+    chunks = [list(items[i : i + step]) for i in range(0, len(items), step)]
+    if executor is None:
+        parts = [fn(*args, chunk) for chunk in chunks]
+    else:
+        parts = _collect([executor.submit(fn, *args, chunk) for chunk in chunks])
+    return [x for part in parts for x in part]
+
+
+def _products(modulus: mpz, pieces: list[list[mpz]]) -> list[mpz]:
+    """The product of each piece modulo ``modulus`` (a worker task)."""
+    out = []
+    for piece in pieces:
+        acc = mpz(1)
+        for v in piece:
+            acc = acc * v % modulus
+        out.append(acc)
+    return out
+
+
+def modular_products(
+    groups: Sequence[Sequence[mpz]], modulus: mpz, executor: Executor | None = None,
+    size: int | None = None,
+) -> list[mpz]:
+    """``∏ group mod modulus`` for each group, in order (a homomorphic sum per group).
+
+    Every group is cut into pieces of at most ``chunk_size(total, executor, size)``
+    residues; one task multiplies a run of consecutive pieces holding about that
+    many residues; the caller multiplies each group's piece products.  Without an
+    executor every group is one piece.  An empty group has product 1.
+    """
+    total = sum(len(g) for g in groups)
+    step = chunk_size(total, executor, size)
+    pieces: list[list[mpz]] = []
+    owner: list[int] = []
+    for index, group in enumerate(groups):
+        for i in range(0, len(group), step):
+            pieces.append(list(group[i : i + step]))
+            owner.append(index)
+    tasks: list[list[list[mpz]]] = []
+    load = step
+    for piece in pieces:
+        if load + len(piece) > step:
+            tasks.append([])
+            load = 0
+        tasks[-1].append(piece)
+        load += len(piece)
+    if executor is None:
+        parts = [_products(modulus, task) for task in tasks]
+    else:
+        parts = _collect([executor.submit(_products, modulus, task) for task in tasks])
+    out = [mpz(1)] * len(groups)
+    for index, product in zip(owner, (p for part in parts for p in part), strict=True):
+        out[index] = out[index] * product % modulus
+    return out

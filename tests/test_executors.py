@@ -1,0 +1,220 @@
+"""Batch cryptography on executors (``specs/batch_executors.md``): chunking, order, failures,
+and the trust rule (workers receive public keys only unless the caller opts in)."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from securetrees._nt import mpz
+from securetrees.dtpkc import batch as dtpkc_batch
+from securetrees.errors import ParameterError
+from securetrees.executors import CHUNKS_PER_WORKER, chunk_size, modular_products, run_chunked, worker_count
+from securetrees.paillier import batch as paillier_batch
+from securetrees.testing.dtpkc import dtpkc_test_keys
+from securetrees.testing.paillier import small_keypair
+
+PK, SK = small_keypair(512)
+VALUES = list(range(-30, 30))
+
+
+class PicklingExecutor(Executor):
+    """Runs each task here after a pickle round trip of ``(fn, args)``, as a process boundary
+    would, and keeps every payload so that a test can look for secrets in it."""
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []
+        self.globals: set[str] = set()
+
+    def record(self, payload: object) -> PicklingExecutor:
+        self.payloads.append(pickle.dumps(payload))
+        return self
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        data = pickle.dumps((fn, args, kwargs))
+        self.payloads.append(data)
+        recorder = self
+
+        class Recording(pickle.Unpickler):
+            def find_class(self, module: str, name: str) -> Any:
+                recorder.globals.add(f"{module}.{name}")
+                return super().find_class(module, name)
+
+        fn2, args2, kwargs2 = Recording(io.BytesIO(data)).load()
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn2(*args2, **kwargs2))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+def _encodings(secret: int) -> list[bytes]:
+    """The secret's bytes as pickle or gmpy2 could write them (both byte orders), trimmed to
+    16 bytes from the middle so that a length prefix or sign byte does not hide it."""
+    width = (secret.bit_length() + 7) // 8
+    out = []
+    for order in ("big", "little"):
+        raw = secret.to_bytes(width, order)  # type: ignore[arg-type]
+        mid = len(raw) // 2
+        out.append(raw[max(0, mid - 8) : mid + 8])
+    return out
+
+
+def leaks(executor: PicklingExecutor, *secrets: int) -> bool:
+    """Does any payload the executor received contain one of ``secrets``?"""
+    return any(e in payload for payload in executor.payloads for s in secrets for e in _encodings(s))
+
+
+# -- chunking and order ---------------------------------------------------------------------
+
+
+def test_worker_count() -> None:
+    with ThreadPoolExecutor(3) as threads:
+        assert worker_count(threads) == 3
+    with ProcessPoolExecutor(2) as procs:
+        assert worker_count(procs) == 2
+    assert worker_count(PicklingExecutor()) == (os.cpu_count() or 1)
+
+    class FakeClient:
+        def nthreads(self) -> dict[str, int]:
+            return {"tcp://a": 1, "tcp://b": 2}
+
+    fake = PicklingExecutor()
+    fake._client = FakeClient()  # type: ignore[attr-defined]  # the shape of Dask's ClientExecutor
+    assert worker_count(fake) == 3
+
+
+def test_chunk_size() -> None:
+    with ThreadPoolExecutor(2) as ex:
+        assert chunk_size(80, ex) == 80 // (CHUNKS_PER_WORKER * 2)
+        assert chunk_size(3, ex) == 1
+        assert chunk_size(80, ex, 7) == 7
+    assert chunk_size(80, None) == 80
+    assert chunk_size(0, None) == 1
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ParameterError):
+            chunk_size(10, None, bad)  # type: ignore[arg-type]
+
+
+def _slow_identity(delays: dict[int, float], chunk: list[int]) -> list[int]:
+    time.sleep(delays.get(chunk[0], 0.0))
+    return chunk
+
+
+def test_order_is_preserved_when_chunks_finish_out_of_order() -> None:
+    items = list(range(40))
+    delays = {i: 0.002 * (40 - i) for i in items}  # the first chunks finish last
+    with ThreadPoolExecutor(4) as ex:
+        assert run_chunked(_slow_identity, items, ex, 3, delays) == items
+        assert run_chunked(_slow_identity, [], ex, None, delays) == []
+    assert run_chunked(_slow_identity, items, None, None, delays) == items
+
+
+def test_a_worker_failure_raises_in_the_caller_and_cancels_the_rest() -> None:
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def task(chunk: list[int]) -> list[int]:
+        with lock:
+            started.append(chunk[0])
+        if chunk[0] == 0:
+            raise ParameterError("chunk 0 failed")
+        time.sleep(0.05)
+        return chunk
+
+    with ThreadPoolExecutor(1) as ex, pytest.raises(ParameterError, match="chunk 0 failed"):
+        run_chunked(task, list(range(10)), ex, 1)
+    assert len(started) <= 2  # the queued chunks were cancelled
+
+
+def test_a_process_worker_failure_raises_its_own_type() -> None:
+    """The worker raises (a public key cannot decrypt); the caller sees that TypeError."""
+    with ProcessPoolExecutor(2) as ex, pytest.raises(TypeError, match="needs a private key"):
+        run_chunked(paillier_batch._decrypt_chunk, [mpz(1)] * 4, ex, 1, PK, True)
+
+
+def test_modular_products() -> None:
+    modulus = mpz(2**127 - 1)
+    groups = [[mpz(3 + i + 7 * j) for i in range(n)] for j, n in enumerate([1, 0, 5, 17, 2, 40])]
+    expected = [math.prod(int(v) for v in g) % int(modulus) for g in groups]
+    assert modular_products(groups, modulus) == expected
+    with ThreadPoolExecutor(2) as ex:
+        for size in (None, 1, 3, 100):
+            assert modular_products(groups, modulus, ex, size) == expected
+    assert modular_products([], modulus) == []
+
+
+# -- the trust rule ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def rec() -> PicklingExecutor:
+    return PicklingExecutor()
+
+
+def test_the_leak_detector_finds_a_factor() -> None:
+    """The detector can fail: the opt-in path does ship the factors, and it sees them."""
+    ex = PicklingExecutor()
+    cts = PK.encrypt_many(VALUES)
+    assert SK.decrypt_many(cts, executor=ex, trusted_workers=True, chunk_size=8) == VALUES
+    assert leaks(ex, int(SK._p)) and leaks(ex, int(SK._q))
+    assert "securetrees.paillier.keys._restore_private_key" in ex.globals
+
+
+def test_paillier_workers_receive_no_private_key_by_default(rec: PicklingExecutor) -> None:
+    cts = PK.encrypt_many(VALUES, executor=rec, chunk_size=8)
+    assert SK.decrypt_many(cts, executor=rec, chunk_size=8) == VALUES
+    for mode in ("djn", "djn-short", "classic"):
+        owner = SK.encrypt_many(VALUES, mode=mode, executor=rec, chunk_size=8)  # type: ignore[arg-type]
+        assert SK.decrypt_many(owner) == VALUES
+    assert SK.decrypt(paillier_batch.sum_ciphertexts(cts, executor=rec, chunk_size=5)) == sum(VALUES)
+    assert rec.payloads, "the public-key work did go to the executor"
+    assert not leaks(rec, int(SK._p), int(SK._q))
+    assert not any("PrivateKey" in g or "private_key" in g for g in rec.globals)
+
+
+def test_paillier_workers_never_see_plaintexts(rec: PicklingExecutor) -> None:
+    """Public-key encryption ships exponents, not plaintexts (a distinctive value is not sent)."""
+    marker = 0x5EC2E7_5EC2E7_5EC2E7_5EC2E7_5EC2E7_5EC2E7
+    cts = PK.encrypt_many([marker, 1], executor=rec, chunk_size=1)
+    assert SK.decrypt_many(cts) == [marker, 1]
+    assert len(rec.payloads) == 2 and not leaks(rec, marker)
+    assert leaks(PicklingExecutor().record(marker), marker)  # the detector would see it
+
+
+def test_dtpkc_workers_receive_public_values_only(rec: PicklingExecutor) -> None:
+    keys = dtpkc_test_keys(512)
+    weak = keys.weak["u1"]
+    joint = weak.public.joint(keys.weak["u2"].public)
+    secrets = [int(weak.theta), int(keys.weak["u2"].theta), int(keys.strong.lam),
+               int(keys.cs_share.share), int(keys.cc_share.share)]
+    marker = 0x7A11_7A11_7A11_7A11_7A11_7A11_7A11
+    for pk in (weak.public, joint):
+        cts = dtpkc_batch.encrypt_many(pk, [*VALUES, marker], executor=rec, chunk_size=8)
+        dtpkc_batch.sum_many([cts[:5], cts[5:]], executor=rec, chunk_size=4)
+    assert len(rec.payloads) > 10
+    assert not leaks(rec, *secrets, marker)
+    # what the payloads are made of: the two worker functions, the public values, integers
+    assert {g for g in rec.globals if not g.startswith("gmpy2.")} == {
+        "securetrees.dtpkc.batch._obfuscator_chunk", "securetrees.dtpkc.batch.PublicValues",
+        "securetrees.executors._products",
+    }, rec.globals
+
+
+def test_secret_keys_cannot_be_submitted() -> None:
+    """Even by mistake: a DT-PKC secret key or a bare Paillier private key refuses pickling."""
+    keys = dtpkc_test_keys(512)
+    ex = PicklingExecutor()
+    for secret in (SK, keys.weak["u1"], keys.cs_share, keys.strong):
+        with pytest.raises(TypeError, match="never pickled"):
+            ex.submit(repr, secret)
