@@ -3,6 +3,7 @@ by Liu et al. 2016 and used by RevFRF), following CRYPTO_NOTES §1 and ``specs/d
 
 from __future__ import annotations
 
+from securetrees.dtpkc.batch import encrypt_many, sum_ciphertexts, sum_many
 from securetrees.dtpkc.ciphertext import Ciphertext
 from securetrees.dtpkc.keys import (
     DEFAULT_BITS,
@@ -45,6 +46,7 @@ __all__ = [
     "decrypt_strong",
     "decrypt_weak",
     "encrypt",
+    "encrypt_many",
     "encrypt_residue",
     "generate_system",
     "generate_weak_key",
@@ -55,4 +57,6 @@ __all__ = [
     "psdec1",
     "psdec2",
     "split_strong_key",
+    "sum_ciphertexts",
+    "sum_many",
 ]

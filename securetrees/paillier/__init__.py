@@ -16,7 +16,7 @@ Modules: :mod:`~securetrees.paillier.keys` (keys, modes, decryption),
 
 from __future__ import annotations
 
-from securetrees.paillier.batch import sum_ciphertexts
+from securetrees.paillier.batch import sum_ciphertexts, sum_many
 from securetrees.paillier.ciphertext import Ciphertext, FixedCiphertext
 from securetrees.paillier.keys import (
     DEFAULT_BITS,
@@ -42,4 +42,5 @@ __all__ = [
     "generate_keypair",
     "security_level",
     "sum_ciphertexts",
+    "sum_many",
 ]
