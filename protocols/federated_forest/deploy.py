@@ -83,7 +83,6 @@ class DeployedMaster(Controllable, Master):
 
 class DeployedClient(Controllable, Client):
     _test: tuple[FloatArray, list[str]] | None = None
-    _id_key: bytes = b""
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self._test is None:
@@ -126,7 +125,6 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         labels=labels, paillier_mode=p.get("paillier_mode", "djn"), public_key_loader=loader,
         checkpoint=_store(config, role, secrets),
     )
-    client._id_key = secrets["id_key"]
     if "X_test" in data:
         client._test = (np.asarray(data["X_test"], dtype=np.float64), [str(i) for i in data["test_ids"]])
     return client

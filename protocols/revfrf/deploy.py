@@ -33,11 +33,11 @@ from protocols.revfrf.requester import Requester
 from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
-from securetrees.dtpkc.wire import decode_public_key, decrypt_secret_key, encode_public_key, encrypt_secret_key
+from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
 from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.trial import Secret, TrialPlan, write_trial
+from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
@@ -116,15 +116,15 @@ def _directory(config: RunConfig) -> dict[str, PublicKey]:
     return keys
 
 
-def _weak(secrets: dict[str, bytes], passphrase: bytes, directory: dict[str, PublicKey], role: str) -> WeakSecretKey:
-    key = decrypt_secret_key(secrets["weak"], passphrase, params=directory[role].params)
+def _weak(secrets: dict[str, bytes], directory: dict[str, PublicKey], role: str) -> WeakSecretKey:
+    key = secret_key_from_bytes(secrets["weak"], params=directory[role].params)
     if not isinstance(key, WeakSecretKey) or key.public != directory[role]:
         raise ParameterError(f"the weak key in {role}'s key file is not the directory's")
     return key
 
 
-def _share(secrets: dict[str, bytes], passphrase: bytes, directory: dict[str, PublicKey]) -> StrongKeyShare:
-    key = decrypt_secret_key(secrets["share"], passphrase, params=directory["cs"].params)
+def _share(secrets: dict[str, bytes], directory: dict[str, PublicKey]) -> StrongKeyShare:
+    key = secret_key_from_bytes(secrets["share"], params=directory["cs"].params)
     if not isinstance(key, StrongKeyShare):
         raise ParameterError("the key file holds no strong-key share")
     return key
@@ -152,8 +152,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         else:
             stats = [np.asarray(regression_stats(y.astype(np.float64), dr.sample_weight)) for dr in plan.draws]
         cs = DeployedCS(
-            role, network, share=_share(secrets, passphrase, directory),
-            weak_key=_weak(secrets, passphrase, directory, role),
+            role, network, share=_share(secrets, directory),
+            weak_key=_weak(secrets, directory, role),
             stats=stats, criterion=make_criterion("gini" if task == "classification" else "squared_error"),
             task=task, grow=plan.grow, columns=columns, participant_keys={u: directory[u] for u in participants},
             verify_keys=verify_keys, session=session, n_features=d, max_features=plan.max_features,
@@ -164,14 +164,14 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         return cs
     if role == "cc":
         shared = {k: v for k, v in directory.items() if k in ("cs", "cc", *participants)}
-        return DeployedCC(role, network, share=_share(secrets, passphrase, directory),
-                          weak_key=_weak(secrets, passphrase, directory, role), directory=shared,
+        return DeployedCC(role, network, share=_share(secrets, directory),
+                          weak_key=_weak(secrets, directory, role), directory=shared,
                           verify_keys=verify_keys, session=session, holt_params=plan.holt)
     if role in participants:
         i = participants.index(role)
         X = np.asarray(data["X"], dtype=np.float64)
         part = DeployedParticipant(
-            role, network, columns=columns[role], X_own=X, weak_key=_weak(secrets, passphrase, directory, role),
+            role, network, columns=columns[role], X_own=X, weak_key=_weak(secrets, directory, role),
             signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=session, verify_keys=verify_keys,
             cs_key=directory["cs"], proposer=make_proposer(p, X, columns[role]), ml_seed=plan.ml_seed + 1 + i,
             codec=plan.codec, holt_params=plan.holt)
@@ -179,7 +179,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
             part._X_test = np.asarray(data["X_test"], dtype=np.float64)
         return part
     if role in p.get("requesters", []):
-        req = DeployedRequester(role, network, weak_key=_weak(secrets, passphrase, directory, role),
+        req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
                                 codec=plan.codec, holt_params=plan.holt)
         if "X" in data:
             req._X = np.asarray(data["X"], dtype=np.float64)
@@ -231,23 +231,20 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     kgc.forget_strong_key()
     session = SYSTEM_RANDOM.token_bytes(16)
 
-    def sealed(key: WeakSecretKey | StrongKeyShare) -> Secret:
-        return lambda pw: encrypt_secret_key(key, pw, scrypt_log2_n=14)  # inside the sealed key file
-
     params = {**settings, "participants": names, "columns": [list(c) for c in parts], "requesters": ["requester"],
               "n_rows": Xa.shape[0], "n_features": Xa.shape[1], "n_test": Xt.shape[0],
               "allow_insecure": allow_insecure or kgc.params.bits < 2048,
               "directory": {k: encode_public_key(sk.public).hex() for k, sk in weak.items()},
               "verify_keys": {u: v.hex() for u, v in verify_keys.items()}}
     plan = TrialPlan(protocol="revfrf", params=params)
-    plan.add("cs", data={"y": np.asarray(y)}, secrets={"share": sealed(s1), "weak": sealed(weak["cs"]),
-                                                       "session": session})
-    plan.add("cc", secrets={"share": sealed(s2), "weak": sealed(weak["cc"]), "session": session})
+    plan.add("cs", data={"y": np.asarray(y)},
+             secrets={"share": secret_key_bytes(s1), "weak": secret_key_bytes(weak["cs"]), "session": session})
+    plan.add("cc", secrets={"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session})
     plan.add("kgc", secrets={"session": session})
     for u, cols in zip(names, parts, strict=True):
         plan.add(u, data={"X": Xa[:, list(cols)], "X_test": Xt[:, list(cols)]},
-                 secrets={"weak": sealed(weak[u]), "signing_seed": signing[u].seed(), "session": session})
-    plan.add("requester", data={"X": Xt}, secrets={"weak": sealed(weak["requester"])})
+                 secrets={"weak": secret_key_bytes(weak[u]), "signing_seed": signing[u].seed(), "session": session})
+    plan.add("requester", data={"X": Xt}, secrets={"weak": secret_key_bytes(weak["requester"])})
     return write_trial(out_dir, plan, base_port=base_port)
 
 

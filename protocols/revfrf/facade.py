@@ -10,6 +10,7 @@ message still crossing the in-process network as bytes (``network_.transcript``)
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,11 +47,8 @@ __all__ = ["RevFRFClassifier", "RevFRFRegressor", "check_partition"]
 
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("vertical", "test", "encrypted")
-_DEFAULTS: dict[str, Any] = {
-    "n_estimators": 10, "max_depth": 10, "max_features": "sqrt", "bootstrap": True, "min_samples_split": 2,
-    "min_samples_leaf": 1, "splitter": "random_range", "rho": 64, "n_candidates": 16, "max_bins": 255,
-    "frac_bits": 32, "voting": "soft", "random_state": None,
-}
+_SETTINGS = ("n_estimators", "max_depth", "max_features", "bootstrap", "min_samples_split", "min_samples_leaf",
+             "splitter", "rho", "n_candidates", "max_bins", "frac_bits", "voting", "random_state")
 """The public settings every party of a run agrees on (see :func:`plan_run`)."""
 
 
@@ -80,7 +78,7 @@ class RunPlan:
 def plan_run(settings: Mapping[str, Any], n: int, d: int) -> RunPlan:
     """The run's derived parameters (the one-process facade and the networked roles share it):
     ``settings`` holds the facade's constructor arguments (defaults for any left out)."""
-    st = {**_DEFAULTS, **settings}
+    st = {**_defaults(), **settings}
     if st["splitter"] not in ("random_range", "bins"):
         raise ParameterError("splitter is 'random_range' (the paper) or 'bins' (the central reference's)")
     if st["voting"] not in ("soft", "hard"):
@@ -96,7 +94,7 @@ def plan_run(settings: Mapping[str, Any], n: int, d: int) -> RunPlan:
 
 def make_proposer(settings: Mapping[str, Any], X_own: FloatArray, columns: Sequence[int]) -> Proposer:
     """A participant's candidate-threshold proposer (FLE-Expan step 1)."""
-    st = {**_DEFAULTS, **settings}
+    st = {**_defaults(), **settings}
     if st["splitter"] == "random_range":
         return RandomRange(st["rho"], st["n_candidates"])
     return QuantileBins.fit(X_own, tuple(columns), st["max_bins"])
@@ -167,7 +165,7 @@ class _RevFRF:
         n, d = Xa.shape
         parts = [tuple(sorted(cols)) for cols in check_partition(partition, d, party="participant")]
         self._prepare_y(y, n)
-        settings = {k: getattr(self, k) for k in _DEFAULTS}
+        settings = {k: getattr(self, k) for k in _SETTINGS}
         plan = plan_run(settings, n, d)
         grow, k_node, codec, holt, draws, seed = (plan.grow, plan.max_features, plan.codec, plan.holt,
                                                   plan.draws, plan.ml_seed)
@@ -306,6 +304,12 @@ class _RevFRF:
         trees = tuple(t.to_tree(self.n_features_in_, providers,
                                 {n.id: thr[(t.index, n.id)] for n in t.internal()}) for t in cs.trees)
         return Forest(trees, self._task, getattr(self, "classes_", None))
+
+
+def _defaults() -> dict[str, Any]:
+    """The facade's defaults of the public settings (read from its constructor: one source)."""
+    params = inspect.signature(_RevFRF.__init__).parameters
+    return {k: params[k].default for k in _SETTINGS}
 
 
 class RevFRFClassifier(_RevFRF):

@@ -473,14 +473,14 @@ class KGC:
     """
 
     def __init__(
-        self, params: SystemParams, strong_key: StrongSecretKey, *, rng: RandomSource = SYSTEM_RANDOM
+        self, params: SystemParams, strong_key: StrongSecretKey | None, *, rng: RandomSource = SYSTEM_RANDOM
     ) -> None:
-        if strong_key.params != params:
+        if strong_key is not None and strong_key.params != params:
             raise KeyMismatchError("strong key belongs to other system parameters")
         self.params = params
         self._strong: StrongSecretKey | None = strong_key
         self._rng = rng
-        self._shares_issued = False
+        self._shares_issued = strong_key is None  # without λ the shares were issued before
         self._keys: dict[str, PublicKey] = {}
         self._revoked: set[str] = set()
 
@@ -502,9 +502,8 @@ class KGC:
                 revoked: Iterable[str] = (), rng: RandomSource = SYSTEM_RANDOM) -> KGC:
         """A KGC that has already issued the strong-key shares and forgotten λ: its public
         directory and revocation list (a networked KGC service starts from these)."""
-        kgc = cls.__new__(cls)
-        kgc.params, kgc._strong, kgc._rng, kgc._shares_issued = params, None, rng, True
-        kgc._keys, kgc._revoked = {}, set(revoked)
+        kgc = cls(params, None, rng=rng)
+        kgc._revoked.update(revoked)
         for party, pk in directory.items():
             if pk.params != params:
                 raise KeyMismatchError(f"the key of {party!r} belongs to other system parameters")

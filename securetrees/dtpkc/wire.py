@@ -45,6 +45,8 @@ __all__ = [
     "encode_ciphertext",
     "encode_public_key",
     "encrypt_secret_key",
+    "secret_key_bytes",
+    "secret_key_from_bytes",
 ]
 
 MAGIC: Final = b"STDK"
@@ -177,6 +179,41 @@ def _kdf(passphrase: bytes, salt: bytes, log2_n: int) -> bytes:
     return Scrypt(salt=salt, length=32, n=1 << log2_n, r=8, p=1).derive(passphrase)
 
 
+def secret_key_bytes(key: WeakSecretKey | StrongKeyShare) -> bytes:
+    """The *unencrypted* body of a secret-key file: ``u8 type | N | g | secret [| h]``.
+
+    Only for a container that is itself sealed (a party's key file, ``securetrees.net.keyfile``);
+    on its own use :func:`encrypt_secret_key`."""
+    if isinstance(key, WeakSecretKey):
+        params, secret, kind = key.public.params, key.theta, 1
+        extra = _int_bytes(key.public.h)
+    elif isinstance(key, StrongKeyShare):
+        params, secret, kind, extra = key.params, key.share, 1 + key.index, b""
+    else:
+        raise ParameterError("only a weak key or a strong-key share can be serialised")
+    return bytes([kind]) + _int_bytes(params.n) + _int_bytes(params.g) + _int_bytes(secret) + extra
+
+
+def secret_key_from_bytes(body: bytes, *, params: SystemParams | None = None) -> WeakSecretKey | StrongKeyShare:
+    """Read :func:`secret_key_bytes`' output, with the same checks as :func:`decrypt_secret_key`."""
+    b = _Reader(body)
+    kind = b.take(1)[0]
+    n, g, secret = b.integer(), b.integer(), b.integer()
+    h = b.integer() if kind == 1 else None
+    b.end()
+    if params is None:
+        params = SystemParams(n, g)
+    elif params.n != n or params.g != g:
+        raise KeyMismatchError("secret key belongs to other system parameters")
+    if kind == 1 and h is not None:
+        if powmod_sec(params.g, secret, params.n2) != h:
+            raise DecodeError("weak key does not match its public key")
+        return WeakSecretKey(PublicKey(params, h), secret)
+    if kind in (2, 3):
+        return StrongKeyShare(params, secret, 1 if kind == 2 else 2)
+    raise DecodeError(f"unknown secret-key type {kind}")
+
+
 def encrypt_secret_key(
     key: WeakSecretKey | StrongKeyShare,
     passphrase: bytes,
@@ -190,14 +227,7 @@ def encrypt_secret_key(
     """
     if not 14 <= scrypt_log2_n <= 20:
         raise ParameterError("scrypt cost must be 2^14 .. 2^20")
-    if isinstance(key, WeakSecretKey):
-        params, secret, kind = key.public.params, key.theta, 1
-        extra = _int_bytes(key.public.h)
-    elif isinstance(key, StrongKeyShare):
-        params, secret, kind, extra = key.params, key.share, 1 + key.index, b""
-    else:
-        raise ParameterError("only a weak key or a strong-key share can be serialised")
-    body = bytes([kind]) + _int_bytes(params.n) + _int_bytes(params.g) + _int_bytes(secret) + extra
+    body = secret_key_bytes(key)
     salt, nonce = rng.token_bytes(16), rng.token_bytes(12)
     header = MAGIC + bytes([VERSION, KIND_SECRET_KEY]) + salt + bytes([scrypt_log2_n]) + nonce
     return header + AESGCM(_kdf(passphrase, salt, scrypt_log2_n)).encrypt(nonce, body, header)
@@ -218,19 +248,4 @@ def decrypt_secret_key(
         body = AESGCM(_kdf(passphrase, salt, log2_n)).decrypt(nonce, r.data[r.pos :], header)
     except InvalidTag as exc:
         raise DecodeError("wrong passphrase or corrupted secret key") from exc
-    b = _Reader(body)
-    kind = b.take(1)[0]
-    n, g, secret = b.integer(), b.integer(), b.integer()
-    h = b.integer() if kind == 1 else None
-    b.end()
-    if params is None:
-        params = SystemParams(n, g)
-    elif params.n != n or params.g != g:
-        raise KeyMismatchError("secret key belongs to other system parameters")
-    if kind == 1 and h is not None:
-        if powmod_sec(params.g, secret, params.n2) != h:
-            raise DecodeError("weak key does not match its public key")
-        return WeakSecretKey(PublicKey(params, h), secret)
-    if kind in (2, 3):
-        return StrongKeyShare(params, secret, 1 if kind == 2 else 2)
-    raise DecodeError(f"unknown secret-key type {kind}")
+    return secret_key_from_bytes(body, params=params)

@@ -53,9 +53,7 @@ class Controllable:
         if sender != self.operator:
             raise AuthenticationError(f"only the operator {self.operator!r} may control {self.name!r}")
         if msg.action == "shutdown":
-            close = getattr(self.network, "close", None)
-            if close is not None:
-                threading.Timer(0.2, close).start()
+            threading.Timer(0.2, self.network.close).start()  # after the reply has gone out
             return ControlReply(info={"status": "stopping"})
         if msg.action == "stats":
             t = self.network.transcript

@@ -48,6 +48,9 @@ class Network(ABC):
         instead of raising :class:`PartyUnavailable` (dropout-tolerant protocols).
         """
 
+    def close(self) -> None:  # noqa: B027 - an optional hook, not abstract
+        """Stop serving and release connections (nothing to release in process)."""
+
     def send(self, sender: str, receiver: str, msg: Message) -> None:
         """Deliver a one-way message; a reply is a protocol violation."""
         if self.call(sender, receiver, msg) is not None:
