@@ -232,6 +232,12 @@ class GrpcNetwork(Network):
                 self._channels[peer] = ch
             return ch
 
+    def _drop_channel(self, peer: str) -> None:
+        with self._lock:
+            ch = self._channels.pop(peer, None)
+        if ch is not None:
+            ch.close()
+
     def _invoke(self, receiver: str, data: bytes, round_: int, kind: type[Message]) -> bytes:
         stub = self._channel(receiver).unary_unary(METHOD)
         metadata = ((_RECEIVER_KEY, receiver), (_ROUND_KEY, str(round_)))
@@ -245,6 +251,11 @@ class GrpcNetwork(Network):
                 return reply
             except grpc.RpcError as exc:
                 code, details = exc.code(), exc.details() or ""
+                if code == grpc.StatusCode.UNAVAILABLE:
+                    # a channel that failed waits out gRPC's reconnect backoff; a peer that has come
+                    # back (a restarted role) must be reachable at the next call, so start afresh
+                    self._drop_channel(receiver)
+                    stub = self._channel(receiver).unary_unary(METHOD)
                 if code in _TRANSIENT and attempt + 1 < attempts:
                     time.sleep(delay)
                     delay *= 2

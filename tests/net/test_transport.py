@@ -269,3 +269,25 @@ def test_key_files(tmp_path: Path) -> None:
     f.write_bytes(bytes(data))
     with pytest.raises(DecodeError):
         open_key_file(f, "u1", b"pass")
+
+
+def test_a_restarted_peer_is_reachable_at_the_next_call(pki: dict[str, TlsIdentity]) -> None:
+    from securetrees.net.trial import free_ports
+
+    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}")}
+    opts = TransportOptions(deadline=2.0, retries=0)
+    nb = GrpcNetwork(pki["bob"], roster, options=opts)
+    Echo("bob", nb)
+    nb.start()
+    na = GrpcNetwork(pki["alice"], roster, options=opts)
+    alice = Party("alice", na)
+    assert alice.call("bob", Ping(1), expect=Pong) == Pong(2)
+    nb.close(grace=None)
+    with pytest.raises(PartyUnavailable):
+        alice.call("bob", Ping(1), expect=Pong)
+    nb2 = GrpcNetwork(pki["bob"], roster, options=opts)  # bob's process restarted on its address
+    Echo("bob", nb2)
+    nb2.start()
+    assert alice.call("bob", Ping(2), expect=Pong) == Pong(3)  # no reconnect backoff to wait out
+    na.close()
+    nb2.close()
