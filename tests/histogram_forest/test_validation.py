@@ -66,11 +66,11 @@ def test_refused_combinations(parts3: Any, schema: dict[str, Any]) -> None:
         HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema).fit(parts3)
     with pytest.raises(ParameterError, match="streaming"):
         HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema).fit(parts3)
+    declared: dict[str, Any] = dict(categorical=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
     with pytest.raises(ParameterError, match="feature_ranges"):
-        HistogramForestClassifier(epsilon=1.0, categorical=[False, False, True]).fit(parts3)
+        HistogramForestClassifier(epsilon=1.0, **declared).fit(parts3)
     with pytest.raises(ParameterError):
-        HistogramForestClassifier(epsilon=1.0, categorical=[False, False, True],
-                                  feature_ranges=[(0.0, 10.0), (5.0, 5.0), None]).fit(parts3)
+        HistogramForestClassifier(epsilon=1.0, feature_ranges=[(0.0, 10.0), (5.0, 5.0), None], **declared).fit(parts3)
     for bad in (dict(n_bins=1), dict(max_depth=0), dict(n_estimators=True), dict(noise="output"),
                 dict(criterion="mse"), dict(histogram="quantile"), dict(sampling="poisson")):
         with pytest.raises(ParameterError):
