@@ -235,10 +235,11 @@ class HistogramForestClassifier:
             classes = np.unique(np.concatenate(ys))
         else:
             try:
-                classes = np.unique(np.asarray(list(self.classes)))
+                declared = np.asarray(list(self.classes))
+                classes = np.unique(declared)
             except (TypeError, ValueError) as exc:
                 raise ParameterError("classes must be a sequence of comparable labels") from exc
-            if classes.ndim != 1 or classes.size != len(list(self.classes)):
+            if declared.ndim != 1 or classes.size != declared.size:
                 raise ParameterError("classes must be distinct labels")
             for i, y in enumerate(ys):
                 if not np.isin(y, classes).all():
