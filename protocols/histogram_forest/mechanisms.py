@@ -2,9 +2,9 @@
 
 Spec: ``specs/histogram_forest.md`` section "Differential privacy and its accounting".
 
-- :func:`geometric_noise`: the two-sided geometric mechanism of Section 3.1 as
-  corrected in CRYPTO_NOTES §7, ``P[Z = z] = (1-α)/(1+α) · α^|z|`` with
-  ``α = exp(-ε/Δ)`` (the paper's Eq. 6 writes ε where α belongs), sampled
+- :func:`geometric_noise`: the two-sided geometric mechanism of Section 3.1,
+  corrected: ``P[Z = z] = (1-α)/(1+α) · α^|z|`` with ``α = exp(-ε/Δ)`` (the
+  paper's Eq. 6 writes ε where α belongs), sampled
   exactly with integer arithmetic (no floating point touches a noise value).
 - :func:`laplace_noise` and :func:`randomized_response`: the input-perturbation
   alternative of Section 5.0.2.
