@@ -408,7 +408,9 @@ class Client(Party):
         node, feature = self._pairs(msg)
         counts = np.rint(hist[node, feature]).astype(np.int64)  # (pairs, slots + 1, classes)
         eps = self._eps_release
-        if eps is not None and self._accountant is not None and self._row_law is not None:
+        if eps is not None and self._accountant is not None:
+            if self._row_law is None:  # pragma: no cover - set with the accountant in on_setup
+                raise ProtocolError("a DP session without its row law")
             delta = layer_sensitivity(self._row_law.max_weight, setup.features_per_node)
             self._accountant.charge(
                 Release(msg.tree, msg.layer, int(msg.keep.size), setup.features_per_node, delta, eps)
