@@ -59,6 +59,7 @@ __all__ = ["METHOD", "GrpcNetwork", "Peer", "TransportOptions"]
 
 SERVICE: Final = "securetrees.Party"
 METHOD: Final = f"/{SERVICE}/Deliver"
+READY: Final = f"/{SERVICE}/Ready"
 _NO_REPLY: Final = b"\x00"
 _REPLY: Final = b"\x01"
 _RECEIVER_KEY: Final = "st-receiver"
@@ -186,7 +187,8 @@ class GrpcNetwork(Network):
                                                 thread_name_prefix="st-serve"),
                              options=self.options.channel_args())
         handler = grpc.method_handlers_generic_handler(
-            SERVICE, {"Deliver": grpc.unary_unary_rpc_method_handler(self._serve)})
+            SERVICE, {"Deliver": grpc.unary_unary_rpc_method_handler(self._serve),
+                      "Ready": grpc.unary_unary_rpc_method_handler(self._ready)})
         server.add_generic_rpc_handlers((handler,))
         creds = grpc.ssl_server_credentials([(self.identity.key_pem, self.identity.cert_pem)],
                                             root_certificates=self.identity.ca_pem,
@@ -220,13 +222,26 @@ class GrpcNetwork(Network):
         self.close()
 
     def wait_for(self, peers: list[str], timeout: float) -> None:
-        """Wait until every peer accepts a TLS connection (start-up); raises :class:`PeerTimeout`."""
+        """Wait until every peer answers a readiness call (start-up); raises :class:`PeerTimeout`.
+
+        The answer comes from the peer's started server hosting its party, so the peer is
+        serving, not merely reachable: a channel that still looks connected to a process
+        killed since is not taken for a live peer.  After a failed attempt the channel is
+        dropped, so the next attempt connects afresh instead of waiting out gRPC's
+        reconnect backoff."""
         end = time.monotonic() + timeout
         for peer in peers:
-            try:
-                grpc.channel_ready_future(self._channel(peer)).result(timeout=max(0.0, end - time.monotonic()))
-            except grpc.FutureTimeoutError:
-                raise PeerTimeout(f"party {peer!r} did not come up within {timeout:g} s") from None
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise PeerTimeout(f"party {peer!r} did not come up within {timeout:g} s")
+                try:
+                    self._channel(peer).unary_unary(READY)(b"", timeout=min(left, 1.0), wait_for_ready=True)
+                    break
+                except grpc.RpcError as exc:
+                    if exc.code() not in _TRANSIENT:
+                        raise _error_from_status(peer, exc.code(), exc.details() or "") from None
+                    self._drop_channel(peer)
 
     # ------------------------------------------------------------------ client side
     def _channel(self, peer: str) -> grpc.Channel:
@@ -350,6 +365,13 @@ class GrpcNetwork(Network):
         with self._lock:
             self._verified.add((name, cert_pem))
         return True
+
+    def _ready(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        """Readiness, for roster members: answered once this server serves its party."""
+        self._peer_name(context)
+        if self._party is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.name!r} is not serving yet")
+        return b""
 
     def _serve(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         sender = self._peer_name(context)

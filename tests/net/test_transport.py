@@ -291,3 +291,27 @@ def test_a_restarted_peer_is_reachable_at_the_next_call(pki: dict[str, TlsIdenti
     assert alice.call("bob", Ping(2), expect=Pong) == Pong(3)  # no reconnect backoff to wait out
     na.close()
     nb2.close()
+
+
+def test_wait_for_returns_only_once_the_peer_serves_its_party(pki: dict[str, TlsIdentity]) -> None:
+    """Readiness is an answer from the peer's server hosting its party, not a connected channel."""
+    from securetrees.net.trial import free_ports
+
+    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}")}
+    nb = GrpcNetwork(pki["bob"], roster)
+    nb.start()  # listening with TLS, but hosting no party yet
+    na = GrpcNetwork(pki["alice"], roster)
+    alice = Party("alice", na)
+    with pytest.raises(PeerTimeout):
+        na.wait_for(["bob"], 1.5)
+    Echo("bob", nb)
+    na.wait_for(["bob"], 10.0)
+    assert alice.call("bob", Ping(1), expect=Pong) == Pong(2)
+    nb.close(grace=None)  # bob's process dies; a new one comes up on its address a little later
+    nb2 = GrpcNetwork(pki["bob"], roster)
+    Echo("bob", nb2)
+    threading.Timer(0.5, nb2.start).start()
+    na.wait_for(["bob"], 10.0)
+    assert alice.call("bob", Ping(2), expect=Pong) == Pong(3)  # serving when the wait ended
+    na.close()
+    nb2.close()
