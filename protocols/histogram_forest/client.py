@@ -89,7 +89,10 @@ def perturb_inputs(
 class Client(Party):
     """One data holder.  ``X`` float (NaN = missing; categorical columns hold integer codes),
     ``y`` class indices ``0..n_classes-1``; ``seed`` seeds its bootstrap draws (ML randomness);
-    ``rng`` supplies noise and key material (cryptographic)."""
+    ``rng`` supplies noise and key material (cryptographic).  Every request is admitted from
+    the server role only (the message declarations)."""
+
+    role = "client"
 
     def __init__(
         self,

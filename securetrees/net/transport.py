@@ -10,7 +10,10 @@ Each side checks the other against the run's roster: the server refuses a
 client whose certificate name is not in the roster (or whose certificate does
 not match a pinned fingerprint) with ``PERMISSION_DENIED``; the client connects
 with the peer's roster name as the TLS target name, so a server presenting any
-other party's certificate fails the handshake.
+other party's certificate fails the handshake.  The roster also gives each
+name its role: a message whose type that role may not send is refused by
+:meth:`Network.receive` before the handler runs, and comes back to the caller
+as :class:`UnauthorizedSender`.
 
 Failures surface as the library's typed errors: a peer that cannot be reached
 raises :class:`PartyUnavailable`, one that does not answer within the deadline
@@ -44,7 +47,7 @@ from securetrees.errors import (
 )
 from securetrees.net.tls import TlsIdentity, check_name, fingerprint
 from securetrees.runtime import codec
-from securetrees.runtime.messages import Message
+from securetrees.runtime.messages import Message, check_role
 from securetrees.runtime.network import Network
 from securetrees.runtime.transcript import Transcript
 
@@ -64,10 +67,16 @@ _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEAD
 
 @dataclass(frozen=True)
 class Peer:
-    """A roster entry: where the party listens, and optionally its pinned certificate."""
+    """A roster entry: where the party listens, optionally its pinned certificate, and its role
+    (what the run's message declarations name; a party without one may send nothing)."""
 
     address: str
     fingerprint: str | None = None
+    role: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role is not None:
+            check_role(self.role)
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,14 @@ class GrpcNetwork(Network):
                 f"this process's certificate is for {self.name!r}; it cannot host {party.name!r}")
         if self._party is not None:
             raise ProtocolError(f"{self.name!r} is already registered")
+        if self.roster[self.name].role != party.role:
+            raise errors_module.ParameterError(
+                f"the roster gives {self.name!r} the role {self.roster[self.name].role!r}, not {party.role!r}")
         self._party = party
+
+    def role_of(self, name: str) -> str | None:
+        entry = self.roster.get(name)
+        return None if entry is None else entry.role
 
     def start(self) -> int:
         """Listen on this party's roster address with mutual TLS; returns the bound port."""
@@ -273,11 +289,7 @@ class GrpcNetwork(Network):
             return None
         if raw[:1] != _REPLY:
             raise DecodeError(f"malformed response from {receiver!r}")
-        data = raw[1:]
-        reply = codec.decode(data)
-        with self._lock:
-            self.transcript.record(round_, receiver, self.name, reply, data)
-        return reply
+        return self.accept_reply(round_, receiver, self.name, type(msg), raw[1:])
 
     def _new_round(self) -> int:
         with self._lock:
@@ -329,10 +341,7 @@ class GrpcNetwork(Network):
         if party is None:  # pragma: no cover - aborted above
             raise PartyUnavailable("no party")
         try:
-            msg = codec.decode(request)
-            with self._lock:
-                self.transcript.record(round_, sender, self.name, msg, request)
-            reply = party.dispatch(sender, msg)
+            reply = self.receive(round_, sender, party, request)
         except SecureTreesError as exc:
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
                     else grpc.StatusCode.FAILED_PRECONDITION)
