@@ -431,3 +431,28 @@ def test_over_grpc_the_certificate_names_role_is_checked(tmp_path: Path) -> None
     finally:
         for n in (nu1, ncs, ncc):
             n.close()
+
+
+def test_the_run_configuration_gives_every_party_one_valid_role(tmp_path: Path) -> None:
+    from securetrees.net import Peer
+    from securetrees.net.config import load_config
+
+    def config(cs: str, op: str) -> Path:
+        path = tmp_path / "run.toml"
+        path.write_text(f'[run]\nprotocol = "revfrf"\noperator = "operator"\n[tls]\nca = "ca.pem"\n'
+                        f'[parties.cs]\naddress = "127.0.0.1:1"\ncert = "cs.crt"\nkey = "cs.key"\n{cs}\n'
+                        f'[parties.operator]\naddress = "127.0.0.1:2"\ncert = "o.crt"\nkey = "o.key"\n{op}\n',
+                        encoding="utf-8")
+        return path
+
+    roster = load_config(config('role = "cs"', "")).roster()
+    assert (roster["cs"].role, roster["operator"].role) == ("cs", "operator")
+    for cs, op in (("", ""), ('role = "operator"', ""), ('role = "cs"', 'role = "cs"'), ('role = "CS!"', "")):
+        with pytest.raises(ParameterError, match="role"):
+            load_config(config(cs, op))
+    with pytest.raises(ParameterError, match="invalid party role"):
+        Peer("127.0.0.1:1", role="Not a role")
+    from securetrees.net.trial import TrialPlan
+
+    with pytest.raises(ParameterError, match="belongs to the run's operator"):
+        TrialPlan("revfrf", {}).add("u1", role="operator")
