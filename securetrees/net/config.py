@@ -9,7 +9,7 @@
     retries = 3
 
     [tls]
-    ca = "pki/ca.pem"
+    ca = "pki/ca.pem"              # the CA bundle: one CA, or several (e.g. one per organisation)
 
     [parties.cs]
     role = "cs"                    # the protocol role: what may this party send to whom
@@ -18,6 +18,8 @@
     key = "pki/cs.key"             # PKCS#8, encrypted under the party's passphrase
     secrets = "keys/cs.keys"       # protocol secrets, sealed under the same passphrase
     data = "data/cs.npz"           # this party's own data (optional)
+    issuer = "4c…"                 # the CA allowed to issue "cs" (SHA-256 of its DER); required
+                                   # when ca.pem holds several CAs
     fingerprint = "9f…"            # optional: pin the certificate (SHA-256 of its DER)
 
     [protocol]                     # the protocol's public parameters, same for every party
@@ -43,7 +45,7 @@ from typing import Any
 
 from securetrees.errors import ParameterError
 from securetrees.net.control import OPERATOR_ROLE
-from securetrees.net.tls import check_name
+from securetrees.net.tls import check_fingerprint, check_name
 from securetrees.net.transport import Peer, TransportOptions
 from securetrees.runtime.messages import check_role
 
@@ -67,6 +69,7 @@ class PartyConfig:
     secrets: Path | None = None
     data: Path | None = None
     fingerprint: str | None = None
+    issuer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class RunConfig:
     params: dict[str, Any] = field(default_factory=dict)
 
     def roster(self) -> dict[str, Peer]:
-        return {n: Peer(p.address, p.fingerprint, p.role) for n, p in self.parties.items()}
+        return {n: Peer(p.address, p.fingerprint, p.issuer, p.role) for n, p in self.parties.items()}
 
     def party(self, name: str) -> PartyConfig:
         p = self.parties.get(name)
@@ -144,7 +147,7 @@ def load_config(path: str | Path) -> RunConfig:
         check_name(name)
         if not isinstance(t, dict):
             raise ParameterError(f"{where} must be a table")
-        extra = set(t) - {"role", "address", "cert", "key", "secrets", "data", "fingerprint"}
+        extra = set(t) - {"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer"}
         if extra:
             raise ParameterError(f"{where}: unknown keys {sorted(extra)} (secrets never go in the configuration)")
         cert, key = path_of(t, "cert", where), path_of(t, "key", where)
@@ -154,9 +157,11 @@ def load_config(path: str | Path) -> RunConfig:
         check_role(role, f"{where}:")
         if (role == OPERATOR_ROLE) != (name == run.get("operator")):
             raise ParameterError(f"{where}: the role {OPERATOR_ROLE!r} belongs to the run's operator, and only to it")
+        pin, issuer = (_str(t, k, where, required=False) for k in ("fingerprint", "issuer"))
         parties[name] = PartyConfig(name, str(role), str(_str(t, "address", where)), cert, key,
                                     path_of(t, "secrets", where, False), path_of(t, "data", where, False),
-                                    _str(t, "fingerprint", where, required=False))
+                                    None if pin is None else check_fingerprint(pin, f"{where} fingerprint"),
+                                    None if issuer is None else check_fingerprint(issuer, f"{where} issuer"))
     operator = str(_str(run, "operator", f"{p} [run]"))
     if operator not in parties:
         raise ParameterError(f"{p}: the operator {operator!r} has no [parties.{operator}] entry")

@@ -6,14 +6,16 @@ both ways (no protobuf): the request is one wire-codec frame; the response is
 the receiver's name and the sender's round number; the *sender* is never taken
 from metadata but from the client certificate TLS authenticated.
 
-Each side checks the other against the run's roster: the server refuses a
-client whose certificate name is not in the roster (or whose certificate does
-not match a pinned fingerprint) with ``PERMISSION_DENIED``; the client connects
-with the peer's roster name as the TLS target name, so a server presenting any
-other party's certificate fails the handshake.  The roster also gives each
-name its role: a message whose type that role may not send is refused by
-:meth:`Network.receive` before the handler runs, and comes back to the caller
-as :class:`UnauthorizedSender`.
+Each side checks the other against the run's roster, where every name is bound
+to the one CA of the bundle allowed to issue it: the server refuses a client
+whose certificate name is not in the roster, whose certificate that CA did not
+issue, or which does not match a pinned fingerprint, with ``PERMISSION_DENIED``;
+the client trusts only the peer's CA as its root and connects with the peer's
+roster name as the TLS target name, so a server presenting any other party's
+certificate, or one minted for that name by another CA, fails the handshake.
+The roster also gives each name its role: a message whose type that role may
+not send is refused by :meth:`Network.receive` before the handler runs, and
+comes back to the caller as :class:`UnauthorizedSender`.
 
 Failures surface as the library's typed errors: a peer that cannot be reached
 raises :class:`PartyUnavailable`, one that does not answer within the deadline
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 import securetrees.errors as errors_module
 from securetrees.errors import (
@@ -45,7 +49,7 @@ from securetrees.errors import (
     RemoteError,
     SecureTreesError,
 )
-from securetrees.net.tls import TlsIdentity, check_name, fingerprint
+from securetrees.net.tls import TlsIdentity, bind_issuers, check_name, fingerprint, issued_by
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, check_role
 from securetrees.runtime.network import Network
@@ -67,11 +71,14 @@ _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEAD
 
 @dataclass(frozen=True)
 class Peer:
-    """A roster entry: where the party listens, optionally its pinned certificate, and its role
+    """A roster entry: where the party listens, optionally its pinned certificate, the CA
+    allowed to issue its name (SHA-256 fingerprint of a CA of the bundle; required when the
+    bundle holds several CAs, see :func:`~securetrees.net.tls.bind_issuers`), and its role
     (what the run's message declarations name; a party without one may send nothing)."""
 
     address: str
     fingerprint: str | None = None
+    issuer: str | None = None
     role: str | None = None
 
     def __post_init__(self) -> None:
@@ -157,6 +164,11 @@ class GrpcNetwork(Network):
         self.roster = {check_name(n): p for n, p in roster.items()}
         if self.name not in self.roster:
             raise errors_module.ParameterError(f"{self.name!r} is not in the run's roster")
+        self._issuers = bind_issuers(identity.ca_pem, {n: p.issuer for n, p in self.roster.items()})
+        if not issued_by(x509.load_pem_x509_certificate(identity.cert_pem), self._issuers[self.name]):
+            raise AuthenticationError(f"this party's certificate is not issued by the CA the roster binds "
+                                      f"{self.name!r} to")
+        self._verified: set[tuple[str, bytes]] = set()
         self.options = options or TransportOptions()
         self.transcript = transcript if transcript is not None else Transcript(keep_payloads=keep_payloads)
         self._party: Party | None = None
@@ -240,13 +252,18 @@ class GrpcNetwork(Network):
                 entry = self.roster.get(peer)
                 if entry is None:
                     raise PartyUnavailable(f"no party named {peer!r} in the run's roster")
-                creds = grpc.ssl_channel_credentials(root_certificates=self.identity.ca_pem,
+                creds = grpc.ssl_channel_credentials(root_certificates=self._trusted_roots(peer),
                                                      private_key=self.identity.key_pem,
                                                      certificate_chain=self.identity.cert_pem)
                 ch = grpc.secure_channel(entry.address, creds, options=[
                     *self.options.channel_args(), ("grpc.ssl_target_name_override", peer)])
                 self._channels[peer] = ch
             return ch
+
+    def _trusted_roots(self, peer: str) -> bytes:
+        """The only root an outgoing connection to ``peer`` trusts: the CA bound to its name,
+        so a server certificate for that name from any other CA of the bundle fails the handshake."""
+        return self._issuers[peer].public_bytes(serialization.Encoding.PEM)
 
     def _drop_channel(self, peer: str) -> None:
         with self._lock:
@@ -322,11 +339,29 @@ class GrpcNetwork(Network):
         entry = self.roster.get(name)
         if entry is None:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} is not in the run's roster")
-        if entry is not None and entry.fingerprint is not None:
-            pems = auth.get("x509_pem_cert") or []
-            if len(pems) != 1 or fingerprint(pems[0]) != entry.fingerprint.lower():
-                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
+        pems = auth.get("x509_pem_cert") or []
+        if len(pems) != 1 or not self._issuer_ok(name, pems[0]):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"certificate of {name!r} is not issued by the CA the roster binds that name to")
+        if entry is not None and entry.fingerprint is not None and fingerprint(pems[0]) != entry.fingerprint.lower():
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
         return str(name)
+
+    def _issuer_ok(self, name: str, cert_pem: bytes) -> bool:
+        """Whether the CA bound to ``name`` signed this client certificate directly (TLS has
+        only checked that *some* CA of the bundle did).  Successes are remembered per name."""
+        with self._lock:
+            if (name, cert_pem) in self._verified:
+                return True
+        try:
+            cert = x509.load_pem_x509_certificate(cert_pem)
+        except ValueError:
+            return False
+        if not issued_by(cert, self._issuers[name]):
+            return False
+        with self._lock:
+            self._verified.add((name, cert_pem))
+        return True
 
     def _serve(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         sender = self._peer_name(context)

@@ -23,7 +23,7 @@ from securetrees.errors import ParameterError
 from securetrees.net.config import dump_toml
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keyfile import write_key_file
-from securetrees.net.tls import check_name, make_test_pki
+from securetrees.net.tls import check_name, fingerprint, make_test_pki
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime.messages import check_role
 
@@ -87,11 +87,12 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
         f.write_bytes(pw + b"\n")
         f.chmod(0o600)
     make_test_pki(names, out / "pki", passphrases)
+    issuer = fingerprint((out / "pki" / "ca.pem").read_bytes())  # one CA issues every name of a trial
     ports = [base_port + i for i in range(len(names))] if base_port else free_ports(len(names), host)
     parties: dict[str, Any] = {}
     for n, port in zip(names, ports, strict=True):
         entry: dict[str, Any] = {"role": plan.role_of.get(n, OPERATOR_ROLE), "address": f"{host}:{port}",
-                                 "cert": f"pki/{n}.crt", "key": f"pki/{n}.key"}
+                                 "cert": f"pki/{n}.crt", "key": f"pki/{n}.key", "issuer": issuer}
         items = plan.secrets.get(n)
         if items:
             opened = {k: (v(passphrases[n]) if callable(v) else v) for k, v in items.items()}
