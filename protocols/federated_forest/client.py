@@ -98,8 +98,12 @@ class Client(Party):
     """One organisation's columns ``X`` (rows in its own order, named by ``ids``).
 
     ``feature_ids`` are the global ids of the columns (the encoded features the
-    master samples from); ``id_key`` is the HMAC key all clients share.
+    master samples from); ``id_key`` is the HMAC key all clients share.  Instructions are
+    admitted from the master role only, score requests and labels from other clients (the
+    message declarations); the labels' sender must moreover be the setup's label holder.
     """
+
+    role = "client"
 
     def __init__(
         self,
@@ -146,7 +150,6 @@ class Client(Party):
         self.counters = CryptoCounters()
         self.trees: list[Tree] = []
         self._setup: m.Setup | None = None
-        self._master = ""
         self._index = -1
         self._X = np.empty((0, 0))
         self._binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]] | None = None
@@ -194,13 +197,6 @@ class Client(Party):
             raise UnexpectedMessage(f"{self.name} has not been set up")
         return self._setup
 
-    def _require_sender(self, sender: str, *, master: bool) -> None:
-        """Instructions come from the master of the setup; score requests from the other clients."""
-        setup = self._require_setup()
-        ok = sender == self._master if master else (sender in setup.client_names and sender != self.name)
-        if not ok:
-            raise UnexpectedMessage(f"{self.name} does not accept this message from {sender}")
-
     def _require_tree(self, tree: int) -> LayerState:
         if self._state is None or tree != self._tree:
             raise UnexpectedMessage(f"{self.name} is not building tree {tree}")
@@ -223,7 +219,6 @@ class Client(Party):
         if msg.label_protection not in ("shared", "encrypted"):
             raise ProtocolError(f"unknown label protection {msg.label_protection!r}")
         self._setup = msg
-        self._master = sender
         self._index = msg.client_names.index(self.name)
         self._criterion = make_criterion(msg.criterion)
         order = canonical_order(self._hashed)
@@ -239,7 +234,6 @@ class Client(Party):
     def on_distribute_labels(self, sender: str, msg: m.DistributeLabels) -> m.Ack:
         """Setup (label holder): labels to every other client (``shared``), or one fresh
         ciphertext of each sample's packed unit statistics (``encrypted``)."""
-        self._require_sender(sender, master=True)
         setup = self._require_setup()
         spec, labels = self._labels_spec, self._labels
         if spec is None or labels is None:
@@ -307,7 +301,6 @@ class Client(Party):
     @handles(m.TreeStart)
     def on_tree_start(self, sender: str, msg: m.TreeStart) -> m.Ack:
         """Tree start (Algorithm 1 line 2): the bootstrap weights and the own selected features."""
-        self._require_sender(sender, master=True)
         setup = self._require_setup()
         w = np.asarray(msg.weights)
         if w.shape != (setup.n_samples,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
@@ -347,7 +340,7 @@ class Client(Party):
     @handles(m.Checkpoint)
     def on_checkpoint(self, sender: str, msg: m.Checkpoint) -> m.Ack:
         """Save this client's own state under the progress marker (``specs``, "Checkpoints")."""
-        self._require_sender(sender, master=True)
+        self._require_setup()
         if self._store is None:
             raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
         work = None
@@ -364,7 +357,6 @@ class Client(Party):
     @handles(m.Resume)
     def on_resume(self, sender: str, msg: m.Resume) -> m.Ack:
         """Restore the checkpoint with the master's progress marker (current or previous file)."""
-        self._require_sender(sender, master=True)
         self._require_setup()
         if self._store is None:
             raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
@@ -402,7 +394,6 @@ class Client(Party):
     def on_node_stats(self, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
         """Layer step 1 (label holder): value and purity of each frontier node
         (Reveals: the master learns the complete model's node values and the pure nodes)."""
-        self._require_sender(sender, master=True)
         state = self._require_tree(msg.tree)
         if self._stats is None or not self.is_label_holder or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} holds no labels")
@@ -438,7 +429,6 @@ class Client(Party):
         (Reveals: the master learns the best gain and the best feature's id, not the threshold;
         in ``encrypted`` mode a client other than the label holder learns which of its
         candidates is best at each node, never the gain)."""
-        self._require_sender(sender, master=True)
         setup = self._require_setup()
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth:
@@ -565,7 +555,6 @@ class Client(Party):
         One request per sender, tree and layer: the scoring oracle is single-use.  A resend
         (the sender or the master restarted) is answered from the kept reply if it is byte
         for byte the request already answered, and refused otherwise."""
-        self._require_sender(sender, master=False)
         if self._sk is None or self._layout is None or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} cannot score encrypted statistics")
         setup = self._require_setup()
@@ -612,7 +601,6 @@ class Client(Party):
     def on_gains_request(self, sender: str, msg: m.GainsRequest) -> m.GainsReply:
         """Layer step 2c (label holder, ``encrypted``): the best gain of each client's scored
         nodes goes to the master, not to the client (Reveals: the master learns the gains)."""
-        self._require_sender(sender, master=True)
         self._require_tree(msg.tree)
         gains = {s: a for (t, layer, s), a in self._answered.items() if (t, layer) == (msg.tree, msg.layer)}
         names = tuple(sorted(gains))
@@ -626,7 +614,6 @@ class Client(Party):
     def on_apply_split(self, sender: str, msg: m.ApplySplit) -> m.Partition:
         """Layer step 3 (Algorithm 1 line 19): split the nodes this client won
         (Reveals: the master learns the partition of each)."""
-        self._require_sender(sender, master=True)
         state = self._require_tree(msg.tree)
         positions = np.asarray(msg.positions, dtype=np.int64)
         check_positions(positions, state.frontier.size)
@@ -658,7 +645,6 @@ class Client(Party):
     def on_layer_partition(self, sender: str, msg: m.LayerPartition) -> m.Ack:
         """Layer step 4: apply the broadcast partitions; store feature and threshold only at
         the nodes this client won (paper Section 4.1, "Model Storage")."""
-        self._require_sender(sender, master=True)
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth or self._skeleton is None:
             raise UnexpectedMessage("partition for another layer")

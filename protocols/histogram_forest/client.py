@@ -92,7 +92,10 @@ def perturb_inputs(
 class Client(Party):
     """One data holder.  ``X`` float (NaN = missing; categorical columns hold integer codes),
     ``y`` class indices ``0..n_classes-1``; ``seed`` seeds its bootstrap draws without DP (ML
-    randomness); ``rng`` supplies noise, key material and, under DP, the row sampling (cryptographic)."""
+    randomness); ``rng`` supplies noise, key material and, under DP, the row sampling (cryptographic).
+    Every request is admitted from the server role only (the message declarations)."""
+
+    role = "client"
 
     def __init__(
         self,

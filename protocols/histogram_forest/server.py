@@ -91,6 +91,8 @@ class Server(Party):
     """Grows the forest from the clients' histograms.  ``random_state`` seeds the per-node feature
     draws (ML randomness); ``rng`` only draws the public session id."""
 
+    role = "server"
+
     def __init__(
         self,
         name: str,

@@ -39,7 +39,7 @@ def _check_ids(ids: np.ndarray) -> None:
         raise ValueError("instance IDs are a one-dimensional int64 array")
 
 
-@message("hybridtree.setup")
+@message("hybridtree.setup", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class Setup(Message):
     """Host → guests: session id, the host's Paillier public key (empty if not secure), roster."""
@@ -50,7 +50,7 @@ class Setup(Message):
     mode: str
 
 
-@message("hybridtree.setup_reply")
+@message("hybridtree.setup_reply", reply_to=Setup)
 @dataclass(frozen=True)
 class SetupReply(Message):
     """Guest → host: its X25519 public key (empty outside secure mode) and the guest schema:
@@ -65,7 +65,7 @@ class SetupReply(Message):
             raise ValueError("one bin count and one categorical flag per guest feature")
 
 
-@message("hybridtree.directory")
+@message("hybridtree.directory", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class Directory(Message):
     """Host → guests: every guest's X25519 public key, in roster order."""
@@ -78,7 +78,7 @@ class Directory(Message):
             raise ValueError("one public key per guest")
 
 
-@message("hybridtree.ack")
+@message("hybridtree.ack", reply_to=("hybridtree.directory", "hybridtree.gradients"))
 @dataclass(frozen=True)
 class Ack(Message):
     """An empty acknowledgement."""
@@ -100,7 +100,7 @@ class GradientBlock(Message):
             raise ValueError("one value per instance")
 
 
-@message("hybridtree.gradients")
+@message("hybridtree.gradients", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class Gradients(Message):
     """Host → guest (H3): one tree's gradient blocks."""
@@ -118,7 +118,7 @@ class BuildNode(Message):
     acc_set: int
 
 
-@message("hybridtree.histogram_request")
+@message("hybridtree.histogram_request", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class HistogramRequest(Message):
     """Host → guests (G1): build and mask the histograms of these nodes."""
@@ -131,7 +131,7 @@ class HistogramRequest(Message):
     build: tuple[BuildNode, ...]
 
 
-@message("hybridtree.masked_histogram")
+@message("hybridtree.masked_histogram", reply_to=HistogramRequest)
 @dataclass(frozen=True)
 class MaskedHistogram(Message):
     """Guest → host (G1 reply): ``n_sets × A`` masked, re-randomised accumulators."""
@@ -156,7 +156,7 @@ class SplitChoice(Message):
     right: int
 
 
-@message("hybridtree.split")
+@message("hybridtree.split", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class SplitDecision(Message):
     """Host → guests (G3): the decisions for every node of the layer the guest holds."""
@@ -179,7 +179,7 @@ class NodeRouting(Message):
             raise ValueError("routing is a one-dimensional boolean array")
 
 
-@message("hybridtree.routing")
+@message("hybridtree.routing", reply_to="hybridtree.split")
 @dataclass(frozen=True)
 class Routing(Message):
     """Guest → host (G3 reply)."""
@@ -189,7 +189,7 @@ class Routing(Message):
     nodes: tuple[NodeRouting, ...]
 
 
-@message("hybridtree.plain_gradients")
+@message("hybridtree.plain_gradients", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class PlainGradients(Message):
     """Host → guest, paper mode only: per host leaf the IDs and plaintext ``g``, ``h``."""
@@ -201,7 +201,7 @@ class PlainGradients(Message):
     h: tuple[np.ndarray, ...]
 
 
-@message("hybridtree.values")
+@message("hybridtree.values", reply_to=PlainGradients)
 @dataclass(frozen=True)
 class Values(Message):
     """Guest → host, paper mode: the new value of each instance, in the order received."""
@@ -210,7 +210,7 @@ class Values(Message):
     values: tuple[np.ndarray, ...]
 
 
-@message("hybridtree.predict_request")
+@message("hybridtree.predict_request", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class PredictRequest(Message):
     """Host → guest (inference step 2): test IDs and, per tree (column), their host leaf."""
@@ -227,7 +227,7 @@ class PredictRequest(Message):
             raise ValueError("host_leaves is an int64 array of shape (len(ids), trees)")
 
 
-@message("hybridtree.predict_leaves")
+@message("hybridtree.predict_leaves", reply_to=PredictRequest)
 @dataclass(frozen=True)
 class PredictLeaves(Message):
     """Guest → host (inference step 3): leaf id per instance and tree."""
@@ -236,7 +236,7 @@ class PredictLeaves(Message):
     leaves: np.ndarray
 
 
-@message("hybridtree.predict_values")
+@message("hybridtree.predict_values", reply_to=PredictRequest)
 @dataclass(frozen=True)
 class PredictValues(Message):
     """Guest → host, paper mode: leaf value per instance and tree."""

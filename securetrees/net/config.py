@@ -4,7 +4,7 @@
 
     [run]
     protocol = "revfrf"            # which protocol module serves the roles
-    operator = "operator"          # the only identity allowed to send control requests
+    operator = "operator"          # the only identity allowed to send control requests (role "operator")
     deadline = 600.0               # seconds per call (TransportOptions)
     retries = 3
 
@@ -12,6 +12,7 @@
     ca = "pki/ca.pem"              # the CA bundle: one CA, or several (e.g. one per organisation)
 
     [parties.cs]
+    role = "cs"                    # the protocol role: what may this party send to whom
     address = "127.0.0.1:50101"
     cert = "pki/cs.crt"
     key = "pki/cs.key"             # PKCS#8, encrypted under the party's passphrase
@@ -24,6 +25,9 @@
     [protocol]                     # the protocol's public parameters, same for every party
     n_estimators = 10
 
+Every party but the operator names its ``role``; the operator's role is ``operator``
+and no other party may claim it.  Each process admits a message only from a party whose
+role the message's type declares as a sender (``specs/runtime.md``).
 Relative paths are read from the configuration file's folder.  No secret is
 ever read from the configuration: passphrases come from a file, the
 ``SECURETREES_PASSPHRASE`` environment variable or a prompt (:func:`read_passphrase`).
@@ -40,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from securetrees.errors import ParameterError
+from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.tls import check_fingerprint, check_name
 from securetrees.net.transport import Peer, TransportOptions
+from securetrees.runtime.messages import check_role
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,6 +62,7 @@ PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, n
 @dataclass(frozen=True)
 class PartyConfig:
     name: str
+    role: str
     address: str
     cert: Path
     key: Path
@@ -76,7 +83,7 @@ class RunConfig:
     params: dict[str, Any] = field(default_factory=dict)
 
     def roster(self) -> dict[str, Peer]:
-        return {n: Peer(p.address, p.fingerprint, p.issuer) for n, p in self.parties.items()}
+        return {n: Peer(p.address, p.fingerprint, p.issuer, p.role) for n, p in self.parties.items()}
 
     def party(self, name: str) -> PartyConfig:
         p = self.parties.get(name)
@@ -140,14 +147,18 @@ def load_config(path: str | Path) -> RunConfig:
         check_name(name)
         if not isinstance(t, dict):
             raise ParameterError(f"{where} must be a table")
-        extra = set(t) - {"address", "cert", "key", "secrets", "data", "fingerprint", "issuer"}
+        extra = set(t) - {"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer"}
         if extra:
             raise ParameterError(f"{where}: unknown keys {sorted(extra)} (secrets never go in the configuration)")
         cert, key = path_of(t, "cert", where), path_of(t, "key", where)
         if cert is None or key is None:  # pragma: no cover - required
             raise ParameterError(f"{where}: cert and key are required")
+        role = t.get("role", OPERATOR_ROLE if name == run.get("operator") else None)
+        check_role(role, f"{where}:")
+        if (role == OPERATOR_ROLE) != (name == run.get("operator")):
+            raise ParameterError(f"{where}: the role {OPERATOR_ROLE!r} belongs to the run's operator, and only to it")
         pin, issuer = (_str(t, k, where, required=False) for k in ("fingerprint", "issuer"))
-        parties[name] = PartyConfig(name, str(_str(t, "address", where)), cert, key,
+        parties[name] = PartyConfig(name, str(role), str(_str(t, "address", where)), cert, key,
                                     path_of(t, "secrets", where, False), path_of(t, "data", where, False),
                                     None if pin is None else check_fingerprint(pin, f"{where} fingerprint"),
                                     None if issuer is None else check_fingerprint(issuer, f"{where} issuer"))

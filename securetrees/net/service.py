@@ -74,8 +74,7 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     p = config.party(role)
     secrets = open_key_file(p.secrets, role, passphrase) if p.secrets is not None else {}
     net = network_for(config, role, passphrase)
-    party = module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
-    party.operator = config.operator
+    module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
     net.start()
     return net
 

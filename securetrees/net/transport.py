@@ -13,6 +13,9 @@ issue, or which does not match a pinned fingerprint, with ``PERMISSION_DENIED``;
 the client trusts only the peer's CA as its root and connects with the peer's
 roster name as the TLS target name, so a server presenting any other party's
 certificate, or one minted for that name by another CA, fails the handshake.
+The roster also gives each name its role: a message whose type that role may
+not send is refused by :meth:`Network.receive` before the handler runs, and
+comes back to the caller as :class:`UnauthorizedSender`.
 
 Failures surface as the library's typed errors: a peer that cannot be reached
 raises :class:`PartyUnavailable`, one that does not answer within the deadline
@@ -48,7 +51,7 @@ from securetrees.errors import (
 )
 from securetrees.net.tls import TlsIdentity, bind_issuers, check_name, fingerprint, issued_by
 from securetrees.runtime import codec
-from securetrees.runtime.messages import Message
+from securetrees.runtime.messages import Message, check_role
 from securetrees.runtime.network import Network
 from securetrees.runtime.transcript import Transcript
 
@@ -69,13 +72,19 @@ _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEAD
 
 @dataclass(frozen=True)
 class Peer:
-    """A roster entry: where the party listens, optionally its pinned certificate, and the
-    CA allowed to issue its name (SHA-256 fingerprint of a CA of the bundle; required when
-    the bundle holds several CAs, see :func:`~securetrees.net.tls.bind_issuers`)."""
+    """A roster entry: where the party listens, optionally its pinned certificate, the CA
+    allowed to issue its name (SHA-256 fingerprint of a CA of the bundle; required when the
+    bundle holds several CAs, see :func:`~securetrees.net.tls.bind_issuers`), and its role
+    (what the run's message declarations name; a party without one may send nothing)."""
 
     address: str
     fingerprint: str | None = None
     issuer: str | None = None
+    role: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role is not None:
+            check_role(self.role)
 
 
 @dataclass(frozen=True)
@@ -177,7 +186,14 @@ class GrpcNetwork(Network):
                 f"this process's certificate is for {self.name!r}; it cannot host {party.name!r}")
         if self._party is not None:
             raise ProtocolError(f"{self.name!r} is already registered")
+        if self.roster[self.name].role != party.role:
+            raise errors_module.ParameterError(
+                f"the roster gives {self.name!r} the role {self.roster[self.name].role!r}, not {party.role!r}")
         self._party = party
+
+    def role_of(self, name: str) -> str | None:
+        entry = self.roster.get(name)
+        return None if entry is None else entry.role
 
     def start(self) -> int:
         """Listen on this party's roster address with mutual TLS; returns the bound port."""
@@ -305,11 +321,7 @@ class GrpcNetwork(Network):
             return None
         if raw[:1] != _REPLY:
             raise DecodeError(f"malformed response from {receiver!r}")
-        data = raw[1:]
-        reply = codec.decode(data)
-        with self._lock:
-            self.transcript.record(round_, receiver, self.name, reply, data)
-        return reply
+        return self.accept_reply(round_, receiver, self.name, type(msg), raw[1:])
 
     def _new_round(self) -> int:
         with self._lock:
@@ -386,10 +398,7 @@ class GrpcNetwork(Network):
         if party is None:  # pragma: no cover - aborted above
             raise PartyUnavailable("no party")
         try:
-            msg = codec.decode(request)
-            with self._lock:
-                self.transcript.record(round_, sender, self.name, msg, request)
-            reply = party.dispatch(sender, msg)
+            reply = self.receive(round_, sender, party, request)
         except SecureTreesError as exc:
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
                     else grpc.StatusCode.FAILED_PRECONDITION)

@@ -35,19 +35,20 @@ HONEST_CA = {"operator": "A", "cs": "A", "u1": "B", "u2": "C"}
 OPTS = TransportOptions(deadline=5.0, retries=0)
 
 
-@message("test.cabind.ping")
+@message("test.cabind.ping", sender="echo", receiver=("echo", "operator"))
 @dataclass(frozen=True)
 class Ping(Message):
     x: int
 
 
-@message("test.cabind.pong")
+@message("test.cabind.pong", reply_to=Ping)
 @dataclass(frozen=True)
 class Pong(Message):
     y: int
 
 
 class Echo(Controllable, Party):
+    role = "echo"
     calls = 0
 
     @handles(Ping)
@@ -88,8 +89,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(bundle, ca_fp, honest, rogue, dirs)
 
 
+class OperatorEcho(Echo):
+    """An Echo under the operator's name (the role its roster entry gives it)."""
+
+    role = "operator"
+
+
 def _peer(pki: Pki, name: str, address: str = "127.0.0.1:0", org: str | None = None) -> Peer:
-    return Peer(address, issuer=pki.ca_fp[org or HONEST_CA[name]])
+    return Peer(address, issuer=pki.ca_fp[org or HONEST_CA[name]], role="operator" if name == "operator" else "echo")
 
 
 @pytest.fixture
@@ -104,7 +111,7 @@ def _serve(identity: TlsIdentity, roster: dict[str, Peer], nets: list[GrpcNetwor
     """An Echo party serving under ``identity``; returns it, its network and its address."""
     net = GrpcNetwork(identity, {**roster, identity.name: roster[identity.name]}, options=OPTS)
     nets.append(net)
-    party = Echo(identity.name, net)
+    party = (OperatorEcho if roster[identity.name].role == "operator" else Echo)(identity.name, net)
     return party, net, f"127.0.0.1:{net.start()}"
 
 
@@ -266,7 +273,8 @@ def _write_run(pki: Pki, tmp: Path, issuers: dict[str, str | None]) -> Path:
         (pdir / f"{name}.key").write_bytes(key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
             serialization.BestAvailableEncryption(_pw(name))))
-        parties[name] = {"address": "127.0.0.1:0", "cert": f"pki/{name}.crt", "key": f"pki/{name}.key",
+        parties[name] = {"role": "operator" if name == "operator" else "echo",
+                         "address": "127.0.0.1:0", "cert": f"pki/{name}.crt", "key": f"pki/{name}.key",
                          "issuer": issuers.get(name, pki.ca_fp[org])}
     doc = {"run": {"protocol": "revfrf", "operator": "operator"}, "tls": {"ca": "pki/ca.pem"}, "parties": parties}
     path = tmp / "run.toml"
@@ -291,7 +299,7 @@ def test_config_binds_each_name_to_its_issuer(pki: Pki, tmp_path: Path) -> None:
 
 def test_trial_config_names_its_one_ca(tmp_path: Path) -> None:
     plan = TrialPlan("revfrf", {"n_estimators": 1})
-    plan.add("cs")
+    plan.add("cs", role="cs")
     cfg = load_config(write_trial(tmp_path, plan))
     ca_fp = fingerprint((tmp_path / "pki" / "ca.pem").read_bytes())
     assert {p.issuer for p in cfg.parties.values()} == {ca_fp}
