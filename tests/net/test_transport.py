@@ -305,11 +305,11 @@ def test_wait_for_returns_only_once_the_peer_serves_its_party(pki: dict[str, Tls
     """Readiness is an answer from the peer's server hosting its party, not a connected channel."""
     from securetrees.net.trial import free_ports
 
-    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}")}
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}", role="echo")}
     nb = GrpcNetwork(pki["bob"], roster)
     nb.start()  # listening with TLS, but hosting no party yet
     na = GrpcNetwork(pki["alice"], roster)
-    alice = Party("alice", na)
+    alice = Caller("alice", na)
     with pytest.raises(PeerTimeout):
         na.wait_for(["bob"], 1.5)
     Echo("bob", nb)
