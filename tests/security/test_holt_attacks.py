@@ -11,7 +11,7 @@ which is given, per comparison, only ``⌊log2|Δ|⌋`` (and whether Δ = 0).
 
 The check (:func:`assert_no_better_than_simulator`), at false-alarm rate 1e-6: with ``S`` the
 attack's correct guesses over ``n`` comparisons, ``S_sim`` the Bayes-optimal simulator's,
-and ``δ = log2(3)/E + 2^(3-κ)`` the bound's excess per comparison, the attack passes unless
+and ``δ = log2(3)/E + 2^(4-κ)`` the bound's excess per comparison, the attack passes unless
 ``S > S_sim + n·δ + sqrt(n·ln(1e6)/2)`` (Hoeffding: each comparison has fresh, independent
 blinding).  It also requires that the attack never names Δ exactly where the simulator could
 not (a class with more than one candidate Δ).  The blinding draws come from fixed
@@ -45,7 +45,7 @@ from securetrees.testing.dtpkc import dtpkc_test_keys
 HOLT = HoLTParams()
 FP = FixedPoint(32)
 FALSE_ALARM = 1e-6
-DELTA = math.log2(3) / HOLT.spread + 2.0 ** (3 - HOLT.kappa)
+DELTA = math.log2(3) / HOLT.spread + 2.0 ** (4 - HOLT.kappa)
 TRIVIAL_DIVISOR = 1 << 20  # every integer is a multiple of small M; a hit there means nothing
 
 # ----------------------------------------------------------------------------- the comparisons
