@@ -1,4 +1,4 @@
-"""HoAdd and HoLT: the two-server protocols of DT-PKC (CRYPTO_NOTES §1; ``specs/dtpkc.md``).
+"""HoAdd and HoLT: the two-server protocols of DT-PKC (``specs/dtpkc.md``).
 
 The CS (:class:`CentralServer`) holds λ1 and its own weak key; the CC
 (:class:`ComputationServer`) holds λ2 and its own weak key.  Each protocol is
