@@ -39,7 +39,7 @@ from securetrees.errors import InsecureParameterWarning
 from securetrees.runtime import InProcessNetwork
 
 HOLT = HoLTParams()  # ℓ = 128, σ = 256, E = 96, κ = 60
-BLIND = "E^(2ρ) (ρ drawn as HoLT does, powmod_sec)"
+BLIND = "D^(2ρ) (ρ drawn as HoLT does, powmod_sec)"
 
 
 def _setup(bits: int) -> tuple[KGC, dict[str, Any]]:
@@ -205,7 +205,7 @@ def run(report: Report, quick: bool) -> None:
         "HoAdd and HoLT: median, floor and traffic",
         ["protocol", "bits", "median", "floor", "ratio", "CPU median", "CPU ratio", "bytes", "rounds"],
         note="floor = the protocol's unavoidable operations priced at this run's medians "
-        "(HoAdd: 2 PSDec shares + 1 HoEnc + 5 mult; HoLT: 2 PSDec shares + E^(2ρ) + 1 HoEnc + "
+        "(HoAdd: 2 PSDec shares + 1 HoEnc + 5 mult; HoLT: 2 PSDec shares + D^(2ρ) + 1 HoEnc + "
         "1 re-randomisation + 4 mult + 2 inv). CPU median = process CPU time per call (CS and CC "
         "share this process), which equals the wall time on an idle machine; CPU ratio = the same "
         "ratio on CPU times. Batched: "

@@ -325,8 +325,8 @@ def holt_blind(
 ) -> tuple[HoLTPending, PartialDecryption]:
     """HoLT step 1 (CS, λ1), for ``l = [m1 < m2]``.
 
-    Draws (α, ρ, ν) with :func:`draw_holt_blinding`.  With ``E = T1(m1)·T1(m2)⁻¹`` (α = 1)
-    or ``T1(m2)·T1(m1)⁻¹`` (α = 0), sends ``β = E^(2ρ) · (1 + cN) · g^ρ'`` with
+    Draws (α, ρ, ν) with :func:`draw_holt_blinding`.  With ``D = T1(m1)·T1(m2)⁻¹`` (α = 1)
+    or ``T1(m2)·T1(m1)⁻¹`` (α = 0), sends ``β = D^(2ρ) · (1 + cN) · g^ρ'`` with
     ``c = ρ + ν`` (α = 1) or ``ν - ρ`` (α = 0), and ``β^λ1``.  Strong decryption gives
     ``β' = ±ρ·(2(m1 - m2) + 1) + ν``: the doubled odd difference of erratum E1, scaled by ρ
     and shifted by ν.
@@ -342,9 +342,9 @@ def holt_blind(
     n, n2 = p.n, p.n2
     bl = draw_holt_blinding(params, rng)
     num, den = (c1.t1, c2.t1) if bl.alpha == 1 else (c2.t1, c1.t1)
-    e = num * invert(den, n2) % n2
+    d = num * invert(den, n2) % n2
     shift = (bl.rho + bl.nu if bl.alpha == 1 else bl.nu - bl.rho) % n
-    beta = powmod_sec(e, 2 * bl.rho, n2) * (1 + shift * n) % n2  # ρ is secret: it hides M
+    beta = powmod_sec(d, 2 * bl.rho, n2) * (1 + shift * n) % n2  # ρ is secret: it hides M
     beta = _mask_t1(p, beta, rng)
     return HoLTPending(bl.alpha, out_key), PartialDecryption(int(beta), int(share1.t1_pow(beta)))
 
