@@ -232,7 +232,8 @@ def run(report: Report, quick: bool) -> None:
         holt, hoadd = r["timings"]["HoLT"].median, r["timings"]["HoAdd"].median
         if bits == 2048:
             report.check("HoLT 2048 bits, ms per comparison", holt * 1e3, "<=", 90)
-            report.check("HoLT 2048 bits, ratio to floor (additive blinding)", holt / r["floors"]["HoLT"],
+            # the additive blinding's budget, on CPU time (wall time on a shared machine is load)
+            report.check("HoLT 2048 bits, CPU ratio to floor", r["cpu"]["HoLT"] / r["cpu_floors"]["HoLT"],
                          "<=", 1.15)
             report.check("2048-bit key generation, s (median)", r["timings"]["keygen"].median, "<=", 20)
         if bits == 1024:
