@@ -81,8 +81,8 @@ class HoLTParams:
     * ``spread`` (E): ρ is log-uniform over E octaves, ``[2^(σ-1), 2^(σ-1+E))``, which blurs
       the magnitude ``log2 M`` the CC sees by E bits;
     * ``kappa`` (κ): the additive term ν is uniform in ``[-W, W]`` with ``W = 2^(ℓ+2+κ)``, and
-      the view of M is within statistical distance about ``2^(3-κ)`` of a smooth scale
-      family (no divisibility, no exact value).
+      the law of ``|β'|`` is within statistical distance ``2^(4-κ)`` of a smooth scale family
+      of M (no divisibility, no exact value).
 
     Defaults ℓ = 128, σ = 256, E = 96, κ = 60.  Construction refuses ``κ < 40`` and
     ``σ < ℓ + 2κ + 3`` (which keeps ``W ≤ 2^-κ·2^(σ-1)``, so ν never flips a sign and
