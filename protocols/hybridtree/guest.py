@@ -241,13 +241,13 @@ class Guest(Party):
         for item in msg.build:
             if not 0 <= item.acc_set < msg.n_sets:
                 raise ProtocolError("accumulator set out of range")
-            pos = self._nodes.get(item.node)
-            if pos is None or pos.size == 0:
-                continue
             feats = np.asarray(item.features, dtype=np.int64)
             if feats.size and (feats.min() < 0 or feats.max() >= self._mapper.n_features
                                or np.any(np.diff(feats) <= 0)):
                 raise ProtocolError("features to build must be distinct, sorted guest features")
+            pos = self._nodes.get(item.node)
+            if pos is None or pos.size == 0:
+                continue
             bins = self._binned[pos][:, feats]
             base = item.acc_set * self._n_acc + self._feat_offset[feats]
             idx = np.where(bins == missing, -1, bins + base[None, :])
