@@ -22,7 +22,7 @@ ENCRYPTIONS: Final[tuple[str, ...]] = get_args(Encryption)
 FewGuests = Literal["leaf", "raise"]
 #: Default minimum node size of the guest layers; chosen by the measurement of
 #: ``python -m protocols.hybridtree.attack`` (specs/hybridtree.md, "Subset-sum inference").
-MIN_NODE_SIZE: Final[int] = 0
+MIN_NODE_SIZE: Final[int] = 1000
 
 
 def check_mode(mode: str, allow_insecure: bool) -> Mode:
