@@ -254,6 +254,8 @@ class LeakageReport:
     exposed: int
     recovered: int
     seconds: float
+    #: Per guest feature: (recovered cells, cells).
+    per_feature: tuple[tuple[int, int], ...] = ()
 
     @property
     def rate(self) -> float:
@@ -297,8 +299,10 @@ def attack(model: Any, passes: int = 2) -> LeakageReport:
     if not cand[np.arange(n)[:, None], np.arange(n_feat)[None, :], truth].all():
         raise ProtocolError("the solver excluded a true bin: unsound inference")
     recovered = solver.certain() & held
+    per_feature = tuple((int(r), int(c)) for r, c in zip(recovered.sum(axis=0), held.sum(axis=0),
+                                                         strict=True))
     return LeakageReport(int(held.sum()), int((exposed & held).sum()), int(recovered.sum()),
-                         time.process_time() - start)
+                         time.process_time() - start, per_feature)
 
 
 # -- the measurement of the spec ----------------------------------------------------------
@@ -385,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{task.name:>10} min_node_size={size:<5} {metric} {q:.4f}  recovered "
                   f"{rep.recovered}/{rep.cells} cells = {100 * rep.rate:.2f}% "
                   f"({100 * rep.exposed_rate:.2f}% of the {rep.exposed} cells in an aggregate); "
-                  f"solver {rep.seconds:.0f} s", flush=True)
+                  f"per guest feature {list(rep.per_feature)}; solver {rep.seconds:.0f} s", flush=True)
     return 0
 
 
