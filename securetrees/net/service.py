@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
@@ -26,7 +27,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout
+from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, SecureTreesError
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.keyfile import open_key_file
@@ -56,7 +57,7 @@ def load_data(path: Path | None) -> dict[str, npt.NDArray[Any]]:
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise ParameterError(f"cannot read the data file {path}: {exc}") from exc
 
 
@@ -74,7 +75,13 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     p = config.party(role)
     secrets = open_key_file(p.secrets, role, passphrase) if p.secrets is not None else {}
     net = network_for(config, role, passphrase)
-    party = module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+    try:
+        party = module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+    except SecureTreesError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
+        # a missing or malformed [protocol] parameter, key-file item or data array
+        raise ParameterError(f"cannot build {role!r} from the run configuration: {exc!r}") from exc
     party.operator = config.operator
     net.start()
     return net
