@@ -320,3 +320,50 @@ def test_typed_helper_fails_on_an_untyped_error() -> None:
 
     with pytest.raises(pytest.fail.Exception, match="untyped OverflowError"):
         typed(leaky, b"")
+
+
+# --------------------------------------------------------------------------- checkpoints, data files
+
+
+def _checkpoint() -> tuple[Any, bytes]:
+    from protocols.federated_forest.checkpoint import CheckpointStore
+
+    store = CheckpointStore(KEY_FILE_DIR, "client", b"\x01" * 32, rng=DeterministicRandom(b"fuzz"))
+    from securetrees.runtime.messages import message_class
+
+    ack = message_class("federated_forest.checkpoint")
+    assert ack is not None
+    return store, store.seal(ack(tree=1, layer=2))  # type: ignore[call-arg]
+
+
+STORE, CHECKPOINT = _checkpoint()
+
+
+@given(bytes_inputs(CHECKPOINT))
+def test_federated_forest_checkpoint(data: bytes) -> None:
+    from securetrees.runtime.messages import Message
+
+    typed(STORE.open, data, Message)
+
+
+def _npz(compressed: bool) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    save = np.savez_compressed if compressed else np.savez
+    save(buf, X=np.arange(12.0).reshape(3, 4), y=np.array([0, 1, 1]))
+    return buf.getvalue()
+
+
+NPZ = _npz(False)
+NPZ_COMPRESSED = _npz(True)
+
+
+@settings(max_examples=30)
+@given(st.one_of(mutated(NPZ), mutated(NPZ_COMPRESSED)))
+def test_party_data_file(data: bytes) -> None:
+    from securetrees.net.service import load_data
+
+    path = KEY_FILE_DIR / "data.npz"
+    path.write_bytes(data)
+    typed(load_data, path)
