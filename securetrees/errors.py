@@ -25,6 +25,7 @@ __all__ = [
     "RevokedError",
     "SecureTreesError",
     "TypeMismatchError",
+    "UnauthorizedSender",
     "UnexpectedMessage",
 ]
 
@@ -65,6 +66,11 @@ class ProtocolError(SecureTreesError):
 
 class UnexpectedMessage(ProtocolError):
     """A message arrived that the receiving party does not accept at this step."""
+
+
+class UnauthorizedSender(UnexpectedMessage):
+    """A message came from a party whose role may not send it (or send it to this role), or a
+    reply answered a request it is not declared for; refused before any handler ran."""
 
 
 class PartyUnavailable(ProtocolError):

@@ -40,7 +40,7 @@ def _data(quick: bool) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     data = load_adult()
     X = np.vstack([data.X_train, data.X_test])
     y = np.concatenate([data.y_train, data.y_test])
-    schema = adult_schema(X, list(data.categorical))
+    schema = adult_schema(X, list(data.categorical), [len(data.categories.get(n, ())) for n in data.feature_names])
     if quick:
         keep = np.random.default_rng(0).choice(y.size, 4000, replace=False)
         X, y = X[keep], y[keep]
@@ -141,8 +141,8 @@ def run(report: Report, quick: bool) -> None:
         f"F1 / AUC against the total ε per client (Figures 6-7; 2 clients, client C1, mean of {sweep_reps}; "
         f"{sweep_trees} trees, depth {sweep_depth}, b = 32 fixed bins)",
         ["ε", "F1 in-process", "AUC in-process", "F1 input pert.", "AUC input pert."],
-        note="in-process: geometric noise on every count, ε split over trees x layers, subsampling without "
-             "replacement (Δ = features per node); input: Laplace / randomised response on each row once",
+        note="in-process: geometric noise on every count, ε split over trees x layers, Poisson subsampling "
+             "(Δ = features per node); input: Laplace / randomised response on each row once",
     )
     eps_data = []
     for eps in eps_values:
@@ -152,7 +152,8 @@ def run(report: Report, quick: bool) -> None:
             for rep in range(sweep_reps):
                 splits = stratified_clients(X, y, 2, seed=rep)
                 model = _factory(schema, sweep_trees, sweep_depth, rep, epsilon=eps, noise=noise, sampling="subsample",
-                                 histogram="fixed", feature_ranges=schema["feature_ranges"])().fit(
+                                 histogram="fixed", feature_ranges=schema["feature_ranges"],
+                                 categories=schema["categories"], classes=schema["classes"])().fit(
                     [(s.X_train, s.y_train) for s in splits])
                 scores.append(_c1_scores(model, splits[0].X_test, splits[0].y_test))
             row += [round(float(np.mean([s[0] for s in scores])), 4), round(float(np.mean([s[1] for s in scores])), 4)]
@@ -175,7 +176,8 @@ def run(report: Report, quick: bool) -> None:
         timings = {}
         for mode, extra_mode in (("plain", {}), ("secure aggregation", {"secure_aggregation": True}),
                                  ("secure + DP ε=1", {"secure_aggregation": True, "epsilon": 1.0,
-                                                      "sampling": "subsample"})):
+                                                      "sampling": "subsample", "categories": schema["categories"],
+                                                      "classes": schema["classes"]})):
             make = _factory(schema, sweep_trees, sweep_depth, 0, histogram="fixed",
                             feature_ranges=schema["feature_ranges"], **extra_mode)
             fitted: list[HistogramForestClassifier] = []

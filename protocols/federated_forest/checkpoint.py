@@ -11,6 +11,12 @@ State is the progress marker ``(tree, layer)`` (``layer == 0``: tree ``tree`` no
 started; ``layer >= 1``: tree ``tree`` grown to that depth), the finished trees, and the
 tree in progress.  Inputs (data, labels, encrypted labels, keys) are not stored: a
 restarted run repeats the setup, which is deterministic in the data and the id key.
+
+A client also keeps a journal, ``<party>.journal.ckpt`` (same format, associated data
+``b"securetrees/federated_forest/checkpoint/v1/journal/" + party name``): the score requests
+it sent the label holder in the tree in progress, written before each leaves, so that after a
+restart the same request can be sent again byte for byte (the label holder answers a
+repeated request only if it is identical: its scoring oracle stays single-use).
 """
 
 from __future__ import annotations
@@ -24,17 +30,19 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from protocols.federated_forest.messages import ScoreRequest
 from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
 from securetrees.errors import DecodeError, ParameterError, ProtocolError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, decode, encode, message
 from securetrees.trees import Tree
 
-__all__ = ["CheckpointStore", "ClientState", "MasterState", "TreeState", "WorkState"]
+__all__ = ["CheckpointStore", "ClientState", "MasterState", "ScoreJournal", "SentScore", "TreeState", "WorkState"]
 
 MAGIC = b"FFCK"
 VERSION = 1
 _AD = b"securetrees/federated_forest/checkpoint/v1/"
+_JOURNAL_AD = _AD + b"journal/"
 S = TypeVar("S", bound=Message)
 
 
@@ -121,6 +129,27 @@ class ClientState(Message):
     work: WorkState | None
 
 
+@message("federated_forest.state.sent_score")
+@dataclass(frozen=True)
+class SentScore(Message):
+    """A score request as it left: for tree and layer, the SHA-256 of the master's
+    ``find_splits`` it answers and of the label holder's public key it is encrypted under."""
+
+    tree: int
+    layer: int
+    asked: bytes
+    public_key: bytes
+    request: ScoreRequest
+
+
+@message("federated_forest.state.journal")
+@dataclass(frozen=True)
+class ScoreJournal(Message):
+    """A client's score requests of the tree in progress (see the module docstring)."""
+
+    sent: tuple[SentScore, ...]
+
+
 def rng_state(g: np.random.Generator) -> tuple[int, int, int, int]:
     st = g.bit_generator.state
     if st.get("bit_generator") != "PCG64":
@@ -145,6 +174,7 @@ class CheckpointStore:
         self._aead = AESGCM(key)
         self._rng = rng
         self._ad = _AD + party.encode("utf-8")
+        self._journal_ad = _JOURNAL_AD + party.encode("utf-8")
 
     def __repr__(self) -> str:
         return f"CheckpointStore({str(self.directory)!r}, {self.party!r}, key=<hidden>)"
@@ -157,17 +187,22 @@ class CheckpointStore:
     def previous(self) -> Path:
         return self.directory / f"{self.party}.prev.ckpt"
 
-    def seal(self, state: Message) -> bytes:
-        nonce = self._rng.token_bytes(12)
-        return MAGIC + bytes([VERSION]) + nonce + self._aead.encrypt(nonce, encode(state), self._ad)
+    @property
+    def journal(self) -> Path:
+        return self.directory / f"{self.party}.journal.ckpt"
 
-    def open(self, blob: bytes, expect: type[S]) -> S:
+    def seal(self, state: Message, *, journal: bool = False) -> bytes:
+        nonce = self._rng.token_bytes(12)
+        ad = self._journal_ad if journal else self._ad
+        return MAGIC + bytes([VERSION]) + nonce + self._aead.encrypt(nonce, encode(state), ad)
+
+    def open(self, blob: bytes, expect: type[S], *, journal: bool = False) -> S:
         if len(blob) < 5 + 12 + 16 or blob[:4] != MAGIC:
             raise DecodeError("not a Federated Forest checkpoint")
         if blob[4] != VERSION:
             raise DecodeError(f"unsupported checkpoint version {blob[4]}")
         try:
-            data = self._aead.decrypt(blob[5:17], blob[17:], self._ad)
+            data = self._aead.decrypt(blob[5:17], blob[17:], self._journal_ad if journal else self._ad)
         except InvalidTag as exc:
             raise DecodeError("checkpoint does not open under this key and party (or was modified)") from exc
         state = decode(data)
@@ -183,6 +218,19 @@ class CheckpointStore:
         if self.current.exists():
             os.replace(self.current, self.previous)
         os.replace(tmp, self.current)
+
+    def save_journal(self, state: Message) -> None:
+        """Replace the journal atomically (it is written before the message it records leaves)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / f"{self.party}.journal.ckpt.tmp"
+        tmp.write_bytes(self.seal(state, journal=True))
+        os.replace(tmp, self.journal)
+
+    def load_journal(self, expect: type[S]) -> S | None:
+        """The journal, or None when this party has not written one."""
+        if not self.journal.exists():
+            return None
+        return self.open(self.journal.read_bytes(), expect, journal=True)
 
     def load(self, expect: type[S], marker: tuple[int, int] | None = None) -> S:
         """The latest checkpoint, or the one (current or previous) with progress ``marker``."""

@@ -12,6 +12,7 @@ See ``specs/federated_forest.md``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,14 @@ import numpy as np
 import numpy.typing as npt
 
 from protocols.federated_forest import messages as m
-from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, TreeState, WorkState
+from protocols.federated_forest.checkpoint import (
+    CheckpointStore,
+    ClientState,
+    ScoreJournal,
+    SentScore,
+    TreeState,
+    WorkState,
+)
 from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
 from protocols.federated_forest.ids import canonical_order, hash_ids
 from protocols.federated_forest.skeleton import LayerState, OwnSplit, TreeSkeleton, check_positions
@@ -27,7 +35,7 @@ from protocols.federated_forest.slots import SlotLayout, classification_units, r
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Network, Party, handles
+from securetrees.runtime import Message, Network, Party, encode, handles
 from securetrees.trees import BinMapper, Criterion, Tree, best_splits, build_histograms, make_criterion, node_totals
 from securetrees.trees.grow import goes_left_binned
 from securetrees.trees.train import class_stats, regression_stats
@@ -64,6 +72,21 @@ class LabelSpec:
                 raise ParameterError("class codes must be integers in [0, n_classes), n_classes >= 2")
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A score request the label holder answered: its digest, the reply, the gains kept for the master."""
+
+    digest: bytes
+    reply: m.ScoreReply
+    positions: IntArray
+    gains: FloatArray
+
+
+def _digest(msg: Message) -> bytes:
+    """SHA-256 of a message's wire encoding (the strict codec's encoding is canonical)."""
+    return hashlib.sha256(encode(msg)).digest()
+
+
 @dataclass(slots=True)
 class _Candidate:
     feature: int  # local column
@@ -75,8 +98,12 @@ class Client(Party):
     """One organisation's columns ``X`` (rows in its own order, named by ``ids``).
 
     ``feature_ids`` are the global ids of the columns (the encoded features the
-    master samples from); ``id_key`` is the HMAC key all clients share.
+    master samples from); ``id_key`` is the HMAC key all clients share.  Instructions are
+    admitted from the master role only, score requests and labels from other clients (the
+    message declarations); the labels' sender must moreover be the setup's label holder.
     """
+
+    role = "client"
 
     def __init__(
         self,
@@ -123,7 +150,6 @@ class Client(Party):
         self.counters = CryptoCounters()
         self.trees: list[Tree] = []
         self._setup: m.Setup | None = None
-        self._master = ""
         self._index = -1
         self._X = np.empty((0, 0))
         self._binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]] | None = None
@@ -144,8 +170,10 @@ class Client(Party):
         self._candidates: dict[int, _Candidate] = {}
         self._won: dict[int, _Candidate] = {}
         self._won_left = np.zeros(0, dtype=bool)
-        self._gains_layer: tuple[int, int] | None = None  # label holder: gains kept for the master
-        self._gains: dict[str, tuple[IntArray, FloatArray]] = {}
+        # label holder: every score request answered in the tree in progress, by (tree, layer, sender)
+        self._answered: dict[tuple[int, int, str], _Answer] = {}
+        # other clients (``encrypted``): the score requests sent in the tree in progress, by (tree, layer)
+        self._sent: dict[tuple[int, int], SentScore] = {}
         # prediction
         self._test_hashed: tuple[bytes, ...] = ()
         self._X_test = np.empty((0, 0))
@@ -169,13 +197,6 @@ class Client(Party):
             raise UnexpectedMessage(f"{self.name} has not been set up")
         return self._setup
 
-    def _require_sender(self, sender: str, *, master: bool) -> None:
-        """Instructions come from the master of the setup; score requests from the other clients."""
-        setup = self._require_setup()
-        ok = sender == self._master if master else (sender in setup.client_names and sender != self.name)
-        if not ok:
-            raise UnexpectedMessage(f"{self.name} does not accept this message from {sender}")
-
     def _require_tree(self, tree: int) -> LayerState:
         if self._state is None or tree != self._tree:
             raise UnexpectedMessage(f"{self.name} is not building tree {tree}")
@@ -198,7 +219,6 @@ class Client(Party):
         if msg.label_protection not in ("shared", "encrypted"):
             raise ProtocolError(f"unknown label protection {msg.label_protection!r}")
         self._setup = msg
-        self._master = sender
         self._index = msg.client_names.index(self.name)
         self._criterion = make_criterion(msg.criterion)
         order = canonical_order(self._hashed)
@@ -214,7 +234,6 @@ class Client(Party):
     def on_distribute_labels(self, sender: str, msg: m.DistributeLabels) -> m.Ack:
         """Setup (label holder): labels to every other client (``shared``), or one fresh
         ciphertext of each sample's packed unit statistics (``encrypted``)."""
-        self._require_sender(sender, master=True)
         setup = self._require_setup()
         spec, labels = self._labels_spec, self._labels
         if spec is None or labels is None:
@@ -225,19 +244,19 @@ class Client(Party):
             request = m.SharedLabels(np.asarray(labels, dtype=np.float64 if spec.n_classes is None else np.int64))
         else:
             if spec.keypair is not None:
-                self._pk, self._sk = spec.keypair
-            else:
-                self._pk, self._sk = generate_keypair(spec.key_bits, rng=self._rng,
-                                                      allow_insecure=spec.allow_insecure)
+                self._sk = spec.keypair[1]
+            elif self._sk is None:  # a repeated setup (resume) keeps the key: sent requests stay valid
+                self._sk = generate_keypair(spec.key_bits, rng=self._rng, allow_insecure=spec.allow_insecure)[1]
+            pk = self._pk = self._sk.public_key if spec.keypair is None else spec.keypair[0]
             if spec.n_classes is None:
                 layout, units = regression_units(np.asarray(labels, dtype=np.float64), spec.frac_bits)
             else:
                 layout, units = classification_units(np.asarray(labels, dtype=np.int64), spec.n_classes)
             self._layout = layout
-            layout.bins_per_plaintext(self._pk.bits)
-            cts = self._pk.encrypt_many(units, mode=self._mode, rng=self._rng)
+            layout.bins_per_plaintext(pk.bits)
+            cts = pk.encrypt_many(units, mode=self._mode, rng=self._rng)
             self.counters.encryptions += len(cts)
-            request = m.EncryptedLabels(self._pk.to_bytes(), layout.n_slots, layout.slot_bits,
+            request = m.EncryptedLabels(pk.to_bytes(), layout.n_slots, layout.slot_bits,
                                         tuple(c.value for c in cts))
         if others:
             self.call_many(dict.fromkeys(others, request), expect=m.Ack)
@@ -282,7 +301,6 @@ class Client(Party):
     @handles(m.TreeStart)
     def on_tree_start(self, sender: str, msg: m.TreeStart) -> m.Ack:
         """Tree start (Algorithm 1 line 2): the bootstrap weights and the own selected features."""
-        self._require_sender(sender, master=True)
         setup = self._require_setup()
         w = np.asarray(msg.weights)
         if w.shape != (setup.n_samples,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
@@ -298,6 +316,7 @@ class Client(Party):
         """Adopt a tree's weights and state; derive the weighted label statistics or ciphertexts."""
         setup = self._require_setup()
         self._tree = tree
+        self._forget_before(tree)
         self._weights = weights
         self._state = state
         self._skeleton = skeleton
@@ -313,10 +332,15 @@ class Client(Party):
         elif setup.label_protection == "encrypted":
             self._weight_ciphertexts()
 
+    def _forget_before(self, tree: int) -> None:
+        """Drop the score requests of finished trees (no resume goes back before ``tree``)."""
+        self._answered = {k: a for k, a in self._answered.items() if k[0] >= tree}
+        self._sent = {k: s for k, s in self._sent.items() if k[0] >= tree}
+
     @handles(m.Checkpoint)
     def on_checkpoint(self, sender: str, msg: m.Checkpoint) -> m.Ack:
         """Save this client's own state under the progress marker (``specs``, "Checkpoints")."""
-        self._require_sender(sender, master=True)
+        self._require_setup()
         if self._store is None:
             raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
         work = None
@@ -333,11 +357,14 @@ class Client(Party):
     @handles(m.Resume)
     def on_resume(self, sender: str, msg: m.Resume) -> m.Ack:
         """Restore the checkpoint with the master's progress marker (current or previous file)."""
-        self._require_sender(sender, master=True)
         self._require_setup()
         if self._store is None:
             raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
         saved = self._store.load(ClientState, (msg.tree, msg.layer))
+        journal = self._store.load_journal(ScoreJournal)
+        for s in journal.sent if journal is not None else ():  # a restarted client resends these
+            self._sent.setdefault((s.tree, s.layer), s)
+        self._forget_before(msg.tree)
         trees = [t.tree() for t in saved.trees]
         if len(trees) != msg.tree or any(t.n_features != self._X.shape[1] for t in trees):
             raise ProtocolError("the checkpoint does not belong to this client's run")
@@ -367,7 +394,6 @@ class Client(Party):
     def on_node_stats(self, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
         """Layer step 1 (label holder): value and purity of each frontier node
         (Reveals: the master learns the complete model's node values and the pure nodes)."""
-        self._require_sender(sender, master=True)
         state = self._require_tree(msg.tree)
         if self._stats is None or not self.is_label_holder or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} holds no labels")
@@ -403,7 +429,6 @@ class Client(Party):
         (Reveals: the master learns the best gain and the best feature's id, not the threshold;
         in ``encrypted`` mode a client other than the label holder learns which of its
         candidates is best at each node, never the gain)."""
-        self._require_sender(sender, master=True)
         setup = self._require_setup()
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth:
@@ -461,10 +486,44 @@ class Client(Party):
         if self._pk is None or self._layout is None or self._binned is None or self._mapper is None:
             raise UnexpectedMessage("encrypted labels have not arrived")
         setup = self._require_setup()
+        pk = self._pk
+        groups = state.samples_of(positions)
+        entry_node: list[int] = []
+        entry_feat: list[int] = []
+        for k, p in enumerate(positions.tolist()):
+            for f in dict.fromkeys(table[k].tolist()):  # distinct, in increasing global id
+                entry_node.append(p)
+                entry_feat.append(f)
+        asked, key_id = _digest(msg), hashlib.sha256(pk.to_bytes()).digest()
+        sent = self._sent.get((msg.tree, msg.layer))
+        if sent is None or sent.asked != asked or sent.public_key != key_id:
+            request = self._pack_request(state, positions, groups, table, msg)
+            sent = SentScore(msg.tree, msg.layer, asked, key_id, request)
+            self._sent[(msg.tree, msg.layer)] = sent
+            if self._store is not None:  # on disk before it leaves: a restart resends these bytes
+                self._store.save_journal(ScoreJournal(tuple(self._sent.values())))
+        reply = self.call(setup.label_holder, sent.request, expect=m.ScoreReply)
+        if not np.array_equal(reply.positions, positions):
+            raise ProtocolError("the label holder scored other nodes")
+        entries = np.asarray(reply.entries, dtype=np.int64)
+        found = np.asarray(reply.found, dtype=bool)
+        if entries.shape != positions.shape or (found.any() and (
+                entries[found].min() < 0 or entries[found].max() >= len(entry_feat))):
+            raise ProtocolError("the label holder named an unknown candidate")
+        feat = np.asarray(entry_feat, dtype=np.int64)[np.where(found, entries, 0)]
+        if np.any(found & (np.asarray(entry_node)[np.where(found, entries, 0)] != positions)):
+            raise ProtocolError("the label holder chose a candidate of another node")
+        gains = np.zeros(positions.size, dtype=np.float64)  # the label holder tells the master
+        return found, gains, feat, np.asarray(reply.bins, dtype=np.int64), np.asarray(reply.missing_left, dtype=bool)
+
+    def _pack_request(self, state: LayerState, positions: IntArray, groups: list[IntArray], table: IntArray,
+                      msg: m.FindSplits) -> m.ScoreRequest:
+        """Each candidate's encrypted per-bin statistics, packed and re-randomised."""
+        if self._pk is None or self._layout is None or self._binned is None or self._mapper is None:
+            raise UnexpectedMessage("encrypted labels have not arrived")
         pk, layout, mapper = self._pk, self._layout, self._mapper
         per_ct = layout.bins_per_plaintext(pk.bits)
         zero = Ciphertext(pk, 1)
-        groups = state.samples_of(positions)
         entry_node: list[int] = []
         entry_feat: list[int] = []
         chunks: list[int] = []
@@ -481,36 +540,34 @@ class Client(Party):
                 entry_node.append(p)
                 entry_feat.append(f)
                 chunks.append(len(cts))
-        reply = self.call(setup.label_holder, m.ScoreRequest(
+        return m.ScoreRequest(
             msg.tree, msg.layer, np.asarray(entry_node, dtype=np.int64),
             np.asarray([mapper.n_bins[f] for f in entry_feat], dtype=np.int64),
             np.asarray([mapper.categorical[f] for f in entry_feat], dtype=bool),
-            np.asarray(chunks, dtype=np.int64), tuple(packed)), expect=m.ScoreReply)
-        if not np.array_equal(reply.positions, positions):
-            raise ProtocolError("the label holder scored other nodes")
-        entries = np.asarray(reply.entries, dtype=np.int64)
-        found = np.asarray(reply.found, dtype=bool)
-        if entries.shape != positions.shape or (found.any() and (
-                entries[found].min() < 0 or entries[found].max() >= len(entry_feat))):
-            raise ProtocolError("the label holder named an unknown candidate")
-        feat = np.asarray(entry_feat, dtype=np.int64)[np.where(found, entries, 0)]
-        if np.any(found & (np.asarray(entry_node)[np.where(found, entries, 0)] != positions)):
-            raise ProtocolError("the label holder chose a candidate of another node")
-        gains = np.zeros(positions.size, dtype=np.float64)  # the label holder tells the master
-        return found, gains, feat, np.asarray(reply.bins, dtype=np.int64), np.asarray(reply.missing_left, dtype=bool)
+            np.asarray(chunks, dtype=np.int64), tuple(packed))
 
     @handles(m.ScoreRequest)
     def on_score_request(self, sender: str, msg: m.ScoreRequest) -> m.ScoreReply:
         """Layer step 2b (label holder): decrypt the packed statistics, score each node's
         candidates with ``best_splits`` (Reveals: the per-bin label statistics of the sender's
-        candidates, their number and bin counts; not which features they are)."""
-        self._require_sender(sender, master=False)
+        candidates, their number and bin counts; not which features they are).
+
+        One request per sender, tree and layer: the scoring oracle is single-use.  A resend
+        (the sender or the master restarted) is answered from the kept reply if it is byte
+        for byte the request already answered, and refused otherwise."""
         if self._sk is None or self._layout is None or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} cannot score encrypted statistics")
         setup = self._require_setup()
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth:
             raise UnexpectedMessage("score request for another layer")
+        digest = _digest(msg)
+        answered = self._answered.get((msg.tree, msg.layer, sender))
+        if answered is not None:
+            if answered.digest != digest:
+                raise UnexpectedMessage(f"{sender} already sent other candidates for this layer "
+                                        "(a resend must repeat them byte for byte)")
+            return answered.reply
         node = np.asarray(msg.entry_node, dtype=np.int64)
         nbins = np.asarray(msg.entry_bins, dtype=np.int64)
         cat = np.asarray(msg.entry_categorical, dtype=bool)
@@ -534,25 +591,21 @@ class Client(Party):
         positions, hist, table = candidate_histograms(plain, self._layout, node, nbins, chunks, per_ct, max_bins)
         res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,
                           min_samples_leaf=setup.min_samples_leaf)
-        if self._gains_layer != (msg.tree, msg.layer):
-            self._gains_layer, self._gains = (msg.tree, msg.layer), {}
-        if sender in self._gains:
-            raise UnexpectedMessage(f"{sender} already sent its candidates for this layer")
-        self._gains[sender] = (positions[res.found].astype(np.int64), res.gain[res.found].astype(np.float64))
-        return m.ScoreReply(positions.astype(np.int64), res.found, res.feature.astype(np.int64),
-                            res.bin.astype(np.int64), res.missing_left)
+        reply = m.ScoreReply(positions.astype(np.int64), res.found, res.feature.astype(np.int64),
+                             res.bin.astype(np.int64), res.missing_left)
+        self._answered[(msg.tree, msg.layer, sender)] = _Answer(
+            digest, reply, positions[res.found].astype(np.int64), res.gain[res.found].astype(np.float64))
+        return reply
 
     @handles(m.GainsRequest)
     def on_gains_request(self, sender: str, msg: m.GainsRequest) -> m.GainsReply:
         """Layer step 2c (label holder, ``encrypted``): the best gain of each client's scored
         nodes goes to the master, not to the client (Reveals: the master learns the gains)."""
-        self._require_sender(sender, master=True)
         self._require_tree(msg.tree)
-        gains = self._gains if self._gains_layer == (msg.tree, msg.layer) else {}
-        self._gains_layer, self._gains = None, {}
+        gains = {s: a for (t, layer, s), a in self._answered.items() if (t, layer) == (msg.tree, msg.layer)}
         names = tuple(sorted(gains))
-        pos = [gains[c][0] for c in names]
-        val = [gains[c][1] for c in names]
+        pos = [gains[c].positions for c in names]
+        val = [gains[c].gains for c in names]
         return m.GainsReply(names, np.asarray([p.size for p in pos], dtype=np.int64),
                             np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64),
                             np.concatenate(val) if val else np.zeros(0, dtype=np.float64))
@@ -561,7 +614,6 @@ class Client(Party):
     def on_apply_split(self, sender: str, msg: m.ApplySplit) -> m.Partition:
         """Layer step 3 (Algorithm 1 line 19): split the nodes this client won
         (Reveals: the master learns the partition of each)."""
-        self._require_sender(sender, master=True)
         state = self._require_tree(msg.tree)
         positions = np.asarray(msg.positions, dtype=np.int64)
         check_positions(positions, state.frontier.size)
@@ -593,7 +645,6 @@ class Client(Party):
     def on_layer_partition(self, sender: str, msg: m.LayerPartition) -> m.Ack:
         """Layer step 4: apply the broadcast partitions; store feature and threshold only at
         the nodes this client won (paper Section 4.1, "Model Storage")."""
-        self._require_sender(sender, master=True)
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth or self._skeleton is None:
             raise UnexpectedMessage("partition for another layer")

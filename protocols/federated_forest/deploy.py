@@ -175,8 +175,9 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
                 items["paillier_key"] = partial(_seal_paillier, sk)
         if checkpoints:
             items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
-        plan.add(name, data=data, secrets=items)
-    plan.add("master", secrets={"checkpoint_key": SYSTEM_RANDOM.token_bytes(32)} if checkpoints else None)
+        plan.add(name, role=Client.role, data=data, secrets=items)
+    plan.add("master", role=Master.role,
+             secrets={"checkpoint_key": SYSTEM_RANDOM.token_bytes(32)} if checkpoints else None)
     return write_trial(out_dir, plan, base_port=base_port)
 
 

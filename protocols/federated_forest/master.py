@@ -42,6 +42,8 @@ IntArray = npt.NDArray[np.int64]
 class Master(Party):
     """Coordinates ``clients`` (party names; the provider index of a client is its position)."""
 
+    role = "master"
+
     def __init__(
         self,
         name: str,

@@ -2,7 +2,8 @@
 
 Wire names are ``federated_forest.<step>``.  Sample indices are positions in the
 canonical order (the sorted HMAC ids); per-node data is concatenated in the
-order of the node positions it accompanies.
+order of the node positions it accompanies.  Each request names its sender and
+receiver roles (``master``, ``client``), each reply the requests it answers.
 """
 
 from __future__ import annotations
@@ -45,19 +46,22 @@ __all__ = [
 ]
 
 
-@message("federated_forest.ack")
+@message("federated_forest.ack", reply_to=(
+    "federated_forest.setup", "federated_forest.distribute_labels", "federated_forest.shared_labels",
+    "federated_forest.encrypted_labels", "federated_forest.tree_start", "federated_forest.layer_partition",
+    "federated_forest.tree_end", "federated_forest.checkpoint", "federated_forest.resume"))
 @dataclass(frozen=True)
 class Ack(Message):
     """Acknowledges a one-step instruction."""
 
 
-@message("federated_forest.hello")
+@message("federated_forest.hello", sender="master", receiver="client")
 @dataclass(frozen=True)
 class Hello(Message):
     """Master → client: report ids and features (setup)."""
 
 
-@message("federated_forest.client_info")
+@message("federated_forest.client_info", reply_to=Hello)
 @dataclass(frozen=True)
 class ClientInfo(Message):
     """Client → master: HMAC ids of its rows (32-byte digests, concatenated), its global
@@ -70,7 +74,7 @@ class ClientInfo(Message):
     n_classes: int
 
 
-@message("federated_forest.setup")
+@message("federated_forest.setup", sender="master", receiver="client")
 @dataclass(frozen=True)
 class Setup(Message):
     """Master → client: the run's public settings."""
@@ -86,13 +90,13 @@ class Setup(Message):
     label_holder: str
 
 
-@message("federated_forest.distribute_labels")
+@message("federated_forest.distribute_labels", sender="master", receiver="client")
 @dataclass(frozen=True)
 class DistributeLabels(Message):
     """Master → label holder: send the labels (shared) or their encryptions to the other clients."""
 
 
-@message("federated_forest.shared_labels")
+@message("federated_forest.shared_labels", sender="client", receiver="client")
 @dataclass(frozen=True)
 class SharedLabels(Message):
     """Label holder → client (``shared`` mode): the labels in canonical order (codes or targets)."""
@@ -100,7 +104,7 @@ class SharedLabels(Message):
     labels: np.ndarray
 
 
-@message("federated_forest.encrypted_labels")
+@message("federated_forest.encrypted_labels", sender="client", receiver="client")
 @dataclass(frozen=True)
 class EncryptedLabels(Message):
     """Label holder → client (``encrypted`` mode): public key, slot layout, per-sample ciphertexts."""
@@ -111,7 +115,7 @@ class EncryptedLabels(Message):
     ciphertexts: tuple[int, ...]
 
 
-@message("federated_forest.tree_start")
+@message("federated_forest.tree_start", sender="master", receiver="client")
 @dataclass(frozen=True)
 class TreeStart(Message):
     """Master → client: tree index, bootstrap weights, the client's own features of the tree."""
@@ -121,7 +125,7 @@ class TreeStart(Message):
     features: tuple[int, ...]
 
 
-@message("federated_forest.node_stats_request")
+@message("federated_forest.node_stats_request", sender="master", receiver="client")
 @dataclass(frozen=True)
 class NodeStatsRequest(Message):
     """Master → label holder: values and purity of the current frontier."""
@@ -130,7 +134,7 @@ class NodeStatsRequest(Message):
     layer: int
 
 
-@message("federated_forest.node_stats")
+@message("federated_forest.node_stats", reply_to=NodeStatsRequest)
 @dataclass(frozen=True)
 class NodeStats(Message):
     """Label holder → master: value (class counts or mean) and purity of each frontier node."""
@@ -139,7 +143,7 @@ class NodeStats(Message):
     pure: np.ndarray
 
 
-@message("federated_forest.find_splits")
+@message("federated_forest.find_splits", sender="master", receiver="client")
 @dataclass(frozen=True)
 class FindSplits(Message):
     """Master → client: for each listed frontier position, ``counts[k]`` of the client's own
@@ -152,7 +156,7 @@ class FindSplits(Message):
     features: np.ndarray
 
 
-@message("federated_forest.local_best")
+@message("federated_forest.local_best", reply_to=FindSplits)
 @dataclass(frozen=True)
 class LocalBest(Message):
     """Client → master: per listed position whether a valid split exists, its gain (0 where the
@@ -164,7 +168,7 @@ class LocalBest(Message):
     feature_ids: np.ndarray
 
 
-@message("federated_forest.score_request")
+@message("federated_forest.score_request", sender="client", receiver="client")
 @dataclass(frozen=True)
 class ScoreRequest(Message):
     """Client → label holder (``encrypted``): anonymous candidate entries (node position,
@@ -179,7 +183,7 @@ class ScoreRequest(Message):
     ciphertexts: tuple[int, ...]
 
 
-@message("federated_forest.score_reply")
+@message("federated_forest.score_reply", reply_to=ScoreRequest)
 @dataclass(frozen=True)
 class ScoreReply(Message):
     """Label holder → client: per requested node the best entry, bin and missing side (not the
@@ -192,7 +196,7 @@ class ScoreReply(Message):
     missing_left: np.ndarray
 
 
-@message("federated_forest.gains_request")
+@message("federated_forest.gains_request", sender="master", receiver="client")
 @dataclass(frozen=True)
 class GainsRequest(Message):
     """Master → label holder (``encrypted``): the gains of the candidates it scored this layer."""
@@ -201,7 +205,7 @@ class GainsRequest(Message):
     layer: int
 
 
-@message("federated_forest.gains_reply")
+@message("federated_forest.gains_reply", reply_to=GainsRequest)
 @dataclass(frozen=True)
 class GainsReply(Message):
     """Label holder → master: per client (``counts[k]`` entries each, concatenated) the positions
@@ -213,7 +217,7 @@ class GainsReply(Message):
     gains: np.ndarray
 
 
-@message("federated_forest.apply_split")
+@message("federated_forest.apply_split", sender="master", receiver="client")
 @dataclass(frozen=True)
 class ApplySplit(Message):
     """Master → winning client: the frontier positions whose split it provides."""
@@ -223,7 +227,7 @@ class ApplySplit(Message):
     positions: np.ndarray
 
 
-@message("federated_forest.partition")
+@message("federated_forest.partition", reply_to=ApplySplit)
 @dataclass(frozen=True)
 class Partition(Message):
     """Winning client → master: per position, which of the node's samples go left (concatenated)."""
@@ -231,7 +235,7 @@ class Partition(Message):
     left: np.ndarray
 
 
-@message("federated_forest.layer_partition")
+@message("federated_forest.layer_partition", sender="master", receiver="client")
 @dataclass(frozen=True)
 class LayerPartition(Message):
     """Master → client: the positions split (in order) and their left indicators (concatenated)."""
@@ -242,13 +246,13 @@ class LayerPartition(Message):
     left: np.ndarray
 
 
-@message("federated_forest.tree_end")
+@message("federated_forest.tree_end", sender="master", receiver="client")
 @dataclass(frozen=True)
 class TreeEnd(Message):
     tree: int
 
 
-@message("federated_forest.checkpoint")
+@message("federated_forest.checkpoint", sender="master", receiver="client")
 @dataclass(frozen=True)
 class Checkpoint(Message):
     """Master → client: save your state under the progress marker ``(tree, layer)``."""
@@ -257,7 +261,7 @@ class Checkpoint(Message):
     layer: int
 
 
-@message("federated_forest.resume")
+@message("federated_forest.resume", sender="master", receiver="client")
 @dataclass(frozen=True)
 class Resume(Message):
     """Master → client: restore the checkpoint with this progress marker."""
@@ -266,13 +270,13 @@ class Resume(Message):
     layer: int
 
 
-@message("federated_forest.test_ids")
+@message("federated_forest.test_ids", sender="master", receiver="client")
 @dataclass(frozen=True)
 class TestIds(Message):
     """Master → client: report the HMAC ids of your test rows."""
 
 
-@message("federated_forest.client_test_ids")
+@message("federated_forest.client_test_ids", reply_to=TestIds)
 @dataclass(frozen=True)
 class ClientTestIds(Message):
     """Client → master: HMAC ids of its test rows (32-byte digests, concatenated)."""
@@ -280,13 +284,13 @@ class ClientTestIds(Message):
     hashed_ids: bytes
 
 
-@message("federated_forest.predict_request")
+@message("federated_forest.predict_request", sender="master", receiver="client")
 @dataclass(frozen=True)
 class PredictRequest(Message):
     """Master → client (one-round prediction): route the test set through all partial trees."""
 
 
-@message("federated_forest.leaf_sets")
+@message("federated_forest.leaf_sets", reply_to=PredictRequest)
 @dataclass(frozen=True)
 class LeafSets(Message):
     """Client → master: per tree, ``packbits`` of the (n_test, n_leaves) reachability matrix."""
@@ -296,7 +300,7 @@ class LeafSets(Message):
     bits: tuple[np.ndarray, ...]
 
 
-@message("federated_forest.route_request")
+@message("federated_forest.route_request", sender="master", receiver="client")
 @dataclass(frozen=True)
 class RouteRequest(Message):
     """Master → owner (classical prediction): which of these test samples go left at a node?"""
@@ -306,7 +310,7 @@ class RouteRequest(Message):
     samples: np.ndarray
 
 
-@message("federated_forest.route_reply")
+@message("federated_forest.route_reply", reply_to=RouteRequest)
 @dataclass(frozen=True)
 class RouteReply(Message):
     left: np.ndarray

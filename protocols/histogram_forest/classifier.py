@@ -47,8 +47,12 @@ class HistogramForestClassifier:
     ``sampling`` ("bootstrap", "subsample" without replacement, "none"), ``subsample_fraction``,
     ``max_multiplicity`` (bootstrap cap under DP), ``min_samples_split``, ``min_samples_leaf``,
     ``categorical`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
-    parts if None), ``feature_ranges`` (``(low, high)`` per feature, None for categorical; required
-    for DP), ``show_progress``.
+    parts if None, required with ``epsilon`` when a feature is categorical), ``classes`` (the labels;
+    inferred from the parts if None, required with ``epsilon``), ``feature_ranges`` (``(low, high)`` per
+    feature, None for categorical; required for DP), ``show_progress``.
+
+    With ``epsilon`` nothing of the schema is read from the pooled data: a label or a category code
+    seen in one client's rows would otherwise show in ``classes_`` or in the number of slots.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class HistogramForestClassifier:
         categorical: Sequence[bool] | None = None,
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
+        classes: Sequence[object] | None = None,
         show_progress: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
@@ -96,6 +101,7 @@ class HistogramForestClassifier:
         self.categorical = categorical
         self.categories = categories
         self.feature_ranges = feature_ranges
+        self.classes = classes
         self.show_progress = show_progress
 
     # -- validation ----------------------------------------------------------------------------
@@ -180,6 +186,11 @@ class HistogramForestClassifier:
             categories = tuple(int(k) for k in self.categories)
             if len(categories) != d or any((k >= 2) != c for k, c in zip(categories, cat, strict=True)):
                 raise ParameterError("categories must give k >= 2 for each categorical feature and 0 otherwise")
+        elif self.epsilon is not None and any(cat):
+            raise ParameterError(
+                "with epsilon, declare categories (the number of codes of each categorical feature): "
+                "they are public parameters, never read from the clients' data"
+            )
         else:
             ks = []
             for f in range(d):
@@ -212,6 +223,31 @@ class HistogramForestClassifier:
             low[f], high[f] = lo, hi
         return categories, low, high
 
+    def _classes(self, ys: list[npt.NDArray[np.generic]]) -> npt.NDArray[np.generic]:
+        """The sorted labels: declared (required with ``epsilon``; every client's labels must be among
+        them), or inferred from the pooled labels without DP."""
+        if self.classes is None:
+            if self.epsilon is not None:
+                raise ParameterError(
+                    "with epsilon, declare classes (the labels): they are public parameters, never read "
+                    "from the clients' data"
+                )
+            classes = np.unique(np.concatenate(ys))
+        else:
+            try:
+                declared = np.asarray(list(self.classes))
+                classes = np.unique(declared)
+            except (TypeError, ValueError) as exc:
+                raise ParameterError("classes must be a sequence of comparable labels") from exc
+            if declared.ndim != 1 or classes.size != declared.size:
+                raise ParameterError("classes must be distinct labels")
+            for i, y in enumerate(ys):
+                if not np.isin(y, classes).all():
+                    raise ParameterError(f"client {i} holds labels outside the declared classes")
+        if classes.size < 2:
+            raise ParameterError("a classifier needs at least two classes")
+        return classes
+
     # -- fitting -------------------------------------------------------------------------------
 
     def fit(self, parts: Sequence[Part], *, rng: RandomSource = SYSTEM_RANDOM) -> HistogramForestClassifier:
@@ -221,9 +257,7 @@ class HistogramForestClassifier:
         self._check_params(len(Xs))
         kind = self._histogram_kind()
         categories, low, high = self._schema(Xs)
-        classes = np.unique(np.concatenate(ys))
-        if classes.size < 2:
-            raise ParameterError("the clients' labels hold fewer than two classes")
+        classes = self._classes(ys)
         d = Xs[0].shape[1]
         config = ForestConfig(
             n_features=d,

@@ -2,8 +2,10 @@
 
 Spec: ``specs/histogram_forest.md``, "Client per layer".  A client answers the
 server's ``setup``, ``ranges``, ``keys`` and ``layer`` requests; it draws its own
-bootstrap samples, enforces its own privacy budget and never releases a count
-that is not noisy (DP) or masked (secure mode) when those are configured.
+bootstrap samples (under DP: independent per-row weights from the cryptographic
+source, :mod:`protocols.histogram_forest.sampling`), enforces its own privacy
+budget and never releases a count that is not noisy (DP) or masked (secure mode)
+when those are configured.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
+from protocols.histogram_forest.sampling import RowLaw, dp_row_law
 from protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
 from protocols.histogram_forest.streaming import build_node_bins
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
@@ -88,8 +91,11 @@ def perturb_inputs(
 
 class Client(Party):
     """One data holder.  ``X`` float (NaN = missing; categorical columns hold integer codes),
-    ``y`` class indices ``0..n_classes-1``; ``seed`` seeds its bootstrap draws (ML randomness);
-    ``rng`` supplies noise and key material (cryptographic)."""
+    ``y`` class indices ``0..n_classes-1``; ``seed`` seeds its bootstrap draws without DP (ML
+    randomness); ``rng`` supplies noise, key material and, under DP, the row sampling (cryptographic).
+    Every request is admitted from the server role only (the message declarations)."""
+
+    role = "client"
 
     def __init__(
         self,
@@ -118,6 +124,8 @@ class Client(Party):
         self._eps_release: float | None = None
         self._eps_grid: float | None = None
         self._grid_done = False
+        self._ranges_sent = False
+        self._row_law: RowLaw | None = None
         self._rng = rng
         self._setup: SetupRequest | None = None
         self._mapper: BinMapper | None = None
@@ -144,9 +152,13 @@ class Client(Party):
     @handles(RangesRequest)
     def on_ranges(self, sender: str, msg: RangesRequest) -> RangesReply:
         """Step ``ranges``.  Reveals: this client's min and max of each numeric feature (so a client
-        with a privacy cap refuses it)."""
+        with a privacy cap refuses it, and so does a client in a session whose ε is set; a client that
+        answered it refuses a later setup with ε)."""
         if self._max_epsilon is not None:
             raise ProtocolError(f"{self.name} shares nothing without differential privacy")
+        setup = self._setup
+        if setup is not None and (setup.epsilon is not None or setup.input_epsilon is not None):
+            raise ProtocolError(f"{self.name} reveals no ranges in a differentially private session")
         if msg.numeric.size != self._X.shape[1]:
             raise ProtocolError("ranges request for a different number of features")
         low = np.full(self._X.shape[1], np.nan)
@@ -155,6 +167,7 @@ class Client(Party):
             col = self._X[:, f]
             if not np.isnan(col).all():
                 low[f], high[f] = np.nanmin(col), np.nanmax(col)
+        self._ranges_sent = True
         return RangesReply(low=low, high=high)
 
     @handles(SetupRequest)
@@ -178,6 +191,8 @@ class Client(Party):
         for eps in (msg.epsilon, msg.input_epsilon):
             if eps is not None and self._max_epsilon is not None and eps > self._max_epsilon:
                 raise ProtocolError(f"{self.name} allows at most ε = {self._max_epsilon}, asked for {eps}")
+            if eps is not None and self._ranges_sent:
+                raise ProtocolError(f"{self.name} revealed its ranges: this session cannot be differentially private")
         if msg.input_epsilon is not None:
             self._X, self._y = perturb_inputs(
                 self._X, self._y, msg.categories, msg.n_classes, msg.low, msg.high, msg.input_epsilon, rng=self._rng
@@ -189,6 +204,7 @@ class Client(Party):
                 self._mapper = fixed_mapper(msg.categories, msg.low, msg.high, msg.n_bins)
                 self._binned = self._mapper.transform(self._X)
         if msg.epsilon is not None:
+            self._row_law = dp_row_law(msg.sampling, msg.subsample_fraction, msg.max_multiplicity)
             self._accountant = PrivacyAccountant(msg.epsilon)
             self._eps_grid, self._eps_release = budget_split(
                 msg.epsilon, msg.n_trees, msg.max_depth, grid=msg.grid_cells > 0
@@ -303,10 +319,10 @@ class Client(Party):
             raise UnexpectedMessage("no setup")
         n = self._X.shape[0]
         gen = self._generators[tree]
-        if setup.sampling == "bootstrap":
+        if self._row_law is not None:  # DP: independent per-row weights from the cryptographic source
+            w = self._row_law.draw(n, self._rng)
+        elif setup.sampling == "bootstrap":
             w = TreeDraws(gen, n, setup.n_features, bootstrap=True).sample_weight.astype(np.int64)
-            if setup.epsilon is not None:
-                w = np.minimum(w, setup.max_multiplicity)
         elif setup.sampling == "subsample":
             w = np.zeros(n, dtype=np.int64)
             w[gen.choice(n, size=max(1, math.ceil(setup.subsample_fraction * n)), replace=False)] = 1
@@ -396,8 +412,9 @@ class Client(Party):
         counts = np.rint(hist[node, feature]).astype(np.int64)  # (pairs, slots + 1, classes)
         eps = self._eps_release
         if eps is not None and self._accountant is not None:
-            multiplicity = setup.max_multiplicity if setup.sampling == "bootstrap" else 1
-            delta = layer_sensitivity(multiplicity, setup.features_per_node)
+            if self._row_law is None:  # pragma: no cover - set with the accountant in on_setup
+                raise ProtocolError("a DP session without its row law")
+            delta = layer_sensitivity(self._row_law.max_weight, setup.features_per_node)
             self._accountant.charge(
                 Release(msg.tree, msg.layer, int(msg.keep.size), setup.features_per_node, delta, eps)
             )

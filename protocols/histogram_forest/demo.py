@@ -43,7 +43,7 @@ def main(argv: Sequence[str]) -> int:
     data = load_adult()
     X = np.vstack([data.X_train, data.X_test])
     y = np.concatenate([data.y_train, data.y_test])
-    schema = adult_schema(X, list(data.categorical))
+    schema = adult_schema(X, list(data.categorical), [len(data.categories.get(n, ())) for n in data.feature_names])
     if args.quick:
         keep = np.random.default_rng(args.seed).choice(y.size, 6000, replace=False)
         X, y = X[keep], y[keep]
@@ -86,7 +86,7 @@ def main(argv: Sequence[str]) -> int:
     if args.epsilon is not None:
         runs.append((f"secure + DP (ε = {args.epsilon})", dict(
             secure_aggregation=True, epsilon=args.epsilon, sampling="subsample",
-            feature_ranges=schema["feature_ranges"],
+            feature_ranges=schema["feature_ranges"], categories=schema["categories"], classes=schema["classes"],
         )))
     for label, extra in runs:
         t0 = time.perf_counter()

@@ -94,12 +94,17 @@ def auc_score(y_true: npt.ArrayLike, score: npt.ArrayLike, positive: int = 1) ->
     return float((ranks[t].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-def adult_schema(X: FloatArray, categorical: Sequence[bool]) -> dict[str, object]:
-    """The public schema of Adult for the facade: the categorical mask and declared ranges.
+def adult_schema(
+    X: FloatArray, categorical: Sequence[bool], categories: Sequence[int] | None = None
+) -> dict[str, object]:
+    """The public schema of Adult for the facade: the categorical mask, declared ranges, and (when
+    ``categories`` gives the number of documented values of each categorical feature) the category
+    counts and the classes {0, 1}, which DP requires to be declared.
 
     The ranges are the attributes' documented domains rounded outward (age 0-100, hours 0-100,
     education-num 0-20, capital gain 0-100 000, capital loss 0-5 000, fnlwgt 0-1 600 000);
-    they are public knowledge, not read from the data (they are checked to cover it).
+    they are public knowledge, not read from the data (they are checked to cover it, and the
+    category codes to lie below the declared counts).
     """
     declared = {0: (0.0, 100.0), 2: (0.0, 1_600_000.0), 4: (0.0, 20.0), 10: (0.0, 100_000.0),
                 11: (0.0, 5_000.0), 12: (0.0, 100.0)}
@@ -113,7 +118,17 @@ def adult_schema(X: FloatArray, categorical: Sequence[bool]) -> dict[str, object
         if np.nanmin(col) < lo or np.nanmax(col) > hi:
             raise ParameterError(f"declared range of feature {f} does not cover the data")
         ranges.append((lo, hi))
-    return {"categorical": list(categorical), "feature_ranges": ranges}
+    schema: dict[str, object] = {"categorical": list(categorical), "feature_ranges": ranges}
+    if categories is not None:
+        counts = [int(k) for k in categories]
+        if len(counts) != len(ranges) or any((k >= 2) != bool(c) for k, c in zip(counts, categorical, strict=True)):
+            raise ParameterError("categories must give k >= 2 for each categorical feature and 0 otherwise")
+        for f, k in enumerate(counts):
+            if k and np.nanmax(X[:, f]) >= k:
+                raise ParameterError(f"feature {f} holds codes beyond its {k} declared values")
+        schema["categories"] = counts
+        schema["classes"] = [0, 1]
+    return schema
 
 
 @dataclass(frozen=True)

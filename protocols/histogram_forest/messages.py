@@ -37,13 +37,13 @@ def _check_array(name: str, a: np.ndarray, kind: str, ndim: int) -> None:
         raise ParameterError(f"{name} must be a {ndim}-d array of kind {kind!r}")
 
 
-@message("histogram_forest.ack")
+@message("histogram_forest.ack", reply_to=("histogram_forest.keys", "histogram_forest.edges"))
 @dataclass(frozen=True)
 class Ack(Message):
     """An empty acknowledgement."""
 
 
-@message("histogram_forest.ranges")
+@message("histogram_forest.ranges", sender="server", receiver="client")
 @dataclass(frozen=True)
 class RangesRequest(Message):
     """Ask each client for its per-feature min and max (fixed bins without declared ranges, no DP).
@@ -57,7 +57,7 @@ class RangesRequest(Message):
         _check_array("numeric", self.numeric, "b", 1)
 
 
-@message("histogram_forest.ranges_reply")
+@message("histogram_forest.ranges_reply", reply_to=RangesRequest)
 @dataclass(frozen=True)
 class RangesReply(Message):
     low: np.ndarray  # float64 (n_features,), NaN for categorical or all-missing
@@ -70,7 +70,7 @@ class RangesReply(Message):
             raise ParameterError("low and high differ in length")
 
 
-@message("histogram_forest.setup")
+@message("histogram_forest.setup", sender="server", receiver="client")
 @dataclass(frozen=True)
 class SetupRequest(Message):
     """The public parameters of one training run (spec: step ``setup``)."""
@@ -122,14 +122,14 @@ class SetupRequest(Message):
                 raise ParameterError("epsilon must be finite and > 0")
 
 
-@message("histogram_forest.setup_reply")
+@message("histogram_forest.setup_reply", reply_to=SetupRequest)
 @dataclass(frozen=True)
 class SetupReply(Message):
     n_features: int
     public_key: bytes  # X25519 public key in secure mode, else empty
 
 
-@message("histogram_forest.keys")
+@message("histogram_forest.keys", sender="server", receiver="client")
 @dataclass(frozen=True)
 class KeysRequest(Message):
     """Every participant's X25519 public key (secure mode)."""
@@ -137,7 +137,7 @@ class KeysRequest(Message):
     public_keys: dict[str, bytes]
 
 
-@message("histogram_forest.grid")
+@message("histogram_forest.grid", sender="server", receiver="client")
 @dataclass(frozen=True)
 class GridRequest(Message):
     """First private round (spec step ``grid``): counts of every numeric feature over the fine grid."""
@@ -149,7 +149,7 @@ class GridRequest(Message):
             raise ParameterError("cells must be in [2, 65535]")
 
 
-@message("histogram_forest.edges")
+@message("histogram_forest.edges", sender="server", receiver="client")
 @dataclass(frozen=True)
 class EdgesNotice(Message):
     """The agreed bin edges of every feature (empty for categorical ones), from the grid round."""
@@ -161,7 +161,7 @@ class EdgesNotice(Message):
             _check_array("edges", e, "f", 1)
 
 
-@message("histogram_forest.layer")
+@message("histogram_forest.layer", sender="server", receiver="client")
 @dataclass(frozen=True)
 class LayerRequest(Message):
     """Apply the previous layer's splits, then histogram the kept nodes (spec: step ``layer``).
@@ -202,7 +202,7 @@ class LayerRequest(Message):
             raise ParameterError("layer 0 has no splits and keeps the root only")
 
 
-@message("histogram_forest.bins")
+@message("histogram_forest.bins", reply_to=LayerRequest)
 @dataclass(frozen=True)
 class BinsReply(Message):
     """Streaming histograms (Algorithm 2) of the requested (node, feature) pairs, in wire order
@@ -232,7 +232,7 @@ class BinsReply(Message):
             raise ParameterError("bin centres must be finite")
 
 
-@message("histogram_forest.counts")
+@message("histogram_forest.counts", reply_to=("histogram_forest.grid", "histogram_forest.layer"))
 @dataclass(frozen=True)
 class CountsReply(Message):
     """Fixed-bin class counts, flattened as (pair, bin slot, class) with the pairs in wire order (by

@@ -29,6 +29,7 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
+from protocols.histogram_forest.sampling import dp_row_law
 from protocols.histogram_forest.schema import fixed_mapper, grid_quantile_edges, mapper_from_edges, slot_count
 from protocols.histogram_forest.streaming import group_bins
 from securetrees.errors import ParameterError, ProtocolError
@@ -89,6 +90,8 @@ def _leaf(stats: FloatArray) -> FloatArray:
 class Server(Party):
     """Grows the forest from the clients' histograms.  ``random_state`` seeds the per-node feature
     draws (ML randomness); ``rng`` only draws the public session id."""
+
+    role = "server"
 
     def __init__(
         self,
@@ -312,7 +315,7 @@ class Server(Party):
         cfg = self.config
         if self.accountant is None or cfg.epsilon is None:
             return
-        multiplicity = cfg.max_multiplicity if cfg.sampling == "bootstrap" else 1
+        multiplicity = dp_row_law(cfg.sampling, cfg.subsample_fraction, cfg.max_multiplicity).max_weight
         delta = layer_sensitivity(multiplicity, cfg.features_per_node)
         _, eps = budget_split(cfg.epsilon, cfg.n_trees, cfg.max_depth, grid=cfg.grid_cells > 0)
         self.accountant.charge(

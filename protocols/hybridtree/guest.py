@@ -82,8 +82,11 @@ class Guest(Party):
     ``X`` has one column per guest feature (NaN where the value is missing or the
     guest does not hold the feature).  ``host_key`` pins the host's Paillier key
     (a setup with another key raises :class:`ProtocolError`); without it the key
-    received must pass the size policy (1024 bits only with ``allow_insecure``).
+    received must pass the size policy (1024 bits only with ``allow_insecure``).  Every
+    request is admitted from the host role only (the message declarations).
     """
+
+    role = "guest"
 
     def __init__(
         self, name: str, network: Network, *, params: HybridTreeParams, ids: npt.ArrayLike,
@@ -140,7 +143,6 @@ class Guest(Party):
     @handles(Setup)
     def on_setup(self, sender: str, msg: Setup) -> SetupReply:
         """Setup step 1: accept the host's key (pinned or size-checked); return our agreement key."""
-        self._from_host(sender)
         if msg.mode != self.params.mode:
             raise ProtocolError(f"host runs mode {msg.mode!r}, this guest {self.params.mode!r}")
         if self.name not in msg.guests:
@@ -165,7 +167,6 @@ class Guest(Party):
     @handles(Directory)
     def on_directory(self, sender: str, msg: Directory) -> Ack:
         """Setup step 2: pairwise mask keys with every other guest (one X25519 agreement each)."""
-        self._from_host(sender)
         if self.params.mode == "secure":
             if self._agreement is None:
                 raise UnexpectedMessage("directory before setup")
@@ -174,10 +175,6 @@ class Guest(Party):
                 raise ProtocolError("the directory does not carry this guest's key")
             self._masker = PairwiseMasker(self.name, self._agreement, peers, session=self._session)
         return Ack()
-
-    def _from_host(self, sender: str) -> None:
-        if sender != self.host:
-            raise UnexpectedMessage(f"{self.name} accepts protocol messages only from the host")
 
     # -- H3: gradients ---------------------------------------------------------------------
     def _positions(self, ids: IntArray) -> IntArray:
@@ -191,7 +188,6 @@ class Guest(Party):
     @handles(Gradients)
     def on_gradients(self, sender: str, msg: Gradients) -> Ack:
         """H3: keep this tree's ciphertexts (validated under the host's key) per host leaf."""
-        self._from_host(sender)
         if self.params.mode == "paper":
             raise UnexpectedMessage("paper mode receives plain gradients")
         if msg.tree <= self._tree:
@@ -221,7 +217,6 @@ class Guest(Party):
     @handles(HistogramRequest)
     def on_histogram(self, sender: str, msg: HistogramRequest) -> MaskedHistogram:
         """G1: one accumulator per (set, feature, bin); mask in Z_N; re-randomise."""
-        self._from_host(sender)
         if msg.tree != self._tree or not 1 <= msg.layer <= self.params.guest_depth:
             raise UnexpectedMessage("histogram request for another tree or layer")
         if self.name not in msg.peers or msg.n_sets < 1 or msg.n_sets > 1 << 16:
@@ -278,7 +273,6 @@ class Guest(Party):
     @handles(SplitDecision)
     def on_split(self, sender: str, msg: SplitDecision) -> Routing:
         """G3: record every split of the layer; route own instances of split nodes."""
-        self._from_host(sender)
         if msg.tree != self._tree:
             raise UnexpectedMessage("split decision for another tree")
         table = self.splits[msg.tree]
@@ -310,7 +304,6 @@ class Guest(Party):
     @handles(PlainGradients)
     def on_plain_gradients(self, sender: str, msg: PlainGradients) -> Values:
         """Paper mode: grow own subtrees under each host leaf on plaintext gradients."""
-        self._from_host(sender)
         if self.params.mode != "paper":
             raise UnexpectedMessage("plain gradients are sent in paper mode only")
         crit = GradientGain(self.params.reg_lambda, self.params.second_order)
@@ -337,7 +330,6 @@ class Guest(Party):
     @handles(PredictRequest)
     def on_predict(self, sender: str, msg: PredictRequest) -> PredictLeaves | PredictValues:
         """Inference step 2: route each instance from its host leaf through the guest splits."""
-        self._from_host(sender)
         X = self._test_X[self._test_positions(msg.ids)]
         n_trees = msg.host_leaves.shape[1]
         if self.params.mode == "paper":

@@ -133,6 +133,8 @@ class Host(Party):
     """The label holder.  ``owner[i]`` is the index (into ``guests``) of the guest that owns
     training instance ``i`` (ID ``i``), or -1 if no guest holds it."""
 
+    role = "host"
+
     def __init__(
         self, name: str, network: Network, *, params: HybridTreeParams, guests: Sequence[str],
         X: npt.ArrayLike, owner: npt.ArrayLike, mapper: BinMapper,

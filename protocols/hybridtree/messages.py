@@ -40,7 +40,7 @@ def _check_ids(ids: np.ndarray) -> None:
         raise ParameterError("instance IDs are a one-dimensional int64 array")
 
 
-@message("hybridtree.setup")
+@message("hybridtree.setup", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class Setup(Message):
     """Host → guests: session id, the host's Paillier public key (empty if not secure), roster."""
@@ -51,7 +51,7 @@ class Setup(Message):
     mode: str
 
 
-@message("hybridtree.setup_reply")
+@message("hybridtree.setup_reply", reply_to=Setup)
 @dataclass(frozen=True)
 class SetupReply(Message):
     """Guest → host: its X25519 public key (empty outside secure mode) and the guest schema:
@@ -66,7 +66,7 @@ class SetupReply(Message):
             raise ParameterError("one bin count and one categorical flag per guest feature")
 
 
-@message("hybridtree.directory")
+@message("hybridtree.directory", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class Directory(Message):
     """Host → guests: every guest's X25519 public key, in roster order."""
@@ -79,7 +79,7 @@ class Directory(Message):
             raise ParameterError("one public key per guest")
 
 
-@message("hybridtree.ack")
+@message("hybridtree.ack", reply_to=("hybridtree.directory", "hybridtree.gradients"))
 @dataclass(frozen=True)
 class Ack(Message):
     """An empty acknowledgement."""
@@ -101,7 +101,7 @@ class GradientBlock(Message):
             raise ParameterError("one value per instance")
 
 
-@message("hybridtree.gradients")
+@message("hybridtree.gradients", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class Gradients(Message):
     """Host → guest (H3): one tree's gradient blocks."""
@@ -119,7 +119,7 @@ class BuildNode(Message):
     acc_set: int
 
 
-@message("hybridtree.histogram_request")
+@message("hybridtree.histogram_request", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class HistogramRequest(Message):
     """Host → guests (G1): build and mask the histograms of these nodes."""
@@ -132,7 +132,7 @@ class HistogramRequest(Message):
     build: tuple[BuildNode, ...]
 
 
-@message("hybridtree.masked_histogram")
+@message("hybridtree.masked_histogram", reply_to=HistogramRequest)
 @dataclass(frozen=True)
 class MaskedHistogram(Message):
     """Guest → host (G1 reply): ``n_sets × A`` masked, re-randomised accumulators."""
@@ -157,7 +157,7 @@ class SplitChoice(Message):
     right: int
 
 
-@message("hybridtree.split")
+@message("hybridtree.split", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class SplitDecision(Message):
     """Host → guests (G3): the decisions for every node of the layer the guest holds."""
@@ -180,7 +180,7 @@ class NodeRouting(Message):
             raise ParameterError("routing is a one-dimensional boolean array")
 
 
-@message("hybridtree.routing")
+@message("hybridtree.routing", reply_to="hybridtree.split")
 @dataclass(frozen=True)
 class Routing(Message):
     """Guest → host (G3 reply)."""
@@ -190,7 +190,7 @@ class Routing(Message):
     nodes: tuple[NodeRouting, ...]
 
 
-@message("hybridtree.plain_gradients")
+@message("hybridtree.plain_gradients", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class PlainGradients(Message):
     """Host → guest, paper mode only: per host leaf the IDs and plaintext ``g``, ``h``."""
@@ -202,7 +202,7 @@ class PlainGradients(Message):
     h: tuple[np.ndarray, ...]
 
 
-@message("hybridtree.values")
+@message("hybridtree.values", reply_to=PlainGradients)
 @dataclass(frozen=True)
 class Values(Message):
     """Guest → host, paper mode: the new value of each instance, in the order received."""
@@ -211,7 +211,7 @@ class Values(Message):
     values: tuple[np.ndarray, ...]
 
 
-@message("hybridtree.predict_request")
+@message("hybridtree.predict_request", sender="host", receiver="guest")
 @dataclass(frozen=True)
 class PredictRequest(Message):
     """Host → guest (inference step 2): test IDs and, per tree (column), their host leaf."""
@@ -228,7 +228,7 @@ class PredictRequest(Message):
             raise ParameterError("host_leaves is an int64 array of shape (len(ids), trees)")
 
 
-@message("hybridtree.predict_leaves")
+@message("hybridtree.predict_leaves", reply_to=PredictRequest)
 @dataclass(frozen=True)
 class PredictLeaves(Message):
     """Guest → host (inference step 3): leaf id per instance and tree."""
@@ -237,7 +237,7 @@ class PredictLeaves(Message):
     leaves: np.ndarray
 
 
-@message("hybridtree.predict_values")
+@message("hybridtree.predict_values", reply_to=PredictRequest)
 @dataclass(frozen=True)
 class PredictValues(Message):
     """Guest → host, paper mode: leaf value per instance and tree."""

@@ -237,14 +237,16 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
               "directory": {k: encode_public_key(sk.public).hex() for k, sk in weak.items()},
               "verify_keys": {u: v.hex() for u, v in verify_keys.items()}}
     plan = TrialPlan(protocol="revfrf", params=params)
-    plan.add("cs", data={"y": np.asarray(y)},
+    plan.add("cs", role=CentralServer.role, data={"y": np.asarray(y)},
              secrets={"share": secret_key_bytes(s1), "weak": secret_key_bytes(weak["cs"]), "session": session})
-    plan.add("cc", secrets={"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session})
-    plan.add("kgc", secrets={"session": session})
+    plan.add("cc", role=ComputationServer.role,
+             secrets={"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session})
+    plan.add("kgc", role=KeyCentre.role, secrets={"session": session})
     for u, cols in zip(names, parts, strict=True):
-        plan.add(u, data={"X": Xa[:, list(cols)], "X_test": Xt[:, list(cols)]},
+        plan.add(u, role=Participant.role, data={"X": Xa[:, list(cols)], "X_test": Xt[:, list(cols)]},
                  secrets={"weak": secret_key_bytes(weak[u]), "signing_seed": signing[u].seed(), "session": session})
-    plan.add("requester", data={"X": Xt}, secrets={"weak": secret_key_bytes(weak["requester"])})
+    plan.add("requester", role=Requester.role, data={"X": Xt},
+             secrets={"weak": secret_key_bytes(weak["requester"])})
     return write_trial(out_dir, plan, base_port=base_port)
 
 

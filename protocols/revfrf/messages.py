@@ -1,6 +1,8 @@
 """RevFRF's wire messages (``revfrf.<step>``; the step names of ``specs/revfrf.md``).
 
-Ciphertexts travel as ``(T1, T2)`` integers; every receiver re-validates them
+Each request names the role that sends it and the role that receives it, each reply the
+request it answers (``specs/runtime.md``, authorization); ``NodeRef`` travels only inside
+other messages.  Ciphertexts travel as ``(T1, T2)`` integers; every receiver re-validates them
 against its own copy of the key.  Arrays are numpy arrays (the codec carries
 dtype and shape).  No message carries a key or a secret.
 """
@@ -38,13 +40,13 @@ __all__ = [
 ]
 
 
-@message("revfrf.ack")
+@message("revfrf.ack", reply_to="revfrf.revoke.kgc")
 @dataclass(frozen=True)
 class Ack(Message):
     """A plain acknowledgement."""
 
 
-@message("revfrf.expand.request")
+@message("revfrf.expand.request", sender="cs", receiver="participant")
 @dataclass(frozen=True)
 class ExpandRequest(Message):
     """FLE-Expan lines 5-7, CS → participant, one layer of the forest.
@@ -63,7 +65,7 @@ class ExpandRequest(Message):
     task_column: np.ndarray
 
 
-@message("revfrf.expand.reply")
+@message("revfrf.expand.reply", reply_to=ExpandRequest)
 @dataclass(frozen=True)
 class ExpandReply(Message):
     """FLE-Expan lines 8-13, participant → CS: per task, the candidate code of each of the
@@ -75,7 +77,7 @@ class ExpandReply(Message):
     n_codes: np.ndarray
 
 
-@message("revfrf.split.request")
+@message("revfrf.split.request", sender="cs", receiver="participant")
 @dataclass(frozen=True)
 class SplitRequest(Message):
     """FOS-Find line 7, CS → winning participant: upload the split of candidate
@@ -89,7 +91,7 @@ class SplitRequest(Message):
     node: np.ndarray
 
 
-@message("revfrf.split.reply")
+@message("revfrf.split.reply", reply_to=SplitRequest)
 @dataclass(frozen=True)
 class SplitReply(Message):
     """FOS-Find line 8: ``HoEnc(pk_u, s)`` per node and the provider's node signature."""
@@ -112,7 +114,7 @@ class NodeRef(Message):
     signature: bytes
 
 
-@message("revfrf.predict.request")
+@message("revfrf.predict.request", sender="requester", receiver="cs")
 @dataclass(frozen=True)
 class PredictRequest(Message):
     """FRF-Predict line 1, requester → CS: every feature, fixed point, HoEnc under pk_0."""
@@ -121,7 +123,7 @@ class PredictRequest(Message):
     t2: tuple[int, ...]
 
 
-@message("revfrf.predict.reply")
+@message("revfrf.predict.reply", reply_to=PredictRequest)
 @dataclass(frozen=True)
 class PredictReply(Message):
     """FRF-Predict line 10, CS → requester: the class distribution (or the regression value)."""
@@ -129,7 +131,7 @@ class PredictReply(Message):
     output: np.ndarray
 
 
-@message("revfrf.predict.parhdec")
+@message("revfrf.predict.parhdec", sender="cs", receiver="participant")
 @dataclass(frozen=True)
 class ParHDecRequest(Message):
     """FT-Predict lines 5-6, CS → provider: the requester's id, the nodes reached and, per
@@ -141,7 +143,7 @@ class ParHDecRequest(Message):
     t2: tuple[int, ...]
 
 
-@message("revfrf.predict.parhdec.reply")
+@message("revfrf.predict.parhdec.reply", reply_to=ParHDecRequest)
 @dataclass(frozen=True)
 class ParHDecReply(Message):
     """ParHDec1 outputs, under ``h_CS`` alone, re-randomised."""
@@ -150,7 +152,7 @@ class ParHDecReply(Message):
     t2: tuple[int, ...]
 
 
-@message("revfrf.path.request")
+@message("revfrf.path.request", sender="cs", receiver="participant")
 @dataclass(frozen=True)
 class PathRequest(Message):
     """``predict(X)``, CS → provider: answer ``x ≤ s`` for (row, node) pairs of the current batch."""
@@ -161,7 +163,7 @@ class PathRequest(Message):
     node: np.ndarray
 
 
-@message("revfrf.path.reply")
+@message("revfrf.path.reply", reply_to=PathRequest)
 @dataclass(frozen=True)
 class PathReply(Message):
     """The path bits (True: left)."""
@@ -169,7 +171,7 @@ class PathReply(Message):
     left: np.ndarray
 
 
-@message("revfrf.test.request")
+@message("revfrf.test.request", sender="cs", receiver="participant")
 @dataclass(frozen=True)
 class TestRequest(Message):
     """FT-Test, CS → provider: encrypt your feature of each (row, node) under your own key."""
@@ -182,7 +184,7 @@ class TestRequest(Message):
     node: np.ndarray
 
 
-@message("revfrf.test.reply")
+@message("revfrf.test.reply", reply_to=TestRequest)
 @dataclass(frozen=True)
 class TestReply(Message):
     """FT-Test: ``[[x]]_{pk_provider}`` per (row, node)."""
@@ -193,7 +195,7 @@ class TestReply(Message):
     t2: tuple[int, ...]
 
 
-@message("revfrf.revoke.request")
+@message("revfrf.revoke.request", sender="participant", receiver="cs")
 @dataclass(frozen=True)
 class RevokeRequest(Message):
     """FRF-Revoc line 1, participant → CS: signed by the participant's registered Ed25519 key."""
@@ -205,7 +207,7 @@ class RevokeRequest(Message):
     signature: bytes
 
 
-@message("revfrf.revoke.reply")
+@message("revfrf.revoke.reply", reply_to=RevokeRequest)
 @dataclass(frozen=True)
 class RevokeReply(Message):
     """The new epoch and how many nodes were destroyed and rebuilt."""
@@ -215,7 +217,7 @@ class RevokeReply(Message):
     rebuilt: int
 
 
-@message("revfrf.revoke.cc")
+@message("revfrf.revoke.cc", sender="cs", receiver="cc")
 @dataclass(frozen=True)
 class RefreshRequest(Message):
     """FRF-Revoc lines 10-11, CS → CC: the request and the destroyed splits (with their
@@ -227,7 +229,7 @@ class RefreshRequest(Message):
     t2: tuple[int, ...]
 
 
-@message("revfrf.revoke.cc.reply")
+@message("revfrf.revoke.cc.reply", reply_to=RefreshRequest)
 @dataclass(frozen=True)
 class RefreshReply(Message):
     """The refreshed splits (under ``θ + ρ_CC``, ρ_CC forgotten) and their new public ``h·g^ρ``."""
@@ -237,7 +239,7 @@ class RefreshReply(Message):
     h: tuple[int, ...]
 
 
-@message("revfrf.revoke.kgc")
+@message("revfrf.revoke.kgc", sender="cs", receiver="kgc")
 @dataclass(frozen=True)
 class KGCRevoke(Message):
     """FRF-Revoc line 15, CS → KGC: the signed request; the KGC revokes the key."""
@@ -245,7 +247,7 @@ class KGCRevoke(Message):
     revocation: RevokeRequest
 
 
-@message("revfrf.epoch.notice")
+@message("revfrf.epoch.notice", sender="cs", receiver="participant")
 @dataclass(frozen=True)
 class EpochNotice(Message):
     """FRF-Revoc line 16 and forest epochs, CS → remaining participant: the new epoch, the
@@ -256,7 +258,7 @@ class EpochNotice(Message):
     nodes: tuple[NodeRef, ...]
 
 
-@message("revfrf.epoch.ack")
+@message("revfrf.epoch.ack", reply_to=EpochNotice)
 @dataclass(frozen=True)
 class EpochAck(Message):
     """The surviving nodes' signatures under the new epoch."""

@@ -59,7 +59,12 @@ class OwnNode:
 
 
 class Participant(Party):
-    """Participant ``u`` holding columns ``columns`` of the training data (dimension extension)."""
+    """Participant ``u`` holding columns ``columns`` of the training data (dimension extension).
+
+    Its handlers serve the CS role only (the message declarations; the network refuses any
+    other sender before a handler runs)."""
+
+    role = "participant"
 
     def __init__(
         self,
@@ -125,8 +130,6 @@ class Participant(Party):
         """FLE-Expan lines 7-11 for every task: candidates from the node's own values, and
         each sample's candidate code.  Learns: μ of the nodes its columns were drawn for."""
         self._check_active()
-        if sender != self._cs:
-            raise UnexpectedMessage("expansion requests come from the CS")
         offsets = np.asarray(msg.offsets, dtype=np.int64)
         samples = np.asarray(msg.samples, dtype=np.int64)
         n_nodes = int(np.asarray(msg.node).size)
@@ -152,7 +155,7 @@ class Participant(Party):
     def on_split(self, sender: str, msg: SplitRequest) -> SplitReply:
         """FOS-Find line 8: ``HoEnc(pk_u, s)`` of each winning candidate, signed with the epoch."""
         self._check_active()
-        if sender != self._cs or msg.epoch != self.epoch:
+        if msg.epoch != self.epoch:
             raise StaleEpochError("split request for another epoch")
         sets = self._pending.pop(msg.round, None)
         cols = self._pending_cols.pop(msg.round, None)

@@ -20,6 +20,8 @@ __all__ = ["Requester"]
 class Requester(Party):
     """Holds a weak key; sends ``HoEnc(pk_0, x)`` to the CS and receives the output."""
 
+    role = "requester"
+
     def __init__(self, name: str, network: Network, *, weak_key: WeakSecretKey, codec: FixedPoint = DEFAULT_CODEC,
                  holt_params: HoLTParams = DEFAULT_HOLT, cs: str = "cs", rng: RandomSource = SYSTEM_RANDOM) -> None:
         super().__init__(name, network)

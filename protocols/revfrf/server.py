@@ -626,6 +626,8 @@ class KeyCentre(Party):
     """The KGC as a party: registered Ed25519 verification keys and key revocation
     (FRF-Revoc line 15).  Key issuance happens at set-up, offline (paper §5.2)."""
 
+    role = "kgc"
+
     def __init__(self, name: str, network: Network, *, kgc: KGC, verify_keys: Mapping[str, bytes],
                  session: bytes) -> None:
         super().__init__(name, network)

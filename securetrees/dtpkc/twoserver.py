@@ -104,7 +104,7 @@ class HoLTParams:
 # --------------------------------------------------------------------------- messages
 
 
-@message("dtpkc.hoadd.request")
+@message("dtpkc.hoadd.request", sender="cs", receiver="cc")
 @dataclass(frozen=True)
 class HoAddRequest(Message):
     """CS → CC, HoAdd step 1: per item ``X`` and ``X^λ1`` and the output key's component ids."""
@@ -114,7 +114,7 @@ class HoAddRequest(Message):
     out_keys: tuple[tuple[bytes, ...], ...]
 
 
-@message("dtpkc.hoadd.reply")
+@message("dtpkc.hoadd.reply", reply_to=HoAddRequest)
 @dataclass(frozen=True)
 class HoAddReply(Message):
     """CC → CS, HoAdd step 2: per item ``HoEnc_out(a + b + α)`` as ``(T1, T2)``."""
@@ -123,7 +123,7 @@ class HoAddReply(Message):
     t2: tuple[int, ...]
 
 
-@message("dtpkc.holt.request")
+@message("dtpkc.holt.request", sender="cs", receiver="cc")
 @dataclass(frozen=True)
 class HoLTRequest(Message):
     """CS → CC, HoLT step 1: per comparison ``β`` and ``β^λ1`` and the output key's component ids."""
@@ -133,7 +133,7 @@ class HoLTRequest(Message):
     out_keys: tuple[tuple[bytes, ...], ...]
 
 
-@message("dtpkc.holt.reply")
+@message("dtpkc.holt.reply", reply_to=HoLTRequest)
 @dataclass(frozen=True)
 class HoLTReply(Message):
     """CC → CS, HoLT step 2: per comparison ``HoEnc_{h_CS·h_j}(u)`` as ``(T1, T2)``."""
@@ -325,6 +325,8 @@ class CentralServer(Party):
     Subclass or compose it: :meth:`hoadd_many` and :meth:`holt_many` are one round trip each.
     """
 
+    role = "cs"
+
     def __init__(
         self,
         name: str,
@@ -430,7 +432,10 @@ class ComputationServer(Party):
 
     It encrypts results only under keys built from its directory of weak public keys
     (party name → key), and never under a key made of the requester's own key alone.
+    HoAdd and HoLT requests are admitted from the CS role only (the message declarations).
     """
+
+    role = "cc"
 
     def __init__(
         self,

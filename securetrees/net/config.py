@@ -4,24 +4,30 @@
 
     [run]
     protocol = "revfrf"            # which protocol module serves the roles
-    operator = "operator"          # the only identity allowed to send control requests
+    operator = "operator"          # the only identity allowed to send control requests (role "operator")
     deadline = 600.0               # seconds per call (TransportOptions)
     retries = 3
 
     [tls]
-    ca = "pki/ca.pem"
+    ca = "pki/ca.pem"              # the CA bundle: one CA, or several (e.g. one per organisation)
 
     [parties.cs]
+    role = "cs"                    # the protocol role: what may this party send to whom
     address = "127.0.0.1:50101"
     cert = "pki/cs.crt"
     key = "pki/cs.key"             # PKCS#8, encrypted under the party's passphrase
     secrets = "keys/cs.keys"       # protocol secrets, sealed under the same passphrase
     data = "data/cs.npz"           # this party's own data (optional)
+    issuer = "4c…"                 # the CA allowed to issue "cs" (SHA-256 of its DER); required
+                                   # when ca.pem holds several CAs
     fingerprint = "9f…"            # optional: pin the certificate (SHA-256 of its DER)
 
     [protocol]                     # the protocol's public parameters, same for every party
     n_estimators = 10
 
+Every party but the operator names its ``role``; the operator's role is ``operator``
+and no other party may claim it.  Each process admits a message only from a party whose
+role the message's type declares as a sender (``specs/runtime.md``).
 Relative paths are read from the configuration file's folder.  No secret is
 ever read from the configuration: passphrases come from a file, the
 ``SECURETREES_PASSPHRASE`` environment variable or a prompt (:func:`read_passphrase`).
@@ -38,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from securetrees.errors import ParameterError
-from securetrees.net.tls import check_name
+from securetrees.net.control import OPERATOR_ROLE
+from securetrees.net.tls import check_fingerprint, check_name
 from securetrees.net.transport import Peer, TransportOptions
+from securetrees.runtime.messages import check_role
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,12 +62,14 @@ PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, n
 @dataclass(frozen=True)
 class PartyConfig:
     name: str
+    role: str
     address: str
     cert: Path
     key: Path
     secrets: Path | None = None
     data: Path | None = None
     fingerprint: str | None = None
+    issuer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ class RunConfig:
     params: dict[str, Any] = field(default_factory=dict)
 
     def roster(self) -> dict[str, Peer]:
-        return {n: Peer(p.address, p.fingerprint) for n, p in self.parties.items()}
+        return {n: Peer(p.address, p.fingerprint, p.issuer, p.role) for n, p in self.parties.items()}
 
     def party(self, name: str) -> PartyConfig:
         p = self.parties.get(name)
@@ -139,15 +149,21 @@ def load_config(path: str | Path) -> RunConfig:
         check_name(name)
         if not isinstance(t, dict):
             raise ParameterError(f"{where} must be a table")
-        extra = set(t) - {"address", "cert", "key", "secrets", "data", "fingerprint"}
+        extra = set(t) - {"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer"}
         if extra:
             raise ParameterError(f"{where}: unknown keys {sorted(extra)} (secrets never go in the configuration)")
         cert, key = path_of(t, "cert", where), path_of(t, "key", where)
         if cert is None or key is None:  # pragma: no cover - required
             raise ParameterError(f"{where}: cert and key are required")
-        parties[name] = PartyConfig(name, str(_str(t, "address", where)), cert, key,
+        role = t.get("role", OPERATOR_ROLE if name == run.get("operator") else None)
+        check_role(role, f"{where}:")
+        if (role == OPERATOR_ROLE) != (name == run.get("operator")):
+            raise ParameterError(f"{where}: the role {OPERATOR_ROLE!r} belongs to the run's operator, and only to it")
+        pin, issuer = (_str(t, k, where, required=False) for k in ("fingerprint", "issuer"))
+        parties[name] = PartyConfig(name, str(role), str(_str(t, "address", where)), cert, key,
                                     path_of(t, "secrets", where, False), path_of(t, "data", where, False),
-                                    _str(t, "fingerprint", where, required=False))
+                                    None if pin is None else check_fingerprint(pin, f"{where} fingerprint"),
+                                    None if issuer is None else check_fingerprint(issuer, f"{where} issuer"))
     operator = str(_str(run, "operator", f"{p} [run]"))
     if operator not in parties:
         raise ParameterError(f"{p}: the operator {operator!r} has no [parties.{operator}] entry")

@@ -1,8 +1,9 @@
 """The control plane of a networked run: the operator tells roles what to do.
 
 A role process serves its protocol role and, through :class:`Controllable`,
-accepts :class:`ControlRequest` messages from the run's operator only (the
-sender is the TLS-authenticated certificate name).  An action ``x`` runs the
+accepts :class:`ControlRequest` messages, which only the ``operator`` role may
+send (the message's declaration; the run's configuration gives that role to its
+operator alone, and the sender is the TLS-authenticated certificate name).  An action ``x`` runs the
 role's method ``control_x(args)``; its reply carries named arrays and strings.
 ``shutdown`` stops the role's server after the reply has gone out.
 """
@@ -11,21 +12,24 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from securetrees.errors import AuthenticationError, ParameterError
-from securetrees.runtime import Message, Party, handles, message
+from securetrees.errors import ParameterError
+from securetrees.runtime import ANY_ROLE, Message, Party, handles, message
 from securetrees.runtime.network import Network
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ControlReply", "ControlRequest", "Controllable", "Operator"]
+__all__ = ["OPERATOR_ROLE", "ControlReply", "ControlRequest", "Controllable", "Operator"]
+
+OPERATOR_ROLE: Final = "operator"
+"""The role of a run's operator: the only role that may send control requests."""
 
 
-@message("securetrees.control.request")
+@message("securetrees.control.request", sender=OPERATOR_ROLE, receiver=ANY_ROLE)
 @dataclass(frozen=True)
 class ControlRequest(Message):
     long_running = True
@@ -34,7 +38,7 @@ class ControlRequest(Message):
     args: dict[str, str] = field(default_factory=dict)
 
 
-@message("securetrees.control.reply")
+@message("securetrees.control.reply", reply_to=ControlRequest)
 @dataclass(frozen=True)
 class ControlReply(Message):
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
@@ -42,16 +46,13 @@ class ControlReply(Message):
 
 
 class Controllable:
-    """Mixin for a :class:`Party` run as a service: ``operator`` may send control requests."""
+    """Mixin for a :class:`Party` run as a service: the operator may send control requests."""
 
-    operator: str = "operator"
     name: str
     network: Network
 
     @handles(ControlRequest)
     def on_control(self, sender: str, msg: ControlRequest) -> ControlReply:
-        if sender != self.operator:
-            raise AuthenticationError(f"only the operator {self.operator!r} may control {self.name!r}")
         if msg.action == "shutdown":
             threading.Timer(0.2, self.network.close).start()  # after the reply has gone out
             return ControlReply(info={"status": "stopping"})
@@ -70,6 +71,8 @@ class Controllable:
 
 class Operator(Party):
     """The operator's end: sends control requests (and accepts nothing)."""
+
+    role = OPERATOR_ROLE
 
     def control(self, role: str, action: str, **args: Any) -> ControlReply:
         return self.call(role, ControlRequest(action, {k: str(v) for k, v in args.items()}), expect=ControlReply)

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
@@ -57,8 +56,10 @@ def load_data(path: Path | None) -> dict[str, npt.NDArray[Any]]:
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise ParameterError(f"cannot read the data file {path}: {exc}") from exc
+    except Exception as exc:  # zipfile, zlib and numpy each have their own errors
+        # (BadZipFile, zlib.error, NotImplementedError for an unknown zip version, struct.error,
+        # EOFError, ValueError...): whichever it is, the file is not a readable data file.
+        raise ParameterError(f"cannot read the data file {path}: {exc!r}") from exc
 
 
 def network_for(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
@@ -76,13 +77,12 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     secrets = open_key_file(p.secrets, role, passphrase) if p.secrets is not None else {}
     net = network_for(config, role, passphrase)
     try:
-        party = module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+        module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
     except SecureTreesError:
         raise
     except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
         # a missing or malformed [protocol] parameter, key-file item or data array
         raise ParameterError(f"cannot build {role!r} from the run configuration: {exc!r}") from exc
-    party.operator = config.operator
     net.start()
     return net
 

@@ -2,8 +2,11 @@
 
 A party's identity is its certificate: the subject common name and the one
 DNS subject-alternative name are the party's name, and the certificate is
-signed by the run's certificate authority.  :func:`make_test_pki` makes a CA
-and one certificate per party for local trials (ECDSA P-256, 30 days); real
+signed directly by one certificate authority of the run's bundle (``ca.pem``,
+one CA or several, e.g. one per organisation).  :func:`bind_issuers` ties each
+roster name to the one CA allowed to issue it, so that no organisation's CA can
+mint another party's name.  :func:`make_test_pki` makes a CA and one
+certificate per party for local trials (ECDSA P-256, 30 days); real
 deployments bring certificates from their own CA (``specs/deployment.md``),
 and :func:`load_identity` checks either kind the same way.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -28,7 +32,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from securetrees.errors import AuthenticationError, ParameterError
 
-__all__ = ["DEPLOYABLE_NAME", "TlsIdentity", "fingerprint", "load_identity", "make_test_pki"]
+__all__ = ["DEPLOYABLE_NAME", "TlsIdentity", "bind_issuers", "check_fingerprint", "fingerprint", "issued_by",
+           "load_ca_bundle", "load_identity", "make_test_pki"]
 
 DEPLOYABLE_NAME: Final = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 """Names a networked party may have: one DNS label (the certificate's subject alternative name)."""
@@ -44,7 +49,7 @@ def check_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class TlsIdentity:
-    """What a party presents and trusts: the CA's certificate, its own certificate, its key (PEM)."""
+    """What a party presents and trusts: the CA bundle, its own certificate, its key (PEM)."""
 
     name: str
     ca_pem: bytes = field(repr=False)
@@ -59,6 +64,84 @@ def fingerprint(cert_pem: bytes) -> str:
     """SHA-256 of the certificate's DER encoding, hex (what a roster may pin)."""
     cert = x509.load_pem_x509_certificate(cert_pem)
     return cert.fingerprint(hashes.SHA256()).hex()
+
+
+def check_fingerprint(value: str, what: str) -> str:
+    """A SHA-256 fingerprint as 64 lower-case hex digits; accepts upper case and ``AB:CD:…``
+    (``openssl x509 -noout -fingerprint -sha256``).  :class:`ParameterError` otherwise."""
+    if not isinstance(value, str):
+        raise ParameterError(f"{what} must be a SHA-256 fingerprint string")
+    hex_ = value.replace(":", "").strip().lower()
+    if len(hex_) != 64 or any(c not in "0123456789abcdef" for c in hex_):
+        raise ParameterError(f"{what} must be a SHA-256 fingerprint (64 hex digits), got {value!r}")
+    return hex_
+
+
+def load_ca_bundle(ca_pem: bytes) -> list[x509.Certificate]:
+    """Every CA certificate of a bundle (PEM blocks one after the other), duplicates dropped.
+
+    Raises :class:`ParameterError` for an empty or malformed bundle, or a certificate in it that
+    is not a CA (basic constraints ``CA:TRUE``).
+    """
+    try:
+        certs = x509.load_pem_x509_certificates(ca_pem)
+    except ValueError as exc:
+        raise ParameterError("the CA bundle holds no readable PEM certificate") from exc
+    cas: dict[bytes, x509.Certificate] = {}
+    for cert in certs:
+        try:
+            is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        except x509.ExtensionNotFound:
+            is_ca = False
+        if not is_ca:
+            raise ParameterError(f"the CA bundle holds a certificate that is not a CA: {cert.subject.rfc4514_string()}")
+        cas.setdefault(cert.fingerprint(hashes.SHA256()), cert)
+    return list(cas.values())
+
+
+def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    """Whether ``ca`` signed ``cert`` directly (issuer name and signature; no chain)."""
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def bind_issuers(ca_pem: bytes, issuers: Mapping[str, str | None]) -> dict[str, x509.Certificate]:
+    """Each roster name's CA: the one certificate authority allowed to issue that name.
+
+    ``issuers`` maps every name to the SHA-256 fingerprint of its CA in the bundle, or to
+    ``None``.  With one CA in the bundle, ``None`` means that CA (a run with one CA needs
+    nothing more).  With several, any of them could mint any name, so every name must
+    name its CA.  A pinned certificate fingerprint is no substitute: the server side checks
+    a pin, but gRPC's client does not expose the server's certificate, so an outgoing
+    connection is bound only by trusting that one CA as its root.
+
+    Raises :class:`ParameterError` (at start-up) when the bundle has several CAs and a name
+    has none, or a fingerprint names no CA of the bundle.
+    """
+    cas = load_ca_bundle(ca_pem)
+    by_fp = {c.fingerprint(hashes.SHA256()).hex(): c for c in cas}
+    bound: dict[str, x509.Certificate] = {}
+    unbound: list[str] = []
+    for name, issuer in issuers.items():
+        if issuer is None:
+            if len(cas) == 1:
+                bound[name] = cas[0]
+            else:
+                unbound.append(name)
+            continue
+        ca = by_fp.get(check_fingerprint(issuer, f"the issuer of {name!r}"))
+        if ca is None:
+            raise ParameterError(f"the issuer of {name!r} ({issuer}) is not a CA of the run's bundle")
+        bound[name] = ca
+    if unbound:
+        raise ParameterError(
+            f"the CA bundle holds {len(cas)} CAs, so each of them could issue any name: every roster entry "
+            f"must give its issuer (the SHA-256 fingerprint of the CA allowed to issue it; a pinned "
+            f"certificate alone does not bind outgoing connections); missing for {sorted(unbound)}")
+    return bound
 
 
 def _name(common_name: str) -> x509.Name:
@@ -122,8 +205,9 @@ def load_identity(name: str, ca_path: str | Path, cert_path: str | Path, key_pat
                   passphrase: bytes) -> TlsIdentity:
     """Read and check a party's TLS identity.
 
-    Raises :class:`AuthenticationError` when the certificate is not for ``name``, not signed
-    by the CA, or not currently valid, or the key does not match it; :class:`ParameterError`
+    ``ca_path`` is the run's CA bundle (one CA or several).  Raises :class:`AuthenticationError`
+    when the certificate is not for ``name``, not signed directly by a CA of the bundle, or not
+    currently valid, or the key does not match it; :class:`ParameterError`
     for a wrong passphrase or unreadable files.
     """
     check_name(name)
@@ -131,8 +215,8 @@ def load_identity(name: str, ca_path: str | Path, cert_path: str | Path, key_pat
         ca_pem, cert_pem, key_enc = (Path(p).read_bytes() for p in (ca_path, cert_path, key_path))
     except OSError as exc:
         raise ParameterError(f"cannot read the TLS files of {name!r}: {exc}") from exc
+    cas = load_ca_bundle(ca_pem)
     try:
-        ca = x509.load_pem_x509_certificate(ca_pem)
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError as exc:
         raise ParameterError(f"malformed certificate for {name!r}") from exc
@@ -140,10 +224,8 @@ def load_identity(name: str, ca_path: str | Path, cert_path: str | Path, key_pat
         key = serialization.load_pem_private_key(key_enc, password=passphrase)
     except (ValueError, TypeError) as exc:
         raise ParameterError(f"cannot open the TLS key of {name!r} (wrong passphrase?)") from exc
-    try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature) as exc:
-        raise AuthenticationError(f"the certificate of {name!r} is not signed by the run's CA") from exc
+    if not any(issued_by(cert, ca) for ca in cas):
+        raise AuthenticationError(f"the certificate of {name!r} is not signed by a CA of the run's bundle")
     cns = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     if cns != [name]:
         raise AuthenticationError(f"the certificate is for {cns!r}, not {name!r}")

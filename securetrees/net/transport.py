@@ -6,11 +6,16 @@ both ways (no protobuf): the request is one wire-codec frame; the response is
 the receiver's name and the sender's round number; the *sender* is never taken
 from metadata but from the client certificate TLS authenticated.
 
-Each side checks the other against the run's roster: the server refuses a
-client whose certificate name is not in the roster (or whose certificate does
-not match a pinned fingerprint) with ``PERMISSION_DENIED``; the client connects
-with the peer's roster name as the TLS target name, so a server presenting any
-other party's certificate fails the handshake.
+Each side checks the other against the run's roster, where every name is bound
+to the one CA of the bundle allowed to issue it: the server refuses a client
+whose certificate name is not in the roster, whose certificate that CA did not
+issue, or which does not match a pinned fingerprint, with ``PERMISSION_DENIED``;
+the client trusts only the peer's CA as its root and connects with the peer's
+roster name as the TLS target name, so a server presenting any other party's
+certificate, or one minted for that name by another CA, fails the handshake.
+The roster also gives each name its role: a message whose type that role may
+not send is refused by :meth:`Network.receive` before the handler runs, and
+comes back to the caller as :class:`UnauthorizedSender`.
 
 Failures surface as the library's typed errors: a peer that cannot be reached
 raises :class:`PartyUnavailable`, one that does not answer within the deadline
@@ -31,6 +36,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 import securetrees.errors as errors_module
 from securetrees.errors import (
@@ -42,9 +49,9 @@ from securetrees.errors import (
     RemoteError,
     SecureTreesError,
 )
-from securetrees.net.tls import TlsIdentity, check_name, fingerprint
+from securetrees.net.tls import TlsIdentity, bind_issuers, check_name, fingerprint, issued_by
 from securetrees.runtime import codec
-from securetrees.runtime.messages import Message
+from securetrees.runtime.messages import Message, check_role
 from securetrees.runtime.network import Network
 from securetrees.runtime.transcript import Transcript
 
@@ -55,6 +62,7 @@ __all__ = ["METHOD", "GrpcNetwork", "Peer", "TransportOptions"]
 
 SERVICE: Final = "securetrees.Party"
 METHOD: Final = f"/{SERVICE}/Deliver"
+READY: Final = f"/{SERVICE}/Ready"
 _NO_REPLY: Final = b"\x00"
 _REPLY: Final = b"\x01"
 _RECEIVER_KEY: Final = "st-receiver"
@@ -64,10 +72,19 @@ _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEAD
 
 @dataclass(frozen=True)
 class Peer:
-    """A roster entry: where the party listens, and optionally its pinned certificate."""
+    """A roster entry: where the party listens, optionally its pinned certificate, the CA
+    allowed to issue its name (SHA-256 fingerprint of a CA of the bundle; required when the
+    bundle holds several CAs, see :func:`~securetrees.net.tls.bind_issuers`), and its role
+    (what the run's message declarations name; a party without one may send nothing)."""
 
     address: str
     fingerprint: str | None = None
+    issuer: str | None = None
+    role: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role is not None:
+            check_role(self.role)
 
 
 @dataclass(frozen=True)
@@ -148,6 +165,11 @@ class GrpcNetwork(Network):
         self.roster = {check_name(n): p for n, p in roster.items()}
         if self.name not in self.roster:
             raise errors_module.ParameterError(f"{self.name!r} is not in the run's roster")
+        self._issuers = bind_issuers(identity.ca_pem, {n: p.issuer for n, p in self.roster.items()})
+        if not issued_by(x509.load_pem_x509_certificate(identity.cert_pem), self._issuers[self.name]):
+            raise AuthenticationError(f"this party's certificate is not issued by the CA the roster binds "
+                                      f"{self.name!r} to")
+        self._verified: set[tuple[str, bytes]] = set()
         self.options = options or TransportOptions()
         self.transcript = transcript if transcript is not None else Transcript(keep_payloads=keep_payloads)
         self._party: Party | None = None
@@ -164,7 +186,14 @@ class GrpcNetwork(Network):
                 f"this process's certificate is for {self.name!r}; it cannot host {party.name!r}")
         if self._party is not None:
             raise ProtocolError(f"{self.name!r} is already registered")
+        if self.roster[self.name].role != party.role:
+            raise errors_module.ParameterError(
+                f"the roster gives {self.name!r} the role {self.roster[self.name].role!r}, not {party.role!r}")
         self._party = party
+
+    def role_of(self, name: str) -> str | None:
+        entry = self.roster.get(name)
+        return None if entry is None else entry.role
 
     def start(self) -> int:
         """Listen on this party's roster address with mutual TLS; returns the bound port."""
@@ -174,7 +203,8 @@ class GrpcNetwork(Network):
                                                 thread_name_prefix="st-serve"),
                              options=self.options.channel_args())
         handler = grpc.method_handlers_generic_handler(
-            SERVICE, {"Deliver": grpc.unary_unary_rpc_method_handler(self._serve)})
+            SERVICE, {"Deliver": grpc.unary_unary_rpc_method_handler(self._serve),
+                      "Ready": grpc.unary_unary_rpc_method_handler(self._ready)})
         server.add_generic_rpc_handlers((handler,))
         creds = grpc.ssl_server_credentials([(self.identity.key_pem, self.identity.cert_pem)],
                                             root_certificates=self.identity.ca_pem,
@@ -208,13 +238,26 @@ class GrpcNetwork(Network):
         self.close()
 
     def wait_for(self, peers: list[str], timeout: float) -> None:
-        """Wait until every peer accepts a TLS connection (start-up); raises :class:`PeerTimeout`."""
+        """Wait until every peer answers a readiness call (start-up); raises :class:`PeerTimeout`.
+
+        The answer comes from the peer's started server hosting its party, so the peer is
+        serving, not merely reachable: a channel that still looks connected to a process
+        killed since is not taken for a live peer.  After a failed attempt the channel is
+        dropped, so the next attempt connects afresh instead of waiting out gRPC's
+        reconnect backoff."""
         end = time.monotonic() + timeout
         for peer in peers:
-            try:
-                grpc.channel_ready_future(self._channel(peer)).result(timeout=max(0.0, end - time.monotonic()))
-            except grpc.FutureTimeoutError:
-                raise PeerTimeout(f"party {peer!r} did not come up within {timeout:g} s") from None
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise PeerTimeout(f"party {peer!r} did not come up within {timeout:g} s")
+                try:
+                    self._channel(peer).unary_unary(READY)(b"", timeout=min(left, 1.0), wait_for_ready=True)
+                    break
+                except grpc.RpcError as exc:
+                    if exc.code() not in _TRANSIENT:
+                        raise _error_from_status(peer, exc.code(), exc.details() or "") from None
+                    self._drop_channel(peer)
 
     # ------------------------------------------------------------------ client side
     def _channel(self, peer: str) -> grpc.Channel:
@@ -224,13 +267,18 @@ class GrpcNetwork(Network):
                 entry = self.roster.get(peer)
                 if entry is None:
                     raise PartyUnavailable(f"no party named {peer!r} in the run's roster")
-                creds = grpc.ssl_channel_credentials(root_certificates=self.identity.ca_pem,
+                creds = grpc.ssl_channel_credentials(root_certificates=self._trusted_roots(peer),
                                                      private_key=self.identity.key_pem,
                                                      certificate_chain=self.identity.cert_pem)
                 ch = grpc.secure_channel(entry.address, creds, options=[
                     *self.options.channel_args(), ("grpc.ssl_target_name_override", peer)])
                 self._channels[peer] = ch
             return ch
+
+    def _trusted_roots(self, peer: str) -> bytes:
+        """The only root an outgoing connection to ``peer`` trusts: the CA bound to its name,
+        so a server certificate for that name from any other CA of the bundle fails the handshake."""
+        return self._issuers[peer].public_bytes(serialization.Encoding.PEM)
 
     def _drop_channel(self, peer: str) -> None:
         with self._lock:
@@ -273,11 +321,7 @@ class GrpcNetwork(Network):
             return None
         if raw[:1] != _REPLY:
             raise DecodeError(f"malformed response from {receiver!r}")
-        data = raw[1:]
-        reply = codec.decode(data)
-        with self._lock:
-            self.transcript.record(round_, receiver, self.name, reply, data)
-        return reply
+        return self.accept_reply(round_, receiver, self.name, type(msg), raw[1:])
 
     def _new_round(self) -> int:
         with self._lock:
@@ -310,11 +354,36 @@ class GrpcNetwork(Network):
         entry = self.roster.get(name)
         if entry is None:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} is not in the run's roster")
-        if entry is not None and entry.fingerprint is not None:
-            pems = auth.get("x509_pem_cert") or []
-            if len(pems) != 1 or fingerprint(pems[0]) != entry.fingerprint.lower():
-                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
+        pems = auth.get("x509_pem_cert") or []
+        if len(pems) != 1 or not self._issuer_ok(name, pems[0]):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"certificate of {name!r} is not issued by the CA the roster binds that name to")
+        if entry is not None and entry.fingerprint is not None and fingerprint(pems[0]) != entry.fingerprint.lower():
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
         return str(name)
+
+    def _issuer_ok(self, name: str, cert_pem: bytes) -> bool:
+        """Whether the CA bound to ``name`` signed this client certificate directly (TLS has
+        only checked that *some* CA of the bundle did).  Successes are remembered per name."""
+        with self._lock:
+            if (name, cert_pem) in self._verified:
+                return True
+        try:
+            cert = x509.load_pem_x509_certificate(cert_pem)
+        except ValueError:
+            return False
+        if not issued_by(cert, self._issuers[name]):
+            return False
+        with self._lock:
+            self._verified.add((name, cert_pem))
+        return True
+
+    def _ready(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        """Readiness, for roster members: answered once this server serves its party."""
+        self._peer_name(context)
+        if self._party is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.name!r} is not serving yet")
+        return b""
 
     def _serve(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         sender = self._peer_name(context)
@@ -329,10 +398,7 @@ class GrpcNetwork(Network):
         if party is None:  # pragma: no cover - aborted above
             raise PartyUnavailable("no party")
         try:
-            msg = codec.decode(request)
-            with self._lock:
-                self.transcript.record(round_, sender, self.name, msg, request)
-            reply = party.dispatch(sender, msg)
+            reply = self.receive(round_, sender, party, request)
         except SecureTreesError as exc:
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
                     else grpc.StatusCode.FAILED_PRECONDITION)

@@ -21,9 +21,11 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 from securetrees.net.config import dump_toml
+from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keyfile import write_key_file
-from securetrees.net.tls import check_name, make_test_pki
+from securetrees.net.tls import check_name, fingerprint, make_test_pki
 from securetrees.rand import SYSTEM_RANDOM
+from securetrees.runtime.messages import check_role
 
 __all__ = ["Secret", "TrialPlan", "free_ports", "write_trial"]
 
@@ -39,13 +41,19 @@ class TrialPlan:
     data: dict[str, Mapping[str, npt.NDArray[Any]]] = field(default_factory=dict)
     secrets: dict[str, Mapping[str, Secret]] = field(default_factory=dict)
     roles: list[str] = field(default_factory=list)
+    """The parties' names, in the order added."""
+    role_of: dict[str, str] = field(default_factory=dict)
+    """Each party's protocol role (``run.toml``'s ``role``)."""
 
-    def add(self, name: str, *, data: Mapping[str, npt.NDArray[Any]] | None = None,
+    def add(self, name: str, *, role: str, data: Mapping[str, npt.NDArray[Any]] | None = None,
             secrets: Mapping[str, Secret] | None = None) -> None:
         check_name(name)
         if name in self.roles or name == self.operator:
             raise ParameterError(f"party {name!r} added twice")
+        if check_role(role) == OPERATOR_ROLE:
+            raise ParameterError(f"the role {OPERATOR_ROLE!r} belongs to the run's operator")
         self.roles.append(name)
+        self.role_of[name] = role
         if data:
             self.data[name] = data
         if secrets:
@@ -79,10 +87,12 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
         f.write_bytes(pw + b"\n")
         f.chmod(0o600)
     make_test_pki(names, out / "pki", passphrases)
+    issuer = fingerprint((out / "pki" / "ca.pem").read_bytes())  # one CA issues every name of a trial
     ports = [base_port + i for i in range(len(names))] if base_port else free_ports(len(names), host)
     parties: dict[str, Any] = {}
     for n, port in zip(names, ports, strict=True):
-        entry: dict[str, Any] = {"address": f"{host}:{port}", "cert": f"pki/{n}.crt", "key": f"pki/{n}.key"}
+        entry: dict[str, Any] = {"role": plan.role_of.get(n, OPERATOR_ROLE), "address": f"{host}:{port}",
+                                 "cert": f"pki/{n}.crt", "key": f"pki/{n}.key", "issuer": issuer}
         items = plan.secrets.get(n)
         if items:
             opened = {k: (v(passphrases[n]) if callable(v) else v) for k, v in items.items()}

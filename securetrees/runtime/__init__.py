@@ -7,18 +7,20 @@ See ``specs/runtime.md``.
 """
 
 from securetrees.runtime.codec import decode, encode
-from securetrees.runtime.messages import Message, message, registered_messages
+from securetrees.runtime.messages import ANY_ROLE, Message, message, registered_messages
 from securetrees.runtime.network import InProcessNetwork, Network
 from securetrees.runtime.party import Party, handles
-from securetrees.runtime.transcript import Mark, Record, Transcript, TranscriptStats
+from securetrees.runtime.transcript import Mark, Record, Refusal, Transcript, TranscriptStats
 
 __all__ = [
+    "ANY_ROLE",
     "InProcessNetwork",
     "Mark",
     "Message",
     "Network",
     "Party",
     "Record",
+    "Refusal",
     "Transcript",
     "TranscriptStats",
     "decode",

@@ -30,7 +30,7 @@ import numpy as np
 from securetrees.errors import DecodeError, SecureTreesError
 from securetrees.runtime.messages import Message, message_class, message_fields
 
-__all__ = ["MAX_DEPTH", "MAX_INT_BYTES", "MAX_MESSAGE_BYTES", "WIRE_VERSION", "decode", "encode"]
+__all__ = ["MAX_DEPTH", "MAX_INT_BYTES", "MAX_MESSAGE_BYTES", "WIRE_VERSION", "decode", "encode", "message_type"]
 
 WIRE_VERSION: Final = 1
 MAGIC: Final = b"ST"
@@ -407,8 +407,8 @@ def _decode_message_body(r: _Reader, expected: type[Message], depth: int) -> Mes
     return _decode_fields(r, cls, depth)
 
 
-def decode(data: bytes) -> Message:
-    """The message in ``data``; raises :class:`DecodeError` on anything malformed."""
+def _open(data: bytes) -> _Reader:
+    """A reader past a valid frame header, at the top-level message's wire name."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise DecodeError("wire data must be bytes")
     if not isinstance(data, bytes):
@@ -423,7 +423,23 @@ def decode(data: bytes) -> Message:
     r.pos = 3
     if r.byte() != _MSG:
         raise DecodeError("frame does not hold a message")
+    return r
+
+
+def message_type(data: bytes) -> type[Message]:
+    """The registered class of the message in ``data``, read from the frame's header only (its
+    fields are not parsed): the receiver checks who may send it before decoding anything else."""
+    name = _open(data).text()
+    cls = message_class(name)
+    if cls is None:
+        raise DecodeError(f"unknown message type {name!r}")
+    return cls
+
+
+def decode(data: bytes) -> Message:
+    """The message in ``data``; raises :class:`DecodeError` on anything malformed."""
+    r = _open(data)
     msg = _decode_message_body(r, Message, 0)
-    if r.pos != len(data):
-        raise DecodeError(f"{len(data) - r.pos} trailing bytes after the message")
+    if r.pos != len(r.data):
+        raise DecodeError(f"{len(r.data) - r.pos} trailing bytes after the message")
     return msg

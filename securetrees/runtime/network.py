@@ -6,6 +6,12 @@ default implementation, which still encodes every message to bytes at the
 sender and decodes it at the receiver, so that nothing is shared by
 reference, sizes are real, and a networked transport can replace it without
 touching role code.
+
+Every network lets a message in through :meth:`Network.receive` only: the
+sender's role (from the run's roster) must be one the message's type declares
+(:func:`~securetrees.runtime.messages.message`), else the message is refused
+with :class:`UnauthorizedSender`, recorded as a refusal and never delivered.
+Replies pass :meth:`Network.accept_reply`: only a reply declared for the request.
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from securetrees.errors import PartyUnavailable, ProtocolError, UnexpectedMessage
+from securetrees.errors import PartyUnavailable, ProtocolError, UnauthorizedSender, UnexpectedMessage
 from securetrees.runtime import codec
-from securetrees.runtime.messages import Message
+from securetrees.runtime.messages import Message, authorize_reply, authorize_request
 from securetrees.runtime.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -47,6 +53,40 @@ class Network(ABC):
         With ``allow_missing`` an unavailable party is left out of the result
         instead of raising :class:`PartyUnavailable` (dropout-tolerant protocols).
         """
+
+    @abstractmethod
+    def role_of(self, name: str) -> str | None:
+        """The role of the run's party ``name`` (from the run's roster), or None if it has none."""
+
+    def receive(self, round_: int, sender: str, party: Party, data: bytes) -> Message | None:
+        """The one way into a party: from the frame's header alone, check that ``sender``'s role
+        may send this message type to ``party``'s role; then decode, record the delivery and run
+        the handler.  A refused message is recorded as a
+        :class:`~securetrees.runtime.transcript.Refusal`, raises :class:`UnauthorizedSender`,
+        and is neither decoded nor seen by the party."""
+        kind = codec.message_type(data)
+        try:
+            authorize_request(kind, sender, self.role_of(sender), party.role)
+        except UnauthorizedSender as exc:
+            self.transcript.refuse(round_, sender, party.name, kind.wire_type, len(data), str(exc))
+            raise
+        msg = codec.decode(data)
+        self.transcript.record(round_, sender, party.name, msg, data)
+        return party.dispatch(sender, msg)
+
+    def accept_reply(self, round_: int, replier: str, caller: str, request: type[Message], data: bytes) -> Message:
+        """Decode and record the reply ``data`` in the caller's view if its type (read from the
+        header first) is declared as an answer to ``request``; otherwise record a refusal and
+        raise :class:`UnauthorizedSender`."""
+        kind = codec.message_type(data)
+        try:
+            authorize_reply(request, kind)
+        except UnauthorizedSender as exc:
+            self.transcript.refuse(round_, replier, caller, kind.wire_type, len(data), str(exc))
+            raise
+        reply = codec.decode(data)
+        self.transcript.record(round_, replier, caller, reply, data)
+        return reply
 
     def close(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Stop serving and release connections (nothing to release in process)."""
@@ -89,6 +129,10 @@ class InProcessNetwork(Network):
     def is_up(self, name: str) -> bool:
         return name in self._parties and name not in self._down
 
+    def role_of(self, name: str) -> str | None:
+        party = self._parties.get(name)
+        return None if party is None else party.role
+
     def _party(self, name: str) -> Party:
         party = self._parties.get(name)
         if party is None:
@@ -101,17 +145,12 @@ class InProcessNetwork(Network):
                 raise PartyUnavailable(f"party {name!r} has dropped out")
         target = self._party(receiver)
         data = codec.encode(msg)
-        received = codec.decode(data)
-        self.transcript.record(round_, sender, receiver, received, data)
-        reply = target.dispatch(sender, received)
+        reply = self.receive(round_, sender, target, data)
         if reply is None:
             return None
         if receiver in self._down:  # dropped while handling
             raise PartyUnavailable(f"party {receiver!r} has dropped out")
-        reply_data = codec.encode(reply)
-        reply_received = codec.decode(reply_data)
-        self.transcript.record(round_, receiver, sender, reply_received, reply_data)
-        return reply_received
+        return self.accept_reply(round_, receiver, sender, type(msg), codec.encode(reply))
 
     def call(self, sender: str, receiver: str, msg: Message) -> Message | None:
         return self._deliver(self.transcript.new_round(), sender, receiver, msg)

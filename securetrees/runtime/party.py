@@ -3,7 +3,9 @@
 A role owns its state and keys and talks to other roles only through its
 :class:`~securetrees.runtime.network.Network`.  Incoming messages are routed
 by type to methods marked with :func:`handles`; a message type the role does
-not accept raises :class:`~securetrees.errors.UnexpectedMessage`.
+not accept raises :class:`~securetrees.errors.UnexpectedMessage`.  Each subclass
+names its ``role``; the network admits a message only from a sender whose role
+the message's type declares (see :mod:`securetrees.runtime.messages`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from securetrees.errors import ParameterError, UnexpectedMessage
-from securetrees.runtime.messages import Message
+from securetrees.runtime.messages import Message, check_role
 from securetrees.runtime.network import Network
 
 __all__ = ["Party", "handles"]
@@ -39,6 +41,9 @@ class Party:
     """A protocol role reachable on a network under ``name``."""
 
     _handlers: ClassVar[dict[type[Message], str]] = {}
+    role: ClassVar[str] = ""
+    """The kind of party (``"cs"``, ``"participant"``, ``"client"`` ...): what message
+    declarations name.  Every party that joins a network has one."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -52,6 +57,7 @@ class Party:
     def __init__(self, name: str, network: Network) -> None:
         if not isinstance(name, str) or not _PARTY_NAME.match(name):
             raise ParameterError(f"invalid party name {name!r}")
+        check_role(self.role, type(self).__name__)
         self.name = name
         self.network = network
         network.register(self)
@@ -60,7 +66,8 @@ class Party:
         return f"<{type(self).__name__} {self.name!r}>"
 
     def dispatch(self, sender: str, msg: Message) -> Message | None:
-        """Route an incoming message to its handler (called by the network)."""
+        """Route an incoming message to its handler (called by :meth:`Network.receive`, which
+        has already checked the sender's role)."""
         attr = self._handlers.get(type(msg))
         if attr is None:
             raise UnexpectedMessage(f"{self.name} does not accept {msg.wire_type or type(msg).__name__} messages")

@@ -3,18 +3,21 @@
 Each delivered message becomes a :class:`Record` in the receiver's view: its
 round, sender, receiver, wire type, size in bytes, and (unless disabled for
 large benchmarks) the exact bytes and the decoded payload.  Benchmarks read
-bytes and rounds from here; security tests scan the views.
+bytes and rounds from here; security tests scan the views.  A message refused
+before delivery (its sender's role may not send it) is not in any view: it
+becomes a :class:`Refusal`.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from securetrees.runtime.messages import Message
 
-__all__ = ["Mark", "Record", "Transcript", "TranscriptStats"]
+__all__ = ["Mark", "Record", "Refusal", "Transcript", "TranscriptStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,18 @@ class Record:
     size: int
     data: bytes | None = field(repr=False)
     payload: Message | None = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A message the receiving side refused before any handler saw it (never delivered)."""
+
+    round: int
+    sender: str
+    receiver: str
+    type_name: str
+    size: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +74,25 @@ class Transcript:
     def __init__(self, *, keep_payloads: bool = True) -> None:
         self.keep_payloads = keep_payloads
         self.records: list[Record] = []
+        self.refusals: list[Refusal] = []
         self.rounds = 0
+        self._lock = threading.Lock()  # networked transports record from several threads
 
     def new_round(self) -> int:
-        self.rounds += 1
-        return self.rounds
+        with self._lock:
+            self.rounds += 1
+            return self.rounds
 
     def record(self, round_: int, sender: str, receiver: str, msg: Message, data: bytes) -> None:
         keep = self.keep_payloads
-        self.records.append(
-            Record(round_, sender, receiver, msg.wire_type, len(data),
-                   data if keep else None, msg if keep else None)
-        )
+        rec = Record(round_, sender, receiver, msg.wire_type, len(data), data if keep else None, msg if keep else None)
+        with self._lock:
+            self.records.append(rec)
+
+    def refuse(self, round_: int, sender: str, receiver: str, type_name: str, size: int, reason: str) -> None:
+        """Record a message refused before delivery (it appears in no view)."""
+        with self._lock:
+            self.refusals.append(Refusal(round_, sender, receiver, type_name, size, reason))
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
@@ -109,5 +131,7 @@ class Transcript:
         return TranscriptStats(len(recent), sum(r.size for r in recent), self.rounds - mark.rounds)
 
     def clear(self) -> None:
-        self.records.clear()
-        self.rounds = 0
+        with self._lock:
+            self.records.clear()
+            self.refusals.clear()
+            self.rounds = 0

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-@message("secagg.signed_key")
+@message("secagg.signed_key", reply_to="secagg.session_start")
 @dataclass(frozen=True)
 class SignedKey(Message):
     """A party's share-encryption X25519 public key, signed with its roster key (reply to S1)."""
@@ -55,7 +55,7 @@ class KeyEntry(Message):
     signature: bytes
 
 
-@message("secagg.session_start")
+@message("secagg.session_start", sender="server", receiver="client")
 @dataclass(frozen=True)
 class SessionStart(Message):
     """Setup step 1 (server to every roster party): advertise a share-encryption key."""
@@ -63,7 +63,7 @@ class SessionStart(Message):
     session: bytes
 
 
-@message("secagg.session_directory")
+@message("secagg.session_directory", sender="server", receiver="client")
 @dataclass(frozen=True)
 class SessionDirectory(Message):
     """Setup step 2 (server to U1): everybody's signed share-encryption keys."""
@@ -71,13 +71,13 @@ class SessionDirectory(Message):
     entries: tuple[KeyEntry, ...]
 
 
-@message("secagg.ack")
+@message("secagg.ack", reply_to="secagg.session_directory")
 @dataclass(frozen=True)
 class Ack(Message):
     ok: bool
 
 
-@message("secagg.advertise_round")
+@message("secagg.advertise_round", sender="server", receiver="client")
 @dataclass(frozen=True)
 class AdvertiseRound(Message):
     """Round step 1, AdvertiseKeys: make a fresh mask key pair and self-mask seed."""
@@ -86,7 +86,7 @@ class AdvertiseRound(Message):
     length: int
 
 
-@message("secagg.round_key")
+@message("secagg.round_key", reply_to=AdvertiseRound)
 @dataclass(frozen=True)
 class RoundKey(Message):
     """A party's fresh X25519 mask public key for one round (reply to R1)."""
@@ -101,7 +101,7 @@ class RoundKeyEntry(Message):
     public: bytes
 
 
-@message("secagg.round_directory")
+@message("secagg.round_directory", sender="server", receiver="client")
 @dataclass(frozen=True)
 class RoundDirectory(Message):
     """Round step 2, ShareKeys: the round keys of U1 (checked through the shares in step 3)."""
@@ -120,14 +120,14 @@ class SealedShare(Message):
     blob: bytes
 
 
-@message("secagg.round_shares")
+@message("secagg.round_shares", reply_to=RoundDirectory)
 @dataclass(frozen=True)
 class RoundShares(Message):
     round: int
     shares: tuple[SealedShare, ...]
 
 
-@message("secagg.mask_request")
+@message("secagg.mask_request", sender="server", receiver="client")
 @dataclass(frozen=True)
 class MaskRequest(Message):
     """Round step 3, MaskedInputCollection: U2 and the shares addressed to the recipient."""
@@ -137,14 +137,14 @@ class MaskRequest(Message):
     shares: tuple[SealedShare, ...]
 
 
-@message("secagg.masked_input")
+@message("secagg.masked_input", reply_to=MaskRequest)
 @dataclass(frozen=True)
 class MaskedInput(Message):
     round: int
     vector: np.ndarray
 
 
-@message("secagg.consistency_request")
+@message("secagg.consistency_request", sender="server", receiver="client")
 @dataclass(frozen=True)
 class ConsistencyRequest(Message):
     """Round step 4, ConsistencyCheck: the survivor set U3 to sign."""
@@ -153,14 +153,14 @@ class ConsistencyRequest(Message):
     survivors: tuple[str, ...]
 
 
-@message("secagg.survivor_signature")
+@message("secagg.survivor_signature", reply_to=ConsistencyRequest)
 @dataclass(frozen=True)
 class SurvivorSignature(Message):
     name: str
     signature: bytes
 
 
-@message("secagg.unmask_request")
+@message("secagg.unmask_request", sender="server", receiver="client")
 @dataclass(frozen=True)
 class UnmaskRequest(Message):
     """Round step 5, Unmasking: which secrets the server asks for, with U4's signatures on U3."""
@@ -178,7 +178,7 @@ class NamedShare(Message):
     share: bytes
 
 
-@message("secagg.unmask_shares")
+@message("secagg.unmask_shares", reply_to=UnmaskRequest)
 @dataclass(frozen=True)
 class UnmaskShares(Message):
     """Self-mask seed shares of survivors and mask-key shares of dropped parties."""

@@ -158,7 +158,10 @@ class SecAggClient(Party):
 
     ``drop_at`` simulates a dropout: from that stage on the client answers nothing
     (it raises :class:`PartyUnavailable`, which the network reports as missing).
+    Requests are admitted from the server role only (the message declarations).
     """
+
+    role = "client"
 
     def __init__(
         self,
@@ -196,9 +199,7 @@ class SecAggClient(Party):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _enter(self, sender: str, stage: Stage) -> None:
-        if sender != self.config.server:
-            raise UnexpectedMessage(f"{self.name} takes protocol requests only from the server")
+    def _enter(self, stage: Stage) -> None:
         if self._dropped or (self.drop_at is not None and stage >= self.drop_at):
             self._dropped = True
             raise PartyUnavailable(f"{self.name} has dropped out (simulated at {stage.name})")
@@ -241,7 +242,7 @@ class SecAggClient(Party):
     @handles(SessionStart)
     def on_session_start(self, sender: str, msg: SessionStart) -> SignedKey:
         """S1. Reveals: a fresh X25519 public key for share encryption."""
-        self._enter(sender, Stage.SETUP)
+        self._enter(Stage.SETUP)
         if self._session is not None:
             raise UnexpectedMessage("the session is already set up")
         if len(msg.session) < 16:
@@ -256,7 +257,7 @@ class SecAggClient(Party):
     @handles(SessionDirectory)
     def on_session_directory(self, sender: str, msg: SessionDirectory) -> Ack:
         """S2. Checks every signature and derives one AES-GCM key per peer. Reveals: nothing."""
-        self._enter(sender, Stage.DIRECTORY)
+        self._enter(Stage.DIRECTORY)
         session, enc_key, mine = self._session, self._enc_key, self._session_advert
         if session is None or enc_key is None or mine is None or self._channels:
             raise UnexpectedMessage("no session directory expected now")
@@ -279,7 +280,7 @@ class SecAggClient(Party):
     @handles(AdvertiseRound)
     def on_advertise(self, sender: str, msg: AdvertiseRound) -> RoundKey:
         """R1 AdvertiseKeys. Reveals: a fresh X25519 public key for this round's masks."""
-        self._enter(sender, Stage.ADVERTISE)
+        self._enter(Stage.ADVERTISE)
         self._session_id()
         if msg.round < 1 or msg.round in self._rounds:
             raise UnexpectedMessage(f"round {msg.round} was already started or is invalid")
@@ -299,7 +300,7 @@ class SecAggClient(Party):
         The peers' round keys are not used before R3, where each is authenticated by
         the peer's share ciphertext.
         """
-        self._enter(sender, Stage.SHARE_KEYS)
+        self._enter(Stage.SHARE_KEYS)
         session = self._session_id()
         state = self._round(msg.round, Stage.ADVERTISE)
         own = state.mask_key.public
@@ -324,7 +325,7 @@ class SecAggClient(Party):
     @handles(MaskRequest)
     def on_mask_request(self, sender: str, msg: MaskRequest) -> MaskedInput:
         """R3 MaskedInputCollection. Reveals: y_u, uniform in the ring to anyone without the masks."""
-        self._enter(sender, Stage.MASKED_INPUT)
+        self._enter(Stage.MASKED_INPUT)
         session = self._session_id()
         state = self._round(msg.round, Stage.SHARE_KEYS)
         u2 = _distinct(msg.participants, "the participant set")
@@ -368,7 +369,7 @@ class SecAggClient(Party):
     @handles(ConsistencyRequest)
     def on_consistency(self, sender: str, msg: ConsistencyRequest) -> SurvivorSignature:
         """R4 ConsistencyCheck. Reveals: a signature on the survivor set U3 it was shown."""
-        self._enter(sender, Stage.CONSISTENCY)
+        self._enter(Stage.CONSISTENCY)
         session = self._session_id()
         state = self._round(msg.round, Stage.MASKED_INPUT)
         u3 = _distinct(msg.survivors, "the survivor set")
@@ -383,7 +384,7 @@ class SecAggClient(Party):
     @handles(UnmaskRequest)
     def on_unmask(self, sender: str, msg: UnmaskRequest) -> UnmaskShares:
         """R5 Unmasking. Reveals: shares of b_v for v in U3 and of s_v for v in U2 \\ U3, never both."""
-        self._enter(sender, Stage.UNMASK)
+        self._enter(Stage.UNMASK)
         session = self._session_id()
         state = self._round(msg.round, Stage.CONSISTENCY)
         both = set(msg.survivors) & set(msg.dropped)
@@ -430,6 +431,8 @@ class AggregateResult:
 
 class SecAggServer(Party):
     """The aggregation server: relays keys and shares, sums masked inputs, removes the masks."""
+
+    role = "server"
 
     def __init__(
         self, network: Network, *, config: SecAggConfig, rng: RandomSource = SYSTEM_RANDOM

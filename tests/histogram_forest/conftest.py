@@ -31,6 +31,8 @@ def make_parts(n_clients: int, rows: int, *, seed: int = 0, n_classes: int = 2, 
 
 CATEGORICAL = [False, False, True]
 RANGES = [(0.0, 10.0), (0.0, 20.0), None]
+CATEGORIES = [0, 0, 4]
+CLASSES = [0, 1]
 
 
 @pytest.fixture
@@ -46,4 +48,5 @@ def make() -> object:
 
 @pytest.fixture
 def schema() -> dict[str, object]:
-    return {"categorical": CATEGORICAL, "feature_ranges": RANGES}
+    """The public schema, declared (DP reads none of it from the data)."""
+    return {"categorical": CATEGORICAL, "feature_ranges": RANGES, "categories": CATEGORIES, "classes": CLASSES}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -18,10 +19,14 @@ from protocols.histogram_forest.accountant import (
     per_release_epsilon,
 )
 from protocols.histogram_forest.mechanisms import (
+    GRID_BITS,
+    MAX_RATIO,
+    MIN_RATIO,
     check_epsilon,
     geometric_alpha,
     geometric_noise,
     geometric_pmf,
+    geometric_rate,
     laplace_noise,
     randomized_response,
     uniforms,
@@ -45,14 +50,15 @@ def test_corrected_pmf_is_a_distribution_with_ratio_alpha(epsilon: float, sensit
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("epsilon", [0.5, 2.0])
-def test_geometric_output_matches_the_corrected_formula(epsilon: float) -> None:
-    """Chi-square goodness of fit of 20 000 draws against (1-α)/(1+α)·α^|z|, false-alarm rate 1e-3.
+@pytest.mark.parametrize(("epsilon", "sensitivity"), [(0.5, 1.0), (2.0, 1.0), (0.9, 6.0), (9.0, 4.0)])
+def test_geometric_output_matches_the_corrected_formula(epsilon: float, sensitivity: float) -> None:
+    """Chi-square goodness of fit of 20 000 draws of the exact sampler against (1-α)/(1+α)·α^|z|,
+    false-alarm rate 1e-3 per case (fixed seeds, so the outcome never changes between runs).
 
     Every value with at least 5 expected draws is its own cell; the rest are pooled into one tail cell.
     """
-    n, alpha = 20_000, math.exp(-epsilon)
-    z = geometric_noise(n, epsilon, 1.0, rng=DeterministicRandom(f"geometric/{epsilon}"))
+    n, alpha = 20_000, geometric_alpha(epsilon, sensitivity)
+    z = geometric_noise(n, epsilon, sensitivity, rng=DeterministicRandom(f"geometric/{epsilon}"))
     m = 0
     while geometric_pmf(m + 1, alpha) * n >= 5:
         m += 1
@@ -79,9 +85,10 @@ def test_noise_known_answer_and_shape() -> None:
     """Pinned draws from a DeterministicRandom, so a change in the sampler cannot pass unnoticed."""
     z = geometric_noise((2, 3), 1.0, 1.0, rng=DeterministicRandom("hf/kat"))
     assert z.dtype == np.int64
-    assert z.tolist() == [[1, 0, 2], [0, -1, 3]]
+    assert z.tolist() == [[1, -1, -1], [1, 1, 1]]
     wider = geometric_noise((2, 3), 0.5, 2.0, rng=DeterministicRandom("hf/kat"))  # α = e^-0.25
-    assert wider.tolist() == [[5, -1, 6], [2, -4, 13]]
+    assert wider.tolist() == [[4, -4, -1], [-3, -4, 4]]
+    assert geometric_noise((0, 4), 1.0, 1.0).shape == (0, 4)
     u = uniforms(4, rng=DeterministicRandom("hf/kat"))
     assert np.all((u > 0) & (u <= 1))
     raw = np.frombuffer(DeterministicRandom("hf/kat").token_bytes(32), dtype="<u8") >> np.uint64(11)
@@ -94,6 +101,32 @@ def test_bad_epsilon_is_refused(bad: object) -> None:
         check_epsilon(bad)  # type: ignore[arg-type]
     with pytest.raises(ParameterError):
         geometric_noise(3, bad, 1.0)  # type: ignore[arg-type]
+
+
+def test_out_of_range_ratio_shape_and_sensitivity_are_refused() -> None:
+    """Issue 14 part 6: ε/Δ = 1000 used to fail with an untyped 'math domain error' (α underflowed to 0)."""
+    for eps, delta in ((1000.0, 1.0), (MAX_RATIO * 1.001, 1.0), (MIN_RATIO / 2, 1.0), (1.0, 1e12)):
+        with pytest.raises(ParameterError, match="outside"):
+            geometric_noise(3, eps, delta)
+        with pytest.raises(ParameterError):
+            geometric_alpha(eps, delta)
+    for bad_delta in (0, -2.0, float("nan"), float("inf"), True, "1", None):
+        with pytest.raises(ParameterError, match="sensitivity"):
+            geometric_noise(3, 1.0, bad_delta)  # type: ignore[arg-type]
+    for bad_shape in (-1, (2, -1), 2.5, (2.0, 3), True, "3", [2, 3]):
+        with pytest.raises(ParameterError, match="shape"):
+            geometric_noise(bad_shape, 1.0, 1.0)  # type: ignore[arg-type]
+    assert geometric_noise(2, MAX_RATIO, 1.0).tolist() == [0, 0]  # the largest ratio accepted: no noise
+    assert geometric_noise(1, MIN_RATIO, 1.0).shape == (1,)
+
+
+@given(st.floats(1e-6, 50.0), st.integers(1, 100))
+def test_the_sampled_rate_never_exceeds_epsilon_over_delta(epsilon: float, sensitivity: int) -> None:
+    """ε/Δ is rounded down to the 2^-40 grid (more noise, never less), by less than one grid step."""
+    rate = geometric_rate(epsilon, sensitivity)
+    exact = Fraction(epsilon) / sensitivity * (1 << GRID_BITS)
+    assert rate <= exact < rate + 1
+    assert geometric_alpha(epsilon, sensitivity) >= math.exp(-epsilon / sensitivity)
 
 
 def test_bad_sensitivity_and_scale_are_refused() -> None:

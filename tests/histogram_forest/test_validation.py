@@ -66,11 +66,11 @@ def test_refused_combinations(parts3: Any, schema: dict[str, Any]) -> None:
         HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema).fit(parts3)
     with pytest.raises(ParameterError, match="streaming"):
         HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema).fit(parts3)
+    declared: dict[str, Any] = dict(categorical=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
     with pytest.raises(ParameterError, match="feature_ranges"):
-        HistogramForestClassifier(epsilon=1.0, categorical=[False, False, True]).fit(parts3)
+        HistogramForestClassifier(epsilon=1.0, **declared).fit(parts3)
     with pytest.raises(ParameterError):
-        HistogramForestClassifier(epsilon=1.0, categorical=[False, False, True],
-                                  feature_ranges=[(0.0, 10.0), (5.0, 5.0), None]).fit(parts3)
+        HistogramForestClassifier(epsilon=1.0, feature_ranges=[(0.0, 10.0), (5.0, 5.0), None], **declared).fit(parts3)
     for bad in (dict(n_bins=1), dict(max_depth=0), dict(n_estimators=True), dict(noise="output"),
                 dict(criterion="mse"), dict(histogram="quantile"), dict(sampling="poisson")):
         with pytest.raises(ParameterError):
@@ -229,3 +229,116 @@ def test_decoder_fuzz(data: bytes) -> None:
         decode(b"ST\x01" + data)
     except DecodeError:
         pass
+
+
+# -- DP: nothing of the schema from the pooled data, no ranges round (issue 18 part 2) ---------------
+
+def test_dp_requires_declared_classes_and_categories(parts3: Any, schema: dict[str, Any]) -> None:
+    undeclared = {k: v for k, v in schema.items() if k != "classes"}
+    with pytest.raises(ParameterError, match="declare classes"):
+        HistogramForestClassifier(epsilon=1.0, **undeclared).fit(parts3)
+    undeclared = {k: v for k, v in schema.items() if k != "categories"}
+    with pytest.raises(ParameterError, match="declare categories"):
+        HistogramForestClassifier(epsilon=1.0, **undeclared).fit(parts3)
+    with pytest.raises(ParameterError, match="declare classes"):
+        HistogramForestClassifier(epsilon=1.0, noise="input", **{**schema, "classes": None}).fit(parts3)
+    X, y = parts3[0]
+    with pytest.raises(ParameterError, match="outside the declared classes"):
+        HistogramForestClassifier(epsilon=1.0, **schema).fit([(X, np.where(y == 1, 7, 0)), *parts3[1:]])
+    for bad in ([0, 0, 1], [1], [[0, 1], [1, 0]]):
+        with pytest.raises(ParameterError):
+            HistogramForestClassifier(**{**schema, "classes": bad}).fit(parts3)
+    # Without DP both are still inferred; without categorical features no categories are needed.
+    model = HistogramForestClassifier(n_estimators=1, max_depth=2, categorical=[False, False, True]).fit(parts3)
+    assert model.classes_.tolist() == [0, 1] and model.config_.categories == (0, 0, 4)
+    numeric = [(X[:, :2], y) for X, y in parts3]
+    HistogramForestClassifier(n_estimators=1, max_depth=2, epsilon=5.0, classes=[0, 1],
+                              feature_ranges=schema["feature_ranges"][:2]).fit(numeric)
+
+
+def _schema_of(parts: Any, schema: dict[str, Any]) -> tuple[Any, Any]:
+    model = HistogramForestClassifier(n_estimators=1, max_depth=1, epsilon=5.0, **schema).fit(parts)
+    return model.classes_.tolist(), model.config_.categories
+
+
+def _neighbours(parts3: Any) -> tuple[Any, Any]:
+    """D: labels {0, 1} and category codes {0, 1, 2}; D' adds one row labelled 2 with code 3."""
+    parts = [(np.where(X == 3, 2, X), y) for X, y in parts3]
+    X0, y0 = parts[0]
+    return parts, [(np.vstack([X0, [[1.0, 1.0, 3.0]]]), np.append(y0, 2)), *parts[1:]]
+
+
+def test_dp_schema_does_not_depend_on_a_single_record(parts3: Any, schema: dict[str, Any]) -> None:
+    """classes_ and the number of category slots are the declared ones on neighbouring datasets."""
+    declared = {**schema, "classes": [0, 1, 2]}
+    small, large = _neighbours(parts3)
+    assert _schema_of(small, declared) == _schema_of(large, declared) == ([0, 1, 2], (0, 0, 4))
+
+
+def test_planted_inferred_schema_is_caught(parts3: Any, schema: dict[str, Any], monkeypatch: Any) -> None:
+    """Planted leak: the facade infers classes and categories from the pooled data under DP (the old code)."""
+    import protocols.histogram_forest.classifier as facade
+
+    real_classes, real_schema = facade.HistogramForestClassifier._classes, facade.HistogramForestClassifier._schema
+
+    def inferred_classes(self: Any, ys: Any) -> Any:
+        return np.unique(np.concatenate(ys))
+
+    def inferred_schema(self: Any, Xs: Any) -> Any:
+        declared, self.categories = self.categories, None
+        saved, self.epsilon = self.epsilon, None  # the inference branch runs only without DP now
+        try:
+            categories, _, _ = real_schema(self, Xs)
+        finally:
+            self.categories, self.epsilon = declared, saved
+        return (categories, *real_schema(self, Xs)[1:])
+
+    assert real_classes is not inferred_classes
+    monkeypatch.setattr(facade.HistogramForestClassifier, "_classes", inferred_classes)
+    monkeypatch.setattr(facade.HistogramForestClassifier, "_schema", inferred_schema)
+    small, large = _neighbours(parts3)
+    declared = {**schema, "classes": [0, 1, 2]}
+    assert _schema_of(small, declared) != _schema_of(large, declared)
+
+
+class _OldRangesClient(Client):
+    """Planted leak: answers ``ranges`` whenever it has no ``max_epsilon`` (the old check)."""
+
+    def on_ranges(self, sender: str, msg: RangesRequest) -> Any:
+        setup, self._setup = self._setup, None
+        try:
+            return super().on_ranges(sender, msg)
+        finally:
+            self._setup = setup
+
+
+def _ranges_refused_in_dp_session(cls: type[Client]) -> bool:
+    X = np.array([[0.1234, 1.0, 0.0], [0.9876, 2.0, 1.0]])
+    client = cls("client0", InProcessNetwork(), X, np.array([0, 1]))
+    client.on_setup("server", setup_msg(epsilon=1.0))
+    try:
+        client.on_ranges("server", RangesRequest(numeric=np.array([True, True, False])))
+    except ProtocolError:
+        return True
+    return False
+
+
+def test_client_refuses_ranges_in_a_dp_session() -> None:
+    """Without ``max_epsilon`` too: the session's ε is enough."""
+    assert _ranges_refused_in_dp_session(Client)
+
+
+def test_planted_ranges_answer_in_a_dp_session_is_caught() -> None:
+    assert not _ranges_refused_in_dp_session(_OldRangesClient)
+
+
+def test_client_that_revealed_its_ranges_refuses_a_dp_session(parts3: Any) -> None:
+    numeric = RangesRequest(numeric=np.array([True, True, False]))
+    for eps in (dict(epsilon=1.0), dict(input_epsilon=1.0)):
+        client = make_client(parts3)
+        client.on_ranges("server", numeric)
+        with pytest.raises(ProtocolError, match="revealed its ranges"):
+            client.on_setup("server", setup_msg(**eps))
+    plain = make_client(parts3)
+    plain.on_ranges("server", numeric)
+    plain.on_setup("server", setup_msg())

@@ -14,6 +14,7 @@ from securetrees.errors import (
     NotFittedError,
     ParameterError,
     ProtocolError,
+    UnauthorizedSender,
     UnexpectedMessage,
 )
 from securetrees.runtime import InProcessNetwork
@@ -105,7 +106,7 @@ def test_not_fitted_and_predict_layout(make: Any, data: HybridData) -> None:
 
 
 def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:
-    from protocols.hybridtree.messages import HistogramRequest, Setup
+    from protocols.hybridtree.messages import HistogramRequest, Setup, SetupReply
 
     net = InProcessNetwork()
     params = HybridTreeParams()
@@ -115,8 +116,10 @@ def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:
     other = small_keypair(256)[0].to_bytes()
     with pytest.raises(ProtocolError):
         g.on_setup("host", Setup(b"s" * 16, other, ("g0",), "secure"))
-    with pytest.raises(UnexpectedMessage):
-        g.on_setup("mallory", Setup(b"s" * 16, other, ("g0",), "secure"))
+    X2 = data.X[data.guest_rows[2]][:, 3:]
+    stranger = Guest("g2", net, params=params, ids=data.guest_rows[2], X=X2, mapper=BinMapper.fit(X2, max_bins=8))
+    with pytest.raises(UnauthorizedSender):  # a guest is not the host: refused by the network, never handled
+        stranger.call("g0", Setup(b"s" * 16, other, ("g0",), "secure"), expect=SetupReply)
     with pytest.raises(UnexpectedMessage):
         g.on_histogram("host", HistogramRequest(5, 1, 0, ("g0",), 1, ()))
     with pytest.raises(ParameterError):

@@ -108,11 +108,18 @@ def test_killed_client_fails_fast_and_training_resumes_when_it_returns(adult: An
 
             worker = threading.Thread(target=fit)
             worker.start()
-            ckpt = tmp_path / "ckpt" / "client1.ckpt"
+            ckpt, journal = tmp_path / "ckpt" / "client1.ckpt", tmp_path / "ckpt" / "client1.journal.ckpt"
             end = time.monotonic() + 60
             while not ckpt.exists() and time.monotonic() < end:
                 time.sleep(0.02)
-            assert ckpt.exists(), "no checkpoint was written"
+            assert ckpt.exists() and journal.exists(), "no checkpoint was written"
+            # kill client1 once it has sent a score request after the checkpoint (it journals each
+            # one just before it leaves): the label holder has answered it or is answering it, so
+            # the resume repeats an answered request (to be answered from the kept reply)
+            first = journal.stat().st_ino
+            while journal.stat().st_ino == first and time.monotonic() < end:
+                time.sleep(0.005)
+            assert journal.stat().st_ino != first, "client1 sent no score request after its checkpoint"
             os.kill(procs["client1"].pid, signal.SIGKILL)
             killed = time.monotonic()
             worker.join(timeout=30)

@@ -23,6 +23,7 @@ from securetrees.errors import (
     ProtocolError,
     RemoteError,
     RevokedError,
+    UnauthorizedSender,
 )
 from securetrees.net import GrpcNetwork, Peer, TlsIdentity, TransportOptions, fingerprint, load_identity
 from securetrees.net.control import Controllable, ControlReply, ControlRequest, Operator
@@ -33,26 +34,31 @@ from securetrees.runtime import Message, Party, handles, message
 NAMES = ["alice", "bob", "operator", "mallory"]
 
 
-@message("test.net.ping")
+@message("test.net.ping", sender="caller", receiver="echo")
 @dataclass(frozen=True)
 class Ping(Message):
     x: int
     blob: bytes = b""
 
 
-@message("test.net.query")
+@message("test.net.query", sender="caller", receiver="echo")
 @dataclass(frozen=True)
 class Query(Message):
     idempotent = True
 
 
-@message("test.net.pong")
+@message("test.net.pong", reply_to=(Ping, Query))
 @dataclass(frozen=True)
 class Pong(Message):
     y: int
 
 
+class Caller(Party):
+    role = "caller"
+
+
 class Echo(Controllable, Party):
+    role = "echo"
     calls = 0
     fail_first = 0
     sleep = 0.0
@@ -94,14 +100,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TlsIdentity]:
 
 @pytest.fixture
 def pair(pki: dict[str, TlsIdentity]) -> Iterator[Pair]:
-    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0"), "operator": Peer("127.0.0.1:0")}
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer("127.0.0.1:0", role="echo"),
+              "operator": Peer("127.0.0.1:0", role="operator")}
     opts = TransportOptions(deadline=2.0, retries=2, backoff=0.05)
     nb = GrpcNetwork(pki["bob"], roster, options=opts)
     bob = Echo("bob", nb)
     port = nb.start()
-    roster["bob"] = Peer(f"127.0.0.1:{port}")
+    roster["bob"] = Peer(f"127.0.0.1:{port}", role="echo")
     na = GrpcNetwork(pki["alice"], roster, options=opts)
-    alice = Party("alice", na)
+    alice = Caller("alice", na)
     yield na, alice, nb, bob, roster
     na.close()
     nb.close()
@@ -133,7 +140,7 @@ def test_untrusted_certificate_is_refused(pki: dict[str, TlsIdentity],
                                           pair: Pair) -> None:
     _, _, nb, bob, roster = pair
     rogue_net = GrpcNetwork(pki["rogue-alice"], roster, options=TransportOptions(deadline=2.0, retries=0))
-    rogue = Party("alice", rogue_net)
+    rogue = Caller("alice", rogue_net)
     before = bob.calls
     with pytest.raises(PartyUnavailable):  # the TLS handshake fails: nothing is delivered
         rogue.call("bob", Ping(1), expect=Pong)
@@ -144,9 +151,9 @@ def test_untrusted_certificate_is_refused(pki: dict[str, TlsIdentity],
 def test_name_outside_the_roster_is_refused(pki: dict[str, TlsIdentity],
                                             pair: Pair) -> None:
     _, _, _, bob, roster = pair
-    net = GrpcNetwork(pki["mallory"], {**roster, "mallory": Peer("127.0.0.1:0")},
+    net = GrpcNetwork(pki["mallory"], {**roster, "mallory": Peer("127.0.0.1:0", role="caller")},
                       options=TransportOptions(deadline=2.0, retries=0))
-    mallory = Party("mallory", net)
+    mallory = Caller("mallory", net)
     with pytest.raises(AuthenticationError, match="not in the run's roster"):
         mallory.call("bob", Ping(1), expect=Pong)
     net.close()
@@ -154,13 +161,14 @@ def test_name_outside_the_roster_is_refused(pki: dict[str, TlsIdentity],
 
 
 def test_pinned_fingerprint_mismatch_is_refused(pki: dict[str, TlsIdentity]) -> None:
-    roster = {"alice": Peer("127.0.0.1:0", fingerprint=fingerprint(pki["bob"].cert_pem)), "bob": Peer("127.0.0.1:0")}
+    roster = {"alice": Peer("127.0.0.1:0", fingerprint=fingerprint(pki["bob"].cert_pem), role="caller"),
+              "bob": Peer("127.0.0.1:0", role="echo")}
     nb = GrpcNetwork(pki["bob"], roster)
     Echo("bob", nb)
-    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}")
+    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}", role="echo")
     na = GrpcNetwork(pki["alice"], roster)
     with pytest.raises(AuthenticationError, match="pinned"):
-        Party("alice", na).call("bob", Ping(1), expect=Pong)
+        Caller("alice", na).call("bob", Ping(1), expect=Pong)
     na.close()
     nb.close()
 
@@ -170,7 +178,7 @@ def test_server_with_another_partys_certificate_is_refused(
     *_, roster = pair
     # "operator" is in the roster at bob's address: the server there proves it is bob, not operator
     net = GrpcNetwork(pki["alice"], {**roster, "operator": roster["bob"]}, options=TransportOptions(retries=0))
-    impostor_target = Party("alice", net)
+    impostor_target = Caller("alice", net)
     with pytest.raises(PartyUnavailable):
         impostor_target.call("operator", Ping(1), expect=Pong)
     net.close()
@@ -192,13 +200,13 @@ def test_dead_peer_and_slow_peer(pair: Pair) -> None:
 
 
 def test_only_idempotent_messages_are_retried(pki: dict[str, TlsIdentity]) -> None:
-    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0")}
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer("127.0.0.1:0", role="echo")}
     from securetrees.net.trial import free_ports
 
     port = free_ports(1)[0]
-    roster["bob"] = Peer(f"127.0.0.1:{port}")
+    roster["bob"] = Peer(f"127.0.0.1:{port}", role="echo")
     na = GrpcNetwork(pki["alice"], roster, options=TransportOptions(deadline=1.0, retries=4, backoff=0.3))
-    alice = Party("alice", na)
+    alice = Caller("alice", na)
     with pytest.raises(PartyUnavailable):  # not idempotent: one attempt, bob is not up
         alice.call("bob", Ping(1), expect=Pong)
     nb = GrpcNetwork(pki["bob"], roster)
@@ -212,13 +220,13 @@ def test_only_idempotent_messages_are_retried(pki: dict[str, TlsIdentity]) -> No
 
 
 def test_message_size_limit(pki: dict[str, TlsIdentity]) -> None:
-    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer("127.0.0.1:0")}
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer("127.0.0.1:0", role="echo")}
     small = TransportOptions(max_message_bytes=4096, retries=0)
     nb = GrpcNetwork(pki["bob"], roster, options=small)
     Echo("bob", nb)
-    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}")
+    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}", role="echo")
     na = GrpcNetwork(pki["alice"], roster, options=small)
-    alice = Party("alice", na)
+    alice = Caller("alice", na)
     assert alice.call("bob", Ping(0, b"x" * 1000), expect=Pong) == Pong(1001)
     with pytest.raises(ProtocolError, match="size limit"):
         alice.call("bob", Ping(0, b"x" * 10_000), expect=Pong)
@@ -235,7 +243,7 @@ def test_control_requests_only_from_the_operator(
     assert reply.info == {"who": "bob"} and reply.arrays["v"].tolist() == [0, 2, 4]
     with pytest.raises(ParameterError, match="no control action"):
         op.control("bob", "__class__")
-    with pytest.raises(AuthenticationError, match="only the operator"):
+    with pytest.raises(UnauthorizedSender, match="only operator may"):
         na.call("alice", "bob", ControlRequest("double"))
     op_net.close()
 
@@ -274,13 +282,13 @@ def test_key_files(tmp_path: Path) -> None:
 def test_a_restarted_peer_is_reachable_at_the_next_call(pki: dict[str, TlsIdentity]) -> None:
     from securetrees.net.trial import free_ports
 
-    roster = {"alice": Peer("127.0.0.1:0"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}")}
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}", role="echo")}
     opts = TransportOptions(deadline=2.0, retries=0)
     nb = GrpcNetwork(pki["bob"], roster, options=opts)
     Echo("bob", nb)
     nb.start()
     na = GrpcNetwork(pki["alice"], roster, options=opts)
-    alice = Party("alice", na)
+    alice = Caller("alice", na)
     assert alice.call("bob", Ping(1), expect=Pong) == Pong(2)
     nb.close(grace=None)
     with pytest.raises(PartyUnavailable):
@@ -289,5 +297,29 @@ def test_a_restarted_peer_is_reachable_at_the_next_call(pki: dict[str, TlsIdenti
     Echo("bob", nb2)
     nb2.start()
     assert alice.call("bob", Ping(2), expect=Pong) == Pong(3)  # no reconnect backoff to wait out
+    na.close()
+    nb2.close()
+
+
+def test_wait_for_returns_only_once_the_peer_serves_its_party(pki: dict[str, TlsIdentity]) -> None:
+    """Readiness is an answer from the peer's server hosting its party, not a connected channel."""
+    from securetrees.net.trial import free_ports
+
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer(f"127.0.0.1:{free_ports(1)[0]}", role="echo")}
+    nb = GrpcNetwork(pki["bob"], roster)
+    nb.start()  # listening with TLS, but hosting no party yet
+    na = GrpcNetwork(pki["alice"], roster)
+    alice = Caller("alice", na)
+    with pytest.raises(PeerTimeout):
+        na.wait_for(["bob"], 1.5)
+    Echo("bob", nb)
+    na.wait_for(["bob"], 10.0)
+    assert alice.call("bob", Ping(1), expect=Pong) == Pong(2)
+    nb.close(grace=None)  # bob's process dies; a new one comes up on its address a little later
+    nb2 = GrpcNetwork(pki["bob"], roster)
+    Echo("bob", nb2)
+    threading.Timer(0.5, nb2.start).start()
+    na.wait_for(["bob"], 10.0)
+    assert alice.call("bob", Ping(2), expect=Pong) == Pong(3)  # serving when the wait ended
     na.close()
     nb2.close()

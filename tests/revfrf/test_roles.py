@@ -19,8 +19,9 @@ from protocols.revfrf.messages import (
     SplitReply,
     SplitRequest,
 )
+from protocols.revfrf.requester import Requester
 from securetrees.dtpkc import encrypt
-from securetrees.errors import InvalidCiphertext, KeyMismatchError, UnexpectedMessage
+from securetrees.errors import InvalidCiphertext, KeyMismatchError, UnauthorizedSender, UnexpectedMessage
 
 from .helpers import PARTITION
 
@@ -69,8 +70,11 @@ def test_cs_refuses_bad_prediction_requests(fitted: RevFRFClassifier) -> None:
                  expect=PredictReply)
     with pytest.raises(InvalidCiphertext):
         req.call("cs", PredictRequest((0,) * 6, (1,) * 6), expect=PredictReply)
-    with pytest.raises(KeyMismatchError):  # a party that never registered as a requester
+    with pytest.raises(UnauthorizedSender):  # a participant is not a requester: refused by its role
         fitted.participants_["u1"].call("cs", PredictRequest((1,) * 6, (1,) * 6), expect=PredictReply)
+    stranger = Requester("mallory", fitted.network_, weak_key=req._weak)
+    with pytest.raises(KeyMismatchError):  # a requester the CS never registered
+        stranger.call("cs", PredictRequest((1,) * 6, (1,) * 6), expect=PredictReply)
 
 
 def test_epoch_notice_with_a_forged_revocation(fitted: RevFRFClassifier) -> None:

@@ -12,25 +12,25 @@ from securetrees.runtime import InProcessNetwork, Message, Party, handles, messa
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 
 
-@message("test.net.ask")
+@message("test.net.ask", sender="driver", receiver=("adder", "driver", "liar"))
 @dataclass(frozen=True)
 class Ask(Message):
     values: tuple[int, ...]
 
 
-@message("test.net.answer")
+@message("test.net.answer", reply_to=Ask)
 @dataclass(frozen=True)
 class Answer(Message):
     total: int
 
 
-@message("test.net.notice")
+@message("test.net.notice", sender="driver", receiver="adder")
 @dataclass(frozen=True)
 class Notice(Message):
     text: str
 
 
-@message("test.net.vector")
+@message("test.net.vector", sender="driver", receiver="echo")
 @dataclass(frozen=True)
 class Vector(Message):
     data: np.ndarray
@@ -38,7 +38,15 @@ class Vector(Message):
     x: float
 
 
+@message("test.net.receipt", reply_to=Ask)
+@dataclass(frozen=True)
+class Receipt(Message):
+    """A declared reply to Ask that is not the one the caller expects."""
+
+
 class Adder(Party):
+    role = "adder"
+
     def __init__(self, name: str, network: InProcessNetwork) -> None:
         super().__init__(name, network)
         self.notices: list[str] = []
@@ -55,13 +63,15 @@ class Adder(Party):
 
 
 class Liar(Party):
+    role = "liar"
+
     @handles(Ask)
-    def on_ask(self, sender: str, msg: Ask) -> Notice:
-        return Notice("not an answer")
+    def on_ask(self, sender: str, msg: Ask) -> Receipt:
+        return Receipt()
 
 
 class Driver(Party):
-    pass
+    role = "driver"
 
 
 @pytest.fixture
@@ -161,6 +171,8 @@ def test_keep_payloads_off_keeps_sizes_only() -> None:
 
 
 class Echo(Party):
+    role = "echo"
+
     @handles(Vector)
     def on_vector(self, sender: str, msg: Vector) -> None:
         return None

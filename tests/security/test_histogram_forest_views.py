@@ -56,7 +56,8 @@ def server_counts(transcript: Transcript) -> dict[int, dict[str, np.ndarray]]:
 
 def fit(**kw: object) -> HistogramForestClassifier:
     common: dict[str, object] = dict(
-        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES
+        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES,
+        categories=[0, 0, 4], classes=[0, 1],
     )
     common.update(kw)
     return HistogramForestClassifier(**common).fit(parts(), rng=DeterministicRandom("hf/views"))  # type: ignore[arg-type]
@@ -116,9 +117,10 @@ def test_streaming_mode_sends_raw_bin_centres_positive_control() -> None:
 def test_dp_noise_is_on_every_cell_the_server_receives() -> None:
     """With histogram noise, a received cell equals the true count with probability P[Z = 0] only,
     also where the true count is zero (empty bins are noised too)."""
-    truth = server_counts(fit(histogram="fixed", sampling="subsample").transcript_)
+    # sampling="none": the same rows in both runs (under DP the sample is drawn from the cryptographic source)
+    truth = server_counts(fit(histogram="fixed", sampling="none").transcript_)
     eps = 3.0
-    noisy = server_counts(fit(epsilon=eps, sampling="subsample").transcript_)
+    noisy = server_counts(fit(epsilon=eps, sampling="none").transcript_)
     first_truth, first_noisy = next(iter(truth.values())), next(iter(noisy.values()))  # the root layer
     alpha = math.exp(-(eps / (2 * 3)) / 1)  # ε per release = ε / (trees · depth); Δ = 1 · sqrt(3) -> 1
     p_zero = float(geometric_pmf(0, alpha))

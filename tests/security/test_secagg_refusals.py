@@ -14,6 +14,7 @@ from securetrees.errors import (
     InvalidCiphertext,
     ParameterError,
     ProtocolError,
+    UnauthorizedSender,
     UnexpectedMessage,
 )
 from securetrees.runtime import codec
@@ -233,7 +234,7 @@ def test_out_of_order_and_foreign_requests_are_refused() -> None:
     sim = started()
     with pytest.raises(UnexpectedMessage, match="not waiting"):
         sim.server.call("p0", MaskRequest(1, tuple(NAMES), ()), expect=MaskedInput)
-    with pytest.raises(UnexpectedMessage, match="only from the server"):
+    with pytest.raises(UnauthorizedSender, match=r"'p1' \(client\) may not send"):
         sim.clients["p1"].call("p0", AdvertiseRound(1, LENGTH), expect=MaskedInput)
     with pytest.raises(ProtocolError, match="no input"):
         sim.server.aggregate(7, LENGTH)

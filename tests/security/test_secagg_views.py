@@ -9,7 +9,7 @@ import pytest
 
 from securetrees.runtime import InProcessNetwork
 from securetrees.secagg import FixedPointVectors, Stage, Z2k, simulate_secure_sum
-from securetrees.secagg.messages import MaskedInput
+from securetrees.secagg.messages import MaskedInput, MaskRequest
 from securetrees.testing.canaries import assert_no_canaries
 
 NAMES = [f"p{i}" for i in range(5)]
@@ -73,14 +73,18 @@ def test_canary_scan_can_fail_on_an_unmasked_value() -> None:
     """Control: the same scan catches the canary when it is sent in the clear."""
     from securetrees.runtime import Party, handles
 
-    class Sink(Party):
-        @handles(MaskedInput)
-        def take(self, sender: str, msg: MaskedInput) -> None:
-            return None
+    class Leaky(Party):
+        role = "client"
+
+        @handles(MaskRequest)
+        def take(self, sender: str, msg: MaskRequest) -> MaskedInput:
+            return MaskedInput(msg.round, np.array([9_181_726_354_637], dtype=np.uint64))
+
+    class Server(Party):
+        role = "server"
 
     net = InProcessNetwork()
-    Sink("server", net)
-    sender = Sink("p0", net)
-    sender.send("server", MaskedInput(1, np.array([9_181_726_354_637], dtype=np.uint64)))
+    Leaky("p0", net)
+    Server("server", net).call("p0", MaskRequest(1, ("p0",), ()), expect=MaskedInput)
     with pytest.raises(AssertionError):
         assert_no_canaries(net.transcript.view("server"), [9_181_726_354_637])
