@@ -42,11 +42,33 @@ IntArray = npt.NDArray[np.int64]
 class CodeTask:
     """One (node, column) task as the CS saw it: the node's samples and their codes."""
 
+    participant: str
+    round: int
     tree: int
     column: int
     samples: IntArray
     codes: IntArray
     n_codes: int
+
+
+def winning_partitions(transcript: Transcript, tasks: list[CodeTask], cs: str = "cs") -> list[CodeTask]:
+    """The floor: only the partitions of the splits the forest uses (two codes per internal
+    node), which the CS must know to place the samples whatever the codes' resolution."""
+    by_key: dict[tuple[str, int], list[CodeTask]] = defaultdict(list)
+    for t in tasks:
+        by_key[(t.participant, t.round)].append(t)
+    out = []
+    for r in transcript.records:
+        if r.sender != cs or r.type_name != "revfrf.split.request" or r.payload is None:
+            continue
+        req = r.payload
+        mine = by_key[(r.receiver, req.round)]  # type: ignore[attr-defined]
+        for ti, b in zip(np.asarray(req.task).tolist(), np.asarray(req.candidate).tolist(),  # type: ignore[attr-defined]
+                         strict=True):
+            t = mine[ti]
+            out.append(CodeTask(t.participant, t.round, t.tree, t.column, t.samples,
+                                (t.codes > b).astype(np.int64), 2))
+    return out
 
 
 def cs_code_view(transcript: Transcript, cs: str = "cs") -> list[CodeTask]:
@@ -69,7 +91,8 @@ def cs_code_view(transcript: Transcript, cs: str = "cs") -> list[CodeTask]:
         for k, c, nc in zip(np.asarray(req.task_node).tolist(), np.asarray(req.task_column).tolist(),
                             np.asarray(rep.n_codes).tolist(), strict=True):  # type: ignore[attr-defined]
             mu = samples[offsets[k]:offsets[k + 1]]
-            out.append(CodeTask(int(trees[k]), int(c), mu, codes[at:at + mu.size], int(nc)))
+            out.append(CodeTask(r.sender, int(rep.round), int(trees[k]), int(c), mu,  # type: ignore[attr-defined]
+                                codes[at:at + mu.size], int(nc)))
             at += mu.size
     return out
 
@@ -143,8 +166,12 @@ def column_leak(tasks: list[CodeTask], x: npt.NDArray[np.float64], column: int, 
                       max((t.n_codes for t in mine), default=0))
 
 
-def forest_leak(transcript: Transcript, X: npt.NDArray[np.float64], max_bins: int = 255) -> list[ColumnLeak]:
-    """:func:`column_leak` for every column the CS received codes for."""
+def forest_leak(transcript: Transcript, X: npt.NDArray[np.float64], max_bins: int = 255, *,
+                floor: bool = False) -> list[ColumnLeak]:
+    """:func:`column_leak` for every column the CS received codes for (``floor``: from the
+    winning partitions only, :func:`winning_partitions`)."""
     tasks = cs_code_view(transcript)
+    if floor:
+        tasks = winning_partitions(transcript, tasks)
     cols = sorted({t.column for t in tasks})
     return [column_leak(tasks, np.asarray(X[:, c], dtype=np.float64), c, max_bins) for c in cols]
