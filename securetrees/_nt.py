@@ -263,13 +263,14 @@ class FixedBaseTable:
 
     Row i holds ``base^((d + 1) · 2^(w·i))`` for every w-bit digit d: the digit set
     is ``{1, ..., 2^w}``, so no entry is the identity and every window costs one
-    full multiplication.  :meth:`pow` with a bound of B bits always processes
-    ``k = ceil(B / w)`` windows: it starts from ``base^(-K)`` with
-    ``K = Σ_{i<k} 2^(w·i)`` (the offset the digit set adds) and multiplies by one
-    entry per window, ``k`` multiplications whatever the exponent (0 included).
-    Memory is ``ceil(exp_bits / w) · 2^w`` residues.
+    full multiplication.  :meth:`pow` with a bound of B bits always processes all
+    ``k = ceil(B / w)`` windows.  The digit set adds ``K = Σ_{i<k} 2^(w·i)`` to the
+    exponent; a *head* row per ``k``, row 0 times ``base^(-K)``, takes it off, so
+    the first window is a look-up and the other ``k - 1`` windows one multiplication
+    each, whatever the exponent (0 included).  Memory is ``ceil(exp_bits / w) · 2^w``
+    residues, plus ``2^w`` per bound used.
 
-    The entry read in row i is chosen by the exponent's i-th digit: Python cannot
+    The entry read in each row is chosen by one digit of the exponent: Python cannot
     hide these secret-indexed reads from a cache-timing attacker on the same
     machine (``specs/paillier.md``, "Secret exponents").  The base must be a unit.
     """
@@ -279,8 +280,8 @@ class FixedBaseTable:
     exp_bits: int
     window: int
     rows: tuple[tuple[mpz, ...], ...]
-    offsets: dict[int, mpz] = field(default_factory=dict, repr=False)
-    """``k -> base^(-K_k) mod modulus`` for the window counts used so far."""
+    heads: dict[int, tuple[mpz, ...]] = field(default_factory=dict, repr=False)
+    """``k -> row 0 · base^(-K_k)`` for the window counts used so far."""
 
     @classmethod
     def build(cls, base: int | mpz, modulus: int | mpz, exp_bits: int, window: int = 8) -> FixedBaseTable:
@@ -299,28 +300,28 @@ class FixedBaseTable:
             rows.append(tuple(row))
             step = row[-1]  # base^(2^w · 2^(w·i)), the last entry
         table = cls(b, m, exp_bits, window, tuple(rows))
-        table.offset(len(rows))
+        table.head(len(rows))
         return table
 
     def windows(self, bits: int) -> int:
-        """``ceil(bits / w)``: the windows (and multiplications) of one :meth:`pow` with bound ``bits``."""
+        """``ceil(bits / w)``: the windows of one :meth:`pow` with bound ``bits`` (one fewer multiplications)."""
         return -(-bits // self.window)
 
-    def offset(self, count: int) -> mpz:
-        """``base^(-K) mod modulus`` with ``K = Σ_{i<count} 2^(w·i)``, cached per ``count``."""
-        inv = self.offsets.get(count)
-        if inv is None:
-            k = mpz(0)
-            for i in range(count):
-                k += mpz(1) << (self.window * i)
-            inv = invert(gmpy2.powmod(self.base, k, self.modulus), self.modulus)
-            self.offsets[count] = inv
-        return inv
+    def head(self, count: int) -> tuple[mpz, ...]:
+        """Row 0 times ``base^(-K)``, ``K = Σ_{i<count} 2^(w·i)``: built once per ``count``."""
+        head = self.heads.get(count)
+        if head is None:
+            k = sum(mpz(1) << (self.window * i) for i in range(count))
+            m = self.modulus
+            inv = invert(gmpy2.powmod(self.base, k, m), m)
+            head = tuple(inv * v % m for v in self.rows[0])
+            self.heads[count] = head
+        return head
 
     def pow(self, exp: int | mpz, bits: int | None = None) -> mpz:
         """``base^exp mod modulus`` for a secret ``0 <= exp < 2^bits`` (``bits`` defaults to ``exp_bits``).
 
-        Exactly ``ceil(bits / w)`` multiplications mod ``modulus`` for every exponent in
+        Exactly ``ceil(bits / w) - 1`` multiplications mod ``modulus`` for every exponent in
         range; :class:`ExponentRangeError` outside it, or if ``bits`` exceeds the table.
         """
         bound = self.exp_bits if bits is None else bits
@@ -329,8 +330,8 @@ class FixedBaseTable:
         count = self.windows(bound)
         digits = window_digits(check_exponent(exp, bound), self.window, count)
         m = self.modulus
-        acc = self.offset(count)
-        for row, d in zip(self.rows[:count], digits, strict=True):
+        acc = self.head(count)[digits[0]]
+        for row, d in zip(self.rows[1:count], digits[1:], strict=True):
             acc = acc * row[d] % m
         return acc
 
