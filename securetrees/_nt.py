@@ -2,7 +2,9 @@
 
 All arithmetic runs on :class:`gmpy2.mpz`; callers convert to ``int`` at the
 public API.  Secret exponents go through :func:`powmod_sec` (GMP's
-``mpz_powm_sec``: same time and memory-access pattern for same-size inputs).
+``mpz_powm_sec``: same time and memory-access pattern for same-size inputs) or,
+for encryption randomness, a :class:`FixedBaseTable` (the same number of
+multiplications for every exponent below its declared bound).
 
 Prime generation draws every candidate from a :class:`~securetrees.rand.RandomSource`
 (the OS CSPRNG by default) and filters it with a sieve before any modular
