@@ -306,7 +306,7 @@ class FixedBaseTable:
         return table
 
     def windows(self, bits: int) -> int:
-        """``ceil(bits / w)``: the windows of one :meth:`pow` with bound ``bits`` (one fewer multiplications)."""
+        """``ceil(bits / w)``, the windows of one :meth:`pow` with bound ``bits`` (it multiplies one time fewer)."""
         return -(-bits // self.window)
 
     def head(self, count: int) -> tuple[mpz, ...]:

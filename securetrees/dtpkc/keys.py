@@ -104,7 +104,7 @@ class TableCache:
     kept (least recently used dropped).  ``window=None`` turns tables off.
     Memory per table is ``ceil(B/w) * 2^w`` residues mod N² (``B = |N/4|`` bits): at
     2048 bits and w = 6 about 11 MB, at w = 8 about 34 MB.  Every exponentiation
-    costs the same ``ceil(B/w)`` multiplications, but which entries it reads depends
+    costs the same ``ceil(B/w) - 1`` multiplications, but which entries it reads depends
     on the exponent (visible to cache timing), so tables serve encryption randomness
     only, never secret keys.
     """
@@ -160,7 +160,7 @@ class TableCache:
         """``base^exp mod modulus`` for a secret exponent ``0 <= exp < 2^exp_bits`` (encryption
         randomness); :class:`~securetrees.errors.ExponentRangeError` outside that bound.
 
-        With a table: ``ceil(exp_bits / w)`` multiplications whatever ``exp`` is.  Before the
+        With a table: ``ceil(exp_bits / w) - 1`` multiplications whatever ``exp`` is.  Before the
         base's table is built, with tables off, or with a table built for fewer bits:
         :func:`~securetrees._nt.powmod_sec`.
         """
@@ -226,7 +226,7 @@ class SystemParams:
 
     def g_pow(self, exp: mpz) -> mpz:
         """``g^exp mod N²`` for a secret ``0 <= exp < 2^exponent_bits`` (encryption randomness):
-        a comb table's fixed ``ceil(B / w)`` multiplications, or ``powmod_sec`` (:meth:`TableCache.pow`)."""
+        a comb table's fixed ``ceil(B / w) - 1`` multiplications, or ``powmod_sec`` (:meth:`TableCache.pow`)."""
         return self.tables.pow(self.g, exp, self.n2, self.exponent_bits)
 
     def __eq__(self, other: object) -> bool:
