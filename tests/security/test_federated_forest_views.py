@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
 from protocols.federated_forest import messages as m
+from protocols.federated_forest.client import Client
 from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 
@@ -119,3 +121,76 @@ def test_client_views_match_the_spec() -> None:
     for rec in tr.view("client1"):
         if isinstance(rec.payload, m.ScoreReply):
             assert not hasattr(rec.payload, "gains")
+
+
+# -- not-found slots carry constants only --------------------------------------------------------
+#
+# LocalBest has one slot per requested node; where the client has no valid split the slot must hold
+# the dummy gain 0 and feature id -1.  Anything else there is data-derived and reaches the master.
+
+
+def not_found_slots(view: list[Any]) -> tuple[int, set[float], set[int]]:
+    """The master's scan: how many not-found slots it received, and the gains and feature ids in them."""
+    count, gains, fids = 0, set(), set()
+    for rec in view:
+        if isinstance(rec.payload, m.LocalBest):
+            miss = ~np.asarray(rec.payload.found, dtype=bool)
+            count += int(miss.sum())
+            gains |= {float(g) for g in np.asarray(rec.payload.gains)[miss]}
+            fids |= {int(f) for f in np.asarray(rec.payload.feature_ids)[miss]}
+    return count, gains, fids
+
+
+def check_not_found_slots_are_dummies(view: list[Any]) -> int:
+    """The property: every not-found slot holds gain 0.0 and feature id -1; returns their number."""
+    count, gains, fids = not_found_slots(view)
+    assert gains <= {0.0} and fids <= {-1}, f"data-derived values in not-found slots: {sorted(gains)[:5]}"
+    return count
+
+
+def _mixed_run(mode: str) -> Any:
+    """Client 3 holds one column that never splits (one row differs, min_samples_leaf 5) and every
+    node asks every feature: it answers not-found at every node, so the slots are always there."""
+    X, y, cat = mixed_data(150, seed=5)
+    stuck = np.full((X.shape[0], 1), 2.5)
+    stuck[0] = 97.125
+    ff = FederatedForestClassifier(2, max_depth=3, random_state=6, label_protection=mode, categorical=[*cat, False],
+                                   max_features=None, min_samples_leaf=5, **small_key_options())
+    return ff.fit(np.hstack([X, stuck]), y, [[0, 1, 4], [2, 3], [5], [6]])
+
+
+@pytest.mark.parametrize("mode", ["shared", "encrypted"])
+def test_not_found_slots_carry_only_the_dummy_gain(mode: str) -> None:
+    ff = _mixed_run(mode)
+    assert check_not_found_slots_are_dummies(ff.transcript_.view("master")) > 0
+
+
+def _first_value(X: np.ndarray) -> float:
+    return float(X[:, 0][~np.isnan(X[:, 0])][0])
+
+
+def _column_mean(X: np.ndarray) -> float:
+    return float(np.nanmean(X[:, 0]))
+
+
+@pytest.mark.parametrize("mode", ["shared", "encrypted"])
+@pytest.mark.parametrize("derive", [_first_value, _column_mean], ids=["raw-value", "column-mean"])
+def test_data_in_not_found_slots_is_caught(monkeypatch: pytest.MonkeyPatch, mode: str, derive: Any) -> None:
+    """Planted leak: a client fills its not-found slots' gains with a raw feature value or a column
+    mean; the model is unchanged (the master ignores those slots), the property check fails, and the
+    value itself is found in the master's view."""
+    real = Client.on_find_splits
+    planted: list[float] = []
+
+    def leaky(self: Client, sender: str, msg: m.FindSplits) -> m.LocalBest:
+        reply = real(self, sender, msg)
+        planted.append(derive(self._X))
+        return dataclasses.replace(reply, gains=np.where(reply.found, reply.gains, planted[-1]))
+
+    monkeypatch.setattr(Client, "on_find_splits", leaky)
+    view = _mixed_run(mode).transcript_.view("master")
+    with pytest.raises(AssertionError, match="data-derived values in not-found slots"):
+        check_not_found_slots_are_dummies(view)
+    _, gains, _ = not_found_slots(view)
+    leaked = gains & set(planted)
+    assert leaked and find_canaries(view, sorted(leaked)[:1])

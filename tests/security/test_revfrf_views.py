@@ -3,9 +3,15 @@ request values in every other party's view, and the message types each role rece
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 from protocols.revfrf import RevFRFClassifier
+from protocols.revfrf import participant as participant_module
+from securetrees._nt import invert
+from securetrees.rand import SYSTEM_RANDOM
 from securetrees.testing.canaries import assert_no_canaries
 
 from ..revfrf.helpers import classifier
@@ -88,3 +94,71 @@ def test_revoked_participant_receives_nothing_after_revocation() -> None:
     clf.predict(X[:5])
     clf.predict(X[:1], method="encrypted", requester="req")
     assert len(clf.transcript_.view("u2")) == mark
+
+
+# -- fresh randomness: the CS cannot relate two ciphertexts it receives ------------------------------
+#
+# HoEnc is (T1, T2) = ((1 + mN)·h^r, g^r) mod N².  Two encryptions under one key with the same r share
+# T2, and T1·T1'^-1 = (1 + (m - m')N) mod N²: the CS reads off m - m' exactly (and with one known
+# plaintext, every value).  The CS's test: look for a repeated T2 among the ciphertexts from one sender.
+
+
+def reused_randomness(records: Any, n: int) -> list[tuple[str, int]]:
+    """The CS's attack: for every pair of ciphertexts from one sender with the same T2, the
+    plaintext difference m - m' it reveals (signed)."""
+    n2 = n * n
+    by_t2: dict[tuple[str, int], int] = {}
+    found: list[tuple[str, int]] = []
+    for rec in records:
+        t1s, t2s = getattr(rec.payload, "t1", None), getattr(rec.payload, "t2", None)
+        if not isinstance(t1s, tuple) or not isinstance(t2s, tuple):
+            continue
+        for t1, t2 in zip(t1s, t2s, strict=True):
+            first = by_t2.setdefault((rec.sender, t2), t1)
+            if first != t1:  # an identical resend relates nothing new
+                ratio = int(first * invert(t1, n2) % n2)
+                if ratio % n == 1:  # (1 + dN): the plaintext difference is exposed
+                    d = (ratio - 1) // n
+                    found.append((rec.sender, d if d <= n // 2 else d - n))
+    return found
+
+
+def check_cs_sees_fresh_ciphertexts(clf: RevFRFClassifier) -> None:
+    pairs = reused_randomness(clf.transcript_.view("cs"), int(clf.cs_.params.n))
+    assert not pairs, f"the CS relates {len(pairs)} pairs of ciphertexts (reused randomness): {pairs[:3]}"
+
+
+def test_every_ciphertext_the_cs_receives_has_fresh_randomness() -> None:
+    clf, _, _ = _fit_predict_revoke()
+    check_cs_sees_fresh_ciphertexts(clf)
+
+
+class _FixedExponent:
+    """A RandomSource whose ``randbelow`` is always the same: HoEnc's r fixed."""
+
+    def randbelow(self, n: int, /) -> int:
+        return 0xC0FFEE % n
+
+    def randbits(self, k: int, /) -> int:
+        return SYSTEM_RANDOM.randbits(k)
+
+    def token_bytes(self, k: int, /) -> bytes:
+        return SYSTEM_RANDOM.token_bytes(k)
+
+
+def test_a_threshold_encrypted_with_fixed_randomness_is_recovered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: participants encrypt (thresholds and FT-Test values) with a fixed r.  The check
+    fails, and the differences the CS reads off are exact differences of one participant's thresholds."""
+    real = participant_module.encrypt
+    monkeypatch.setattr(participant_module, "encrypt",
+                        lambda pk, m, *, rng, signed: real(pk, m, rng=_FixedExponent(), signed=signed))
+    clf, _, _ = _fit_predict_revoke()
+    with pytest.raises(AssertionError, match="reused randomness"):
+        check_cs_sees_fresh_ciphertexts(clf)
+    split_view = [r for r in clf.transcript_.view("cs") if r.type_name == "revfrf.split.reply"]
+    recovered = reused_randomness(split_view, int(clf.cs_.params.n))
+    assert recovered
+    for sender, d in recovered:
+        p = clf.participants_[sender]
+        encoded = [p._fx.encode_scalar(n.threshold) for n in p.own_nodes().values()]
+        assert d in {a - b for a in encoded for b in encoded}
