@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 import pytest
 
+from securetrees.errors import ProtocolError
 from securetrees.runtime import InProcessNetwork
 from securetrees.secagg import FixedPointVectors, Stage, Z2k, build_simulation, roles, shamir, simulate_secure_sum
-from securetrees.secagg.keyagree import AgreementKey, KeyContext, derive_key
+from securetrees.secagg.keyagree import AgreementKey, KeyContext, derive_key, derive_own_key
 from securetrees.secagg.masker import mask_purpose
-from securetrees.secagg.messages import ConsistencyRequest, MaskedInput, SurvivorSignature, UnmaskRequest
+from securetrees.secagg.messages import (
+    ConsistencyRequest,
+    MaskedInput,
+    NamedShare,
+    SurvivorSignature,
+    UnmaskRequest,
+    UnmaskShares,
+)
 from securetrees.secagg.prg import MaskExpander, MaskTerm
+from securetrees.secagg.roles import SecAggClient
 from securetrees.secagg.simulation import Simulation
 from securetrees.testing.canaries import assert_no_canaries
 from securetrees.testing.secagg import ScriptedRound
@@ -104,6 +114,30 @@ VICTIM = "p0"
 SECRET = 9_181_726_354_637  # the victim's input, a canary
 
 
+def _reconstruct(sim: Simulation, shares: dict[str, bytes]) -> bytes:
+    cfg = sim.server.config
+    return shamir.reconstruct({cfg.point(p): shamir.share_from_bytes(b) for p, b in shares.items()}, cfg.threshold)
+
+
+def _strip_masks(sim: Simulation, script: ScriptedRound, victim: str, y: np.ndarray, mask_key: bytes,
+                 seed: bytes | None) -> np.ndarray:
+    """``y`` minus the victim's pairwise masks (from its mask key) and, given ``seed``, its self mask."""
+    ring, session = sim.server.config.ring, sim.server._session
+    assert session is not None
+    secret = AgreementKey.from_secret(mask_key)
+    assert secret.public == script.keys[victim].public
+    purpose = mask_purpose("secagg/input", ring)
+    terms = [
+        MaskTerm(derive_key(secret.agree(script.keys[v].public), KeyContext(session, 1, purpose, (v, victim))),
+                 subtract=v > victim)  # the victim added +PRG(s) for every v > victim: undo it
+        for v in sorted(script.keys) if v != victim
+    ]
+    if seed is not None:
+        own = derive_own_key(seed, session=session, round=1, purpose=purpose, party=victim)
+        terms.append(MaskTerm(own, subtract=True))
+    return ring.finish(ring.accumulate(ring.from_wire(y, LENGTH), terms, MaskExpander()))
+
+
 def recovered_by_a_lying_server(sim: Simulation, victim: str = VICTIM) -> np.ndarray:
     """What a malicious server computes for ``victim`` after claiming it dropped (R4-R5 replayed
     with ``victim`` left out of the survivor set): ``y_victim`` minus every pairwise mask."""
@@ -114,22 +148,25 @@ def recovered_by_a_lying_server(sim: Simulation, victim: str = VICTIM) -> np.nda
     assert victim in masked
     others = tuple(sorted(p for p in masked if p != victim))
     signed = sim.server.call_many({p: ConsistencyRequest(1, others) for p in others}, expect=SurvivorSignature)
-    request = UnmaskRequest(1, others, (victim,), tuple(signed[p] for p in others))
-    answers = script.unmask(others, request)
-    cfg, ring, session = sim.server.config, sim.server.config.ring, sim.server._session
-    assert session is not None
-    shares = {cfg.point(p): shamir.share_from_bytes(a.key_shares[0].share) for p, a in answers.items()}
+    answers = script.unmask(others, UnmaskRequest(1, others, (victim,), tuple(signed[p] for p in others)))
     assert all(a.key_shares[0].owner == victim for a in answers.values())
-    secret = AgreementKey.from_secret(shamir.reconstruct(shares, cfg.threshold))
-    assert secret.public == script.keys[victim].public
-    purpose = mask_purpose("secagg/input", ring)
-    terms = [
-        MaskTerm(derive_key(secret.agree(script.keys[v].public), KeyContext(session, 1, purpose, (v, victim))),
-                 subtract=v > victim)  # the victim added +PRG(s) for every v > victim: undo it
-        for v in others
-    ]
-    y = ring.from_wire(masked[victim].vector, LENGTH)
-    return ring.finish(ring.accumulate(y, terms, MaskExpander()))
+    key = _reconstruct(sim, {p: a.key_shares[0].share for p, a in answers.items()})
+    return _strip_masks(sim, script, victim, masked[victim].vector, key, None)
+
+
+def recovered_by_asking_for_both_secrets(sim: Simulation, victim: str = VICTIM) -> np.ndarray:
+    """A malicious server asks for the victim's seed b (as a survivor) and mask key s (as dropped) in
+    one R5 request; with both it strips every mask.  Honest clients refuse (ProtocolError)."""
+    script = ScriptedRound(sim.server, 1, LENGTH)
+    script.advertise()
+    script.share()
+    masked = script.mask()
+    survivors = tuple(sorted(masked))
+    signatures = tuple(script.consistency().values())
+    answers = script.unmask(survivors, UnmaskRequest(1, survivors, (victim,), signatures))
+    seed = _reconstruct(sim, {p: next(s.share for s in a.seed_shares if s.owner == victim) for p, a in answers.items()})
+    key = _reconstruct(sim, {p: next(s.share for s in a.key_shares if s.owner == victim) for p, a in answers.items()})
+    return _strip_masks(sim, script, victim, masked[victim].vector, key, seed)
 
 
 def check_self_mask_hides_the_input(recovered: np.ndarray, secret: np.ndarray) -> None:
@@ -139,12 +176,17 @@ def check_self_mask_hides_the_input(recovered: np.ndarray, secret: np.ndarray) -
     assert same == 0, f"the server recovered {same} of {secret.size} input entries of the victim"
 
 
-def _lying_server_run() -> tuple[np.ndarray, np.ndarray]:
+def _victim_simulation() -> tuple[Simulation, np.ndarray]:
     sim = build_simulation(NAMES)
     secret = np.array([SECRET + i for i in range(LENGTH)], dtype=np.uint64)
     for i, n in enumerate(NAMES):
         sim.clients[n].provide(1, secret if n == VICTIM else np.full(LENGTH, i, dtype=np.uint64))
     sim.server.setup()
+    return sim, secret
+
+
+def _lying_server_run() -> tuple[np.ndarray, np.ndarray]:
+    sim, secret = _victim_simulation()
     return recovered_by_a_lying_server(sim), secret
 
 
@@ -176,3 +218,25 @@ def test_without_the_self_mask_the_lying_server_recovers_the_input(monkeypatch: 
     np.testing.assert_array_equal(recovered, secret)
     with pytest.raises(AssertionError, match="recovered 8 of 8"):
         check_self_mask_hides_the_input(recovered, secret)
+
+
+def test_clients_refuse_to_reveal_both_secrets_of_one_party() -> None:
+    with pytest.raises(ProtocolError, match="refusing to reveal both"):
+        recovered_by_asking_for_both_secrets(_victim_simulation()[0])
+
+
+def test_clients_that_reveal_both_secrets_expose_the_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: clients answer a request for both secrets of one party (the refusal removed:
+    they drop the party from the dropped set to pass their checks, then add its key share)."""
+    real = SecAggClient.on_unmask
+
+    def leaky(self: SecAggClient, sender: str, msg: UnmaskRequest) -> UnmaskShares:
+        both = sorted(set(msg.survivors) & set(msg.dropped))
+        held = self._rounds[msg.round].held
+        extra = tuple(NamedShare(v, shamir.share_to_bytes(held[v][0])) for v in both)
+        reply = real(self, sender, dataclasses.replace(msg, dropped=tuple(d for d in msg.dropped if d not in both)))
+        return dataclasses.replace(reply, key_shares=reply.key_shares + extra)
+
+    monkeypatch.setattr(SecAggClient, "on_unmask", leaky)
+    sim, secret = _victim_simulation()
+    np.testing.assert_array_equal(recovered_by_asking_for_both_secrets(sim), secret)
