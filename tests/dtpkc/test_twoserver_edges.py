@@ -8,7 +8,7 @@ import pytest
 
 from securetrees.dtpkc import decrypt_strong, encrypt
 from securetrees.dtpkc.scheme import decrypt_weak
-from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, hoadd_blind
+from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoLTParams, hoadd_blind
 from securetrees.errors import KeyMismatchError, ParameterError
 from securetrees.rand import SYSTEM_RANDOM, DeterministicRandom, RandomSource
 from securetrees.runtime import InProcessNetwork
@@ -67,3 +67,24 @@ def test_every_draw_comes_from_the_servers_sources() -> None:
     first = _seeded_run("run")
     assert _seeded_run("run") == first
     assert all(x != y for x, y in zip(first, _seeded_run("other"), strict=True))
+
+
+def test_custom_holt_parameters_reach_both_steps() -> None:
+    """ℓ = 16, σ = 8 on both servers: the CS blinds with r < 2^8, so the CC's range check
+    (|β'| < 2^(ℓ+σ+2)) passes and every comparison comes out right."""
+    small = HoLTParams(ell=16, sigma=8)
+    net = InProcessNetwork()
+    cs = CentralServer("cs", net, share=KEYS.cs_share, weak_key=KEYS.weak["cs"], holt_params=small)
+    ComputationServer("cc", net, share=KEYS.cc_share, weak_key=KEYS.weak["cc"], directory=KEYS.directory(),
+                      holt_params=small)
+    values = [-(2**15) + 1, -3, 0, 5, 2**15 - 1]
+    pairs = [(encrypt(KEYS.pk("u1"), a), encrypt(KEYS.pk("u2"), b)) for a in values for b in values]
+    outs = cs.holt_many(pairs)
+    assert [decrypt_strong(KEYS.strong, o) for o in outs] == [int(a < b) for a in values for b in values]
+
+
+def test_holt_parameters_of_one_are_allowed_and_zero_refused() -> None:
+    assert HoLTParams(ell=1, sigma=1).ell == 1
+    for bad in (dict(ell=0), dict(sigma=0), dict(ell=True)):
+        with pytest.raises(ParameterError, match="positive integer"):
+            HoLTParams(**bad)  # type: ignore[arg-type]
