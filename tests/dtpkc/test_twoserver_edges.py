@@ -8,11 +8,11 @@ import pytest
 
 from securetrees.dtpkc import decrypt_strong, encrypt
 from securetrees.dtpkc.scheme import decrypt_weak
-from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoLTParams, hoadd_blind
-from securetrees.errors import KeyMismatchError, ParameterError
+from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoLTParams, hoadd_blind, holt_blind
+from securetrees.errors import KeyMismatchError, ParameterError, SecureTreesError
 from securetrees.rand import SYSTEM_RANDOM, DeterministicRandom, RandomSource
 from securetrees.runtime import InProcessNetwork
-from securetrees.testing.dtpkc import dtpkc_test_keys
+from securetrees.testing.dtpkc import ScriptedRandom, dtpkc_test_keys
 
 KEYS = dtpkc_test_keys(512)
 OTHER = dtpkc_test_keys(512, label="another-system")
@@ -88,3 +88,31 @@ def test_holt_parameters_of_one_are_allowed_and_zero_refused() -> None:
     for bad in (dict(ell=0), dict(sigma=0), dict(ell=True)):
         with pytest.raises(ParameterError, match="positive integer"):
             HoLTParams(**bad)  # type: ignore[arg-type]
+
+
+def test_holt_refuses_another_systems_ciphertexts_or_key() -> None:
+    mine, foreign = encrypt(KEYS.pk("u1"), 3), encrypt(OTHER.pk("u1"), 4)
+    out = KEYS.pk("cs").joint(KEYS.pk("u1"))
+    for c1, c2, key in ((foreign, mine, out), (mine, foreign, out), (mine, mine, OTHER.pk("u2"))):
+        with pytest.raises(KeyMismatchError, match="another DT-PKC system"):
+            holt_blind(KEYS.cs_share, c1, c2, key)
+
+
+def test_the_ccs_range_check_is_tight() -> None:
+    """ℓ = 16, σ = 8, the CS's coin α = 1 and r = 2^8 - 1 pinned: Δ = 2^17 + 1000 (outside the
+    input bound) gives |β'| = r·(2Δ+1) just above 2^(ℓ+σ+2); the CC refuses it, and accepts
+    Δ = 2^15 with the same r."""
+    small = HoLTParams(ell=16, sigma=8)
+
+    def run(delta: int) -> int:
+        net = InProcessNetwork()
+        cs = CentralServer("cs", net, share=KEYS.cs_share, weak_key=KEYS.weak["cs"], holt_params=small,
+                           rng=ScriptedRandom(1, 254))
+        ComputationServer("cc", net, share=KEYS.cc_share, weak_key=KEYS.weak["cc"], directory=KEYS.directory(),
+                          holt_params=small)
+        return decrypt_strong(KEYS.strong, cs.holt(encrypt(KEYS.pk("u1"), delta), encrypt(KEYS.pk("u2"), 0)))
+
+    assert 255 * (2 * (2**17 + 1000) + 1) >= 2**26 > 255 * (2 * 2**15 + 1)
+    assert run(2**15) == 0
+    with pytest.raises(SecureTreesError, match="out of range"):
+        run(2**17 + 1000)
