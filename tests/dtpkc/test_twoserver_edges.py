@@ -116,3 +116,10 @@ def test_the_ccs_range_check_is_tight() -> None:
     assert run(2**15) == 0
     with pytest.raises(SecureTreesError, match="out of range"):
         run(2**17 + 1000)
+
+
+def test_each_server_publishes_its_own_weak_public_key() -> None:
+    net = InProcessNetwork()
+    cs = CentralServer("cs", net, share=KEYS.cs_share, weak_key=KEYS.weak["cs"])
+    cc = ComputationServer("cc", net, share=KEYS.cc_share, weak_key=KEYS.weak["cc"], directory=KEYS.directory())
+    assert cs.public_key == KEYS.pk("cs") and cc.public_key == KEYS.pk("cc")
