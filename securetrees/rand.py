@@ -19,7 +19,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from securetrees.errors import ParameterError
 
-__all__ = ["SYSTEM_RANDOM", "DeterministicRandom", "RandomSource", "SystemRandom"]
+__all__ = ["SYSTEM_RANDOM", "DeterministicRandom", "KeyedRandom", "RandomSource", "SystemRandom"]
 
 
 @runtime_checkable
@@ -77,6 +77,7 @@ class DeterministicRandom:
     """
 
     __slots__ = ("_buffer", "_counter", "_label")
+    _domain = b"securetrees/deterministic/"
 
     def __init__(self, label: bytes | str) -> None:
         self._label = label.encode() if isinstance(label, str) else bytes(label)
@@ -88,7 +89,7 @@ class DeterministicRandom:
             raise ParameterError(f"byte count must be non-negative, got {k}")
         while len(self._buffer) < k:
             block = hashlib.shake_256(
-                b"securetrees/deterministic/" + self._label + self._counter.to_bytes(8, "big")
+                self._domain + self._label + self._counter.to_bytes(8, "big")
             ).digest(64)
             self._counter += 1
             self._buffer += block
@@ -113,3 +114,22 @@ class DeterministicRandom:
 
     def __repr__(self) -> str:
         return f"DeterministicRandom(label={self._label!r})"
+
+
+class KeyedRandom(DeterministicRandom):
+    """A pseudorandom stream under a secret key: SHAKE-256 of ``key || label || counter``
+    (the key is 32 bytes drawn from a :class:`RandomSource`, so the stream is a PRF of the
+    label).  A party uses it for choices it must be able to repeat exactly after a restart
+    (the same key and label give the same numbers) yet others must not predict."""
+
+    __slots__ = ()
+    _domain = b"securetrees/keyed/"
+
+    def __init__(self, key: bytes, label: bytes | str) -> None:
+        if not isinstance(key, bytes) or len(key) != 32:
+            raise ParameterError("a KeyedRandom key is 32 bytes")
+        tail = label.encode() if isinstance(label, str) else bytes(label)
+        super().__init__(key + tail)
+
+    def __repr__(self) -> str:
+        return "KeyedRandom(key=<hidden>)"

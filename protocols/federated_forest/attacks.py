@@ -39,9 +39,11 @@ __all__ = [
     "SeenLeaf",
     "bin_count_fingerprint",
     "bin_recovery",
+    "join_flagged",
     "leaves_seen",
     "majority_rate",
     "master_label_recovery",
+    "master_purity_join",
     "purity_flag_attack",
 ]
 
@@ -68,6 +70,7 @@ class _NodeSeen:
     node: int
     samples: IntArray
     weights: IntArray
+    pure: bool  # reported pure in a node_stats the replayed records hold
 
 
 def _replay(records: Sequence[Record]) -> tuple[list[SeenLeaf], list[_NodeSeen]]:
@@ -77,9 +80,10 @@ def _replay(records: Sequence[Record]) -> tuple[list[SeenLeaf], list[_NodeSeen]]
     nodes: list[_NodeSeen] = []
     state: LayerState | None = None
     weights = np.zeros(0, dtype=np.int64)
-    tree, n_nodes = -1, 0
+    tree = -1
     asked: set[int] = set()
     counter = [0]
+    pure_now = np.zeros(0, dtype=bool)
 
     def split(nodes_: IntArray, lw: Any, rw: Any) -> IntArray:
         first = counter[0]
@@ -91,7 +95,8 @@ def _replay(records: Sequence[Record]) -> tuple[list[SeenLeaf], list[_NodeSeen]]
         nw = st.node_weights(weights)
         for p, g in enumerate(groups):
             rows = st.rows[g]
-            nodes.append(_NodeSeen(tree, st.depth, p, int(st.frontier[p]), rows, weights[rows]))
+            is_pure = bool(pure_now[p]) if pure_now.size == st.frontier.size else False
+            nodes.append(_NodeSeen(tree, st.depth, p, int(st.frontier[p]), rows, weights[rows], is_pure))
             if p not in split_pos:
                 leaves.append(SeenLeaf(tree, int(st.frontier[p]), st.depth, rows, float(nw[p]), p in asked))
 
@@ -102,17 +107,18 @@ def _replay(records: Sequence[Record]) -> tuple[list[SeenLeaf], list[_NodeSeen]]
             state, asked, counter[0] = LayerState.start(weights), set(), 1
         elif state is None:
             continue
+        elif isinstance(msg, m.NodeStats):
+            pure_now = np.asarray(msg.pure, dtype=bool)
         elif isinstance(msg, m.FindSplits) and msg.layer == state.depth:
             asked = set(np.asarray(msg.positions).tolist())
         elif isinstance(msg, m.LayerPartition) and msg.layer == state.depth:
             pos = np.asarray(msg.positions, dtype=np.int64)
             close(state, set(pos.tolist()))
             state.advance(pos, np.asarray(msg.left), weights, split)
-            asked = set()
+            asked, pure_now = set(), np.zeros(0, dtype=bool)
         elif isinstance(msg, m.TreeEnd):
             close(state, set())
-            state = None
-    del n_nodes
+            state, pure_now = None, np.zeros(0, dtype=bool)
     return leaves, nodes
 
 
@@ -144,19 +150,25 @@ def master_label_recovery(master_trees: Sequence[Any], broadcast: Sequence[Recor
 
 @dataclass(frozen=True)
 class FlagResult:
-    flagged: int  # leaves flagged pure
+    """A purity-flag attack's outcome.  Leaves of one distinct sample (bootstrap copies) are
+    trivially single-label and join nothing: only leaves of two samples or more count."""
+
+    flagged: int  # leaves of two samples or more flagged pure
     truly_pure: int  # of them, truly single-label
-    groups: int  # joined groups of at least two samples
-    propagation: float  # accuracy of labelling each group from one known member (the others)
-    exact_partition: bool  # the groups are exactly the classes present
+    groups: int  # joined groups of two samples or more
+    propagated: int  # group members other than the one whose label is given
+    correct: int  # of them, labelled correctly from that one label
+    exact_partition: bool  # the groups are exactly the classes, every sample covered
+
+    @property
+    def propagation(self) -> float:
+        """Accuracy of the labels propagated (0 when nothing is propagated)."""
+        return self.correct / self.propagated if self.propagated else 0.0
 
 
-def purity_flag_attack(view: Sequence[Record], y: npt.ArrayLike, *, max_depth: int, min_samples_split: float = 2.0,
-                       only_unasked: bool = True) -> FlagResult:
-    """A non-label client's attack (see the module docstring).  ``propagation`` is measured on
-    the group members other than the one whose label is given, so a partition into
-    label-independent groups scores the sum of the squared class shares, at most the
-    majority-class rate."""
+def join_flagged(flagged: Sequence[IntArray], y: npt.ArrayLike) -> FlagResult:
+    """Join the sample sets flagged single-label (union-find over shared samples) and label
+    each joined group from its first member's label (``y`` in canonical order)."""
     yy = np.asarray(y, dtype=np.int64)
     parent = np.arange(yy.size)
 
@@ -166,16 +178,14 @@ def purity_flag_attack(view: Sequence[Record], y: npt.ArrayLike, *, max_depth: i
             a = int(parent[a])
         return a
 
-    flagged = pure = 0
-    for leaf in leaves_seen(view):
-        if leaf.depth >= max_depth or leaf.weight < min_samples_split or (only_unasked and leaf.asked):
+    n_flagged = pure = 0
+    for samples in flagged:
+        if samples.size < 2:
             continue
-        if leaf.samples.size == 0:
-            continue
-        flagged += 1
-        pure += int(np.unique(yy[leaf.samples]).size == 1)
-        root = find(int(leaf.samples[0]))
-        for s in leaf.samples[1:].tolist():
+        n_flagged += 1
+        pure += int(np.unique(yy[samples]).size == 1)
+        root = find(int(samples[0]))
+        for s in samples[1:].tolist():
             r = find(int(s))
             if r != root:
                 parent[r] = root
@@ -185,15 +195,30 @@ def purity_flag_attack(view: Sequence[Record], y: npt.ArrayLike, *, max_depth: i
     for r in np.unique(roots):
         members = np.flatnonzero(roots == r)
         if members.size < 2:
+            exact = False
             continue
         groups += 1
-        given = yy[members[0]]
-        correct += int(np.sum(yy[members[1:]] == given))
+        correct += int(np.sum(yy[members[1:]] == yy[members[0]]))
         total += members.size - 1
         exact &= bool(np.unique(yy[members]).size == 1)
-    covered = np.unique(roots).size
-    exact = exact and groups == np.unique(yy).size and covered == groups
-    return FlagResult(flagged, pure, groups, correct / total if total else 0.0, exact)
+    exact = exact and groups == np.unique(yy).size
+    return FlagResult(n_flagged, pure, groups, total, correct, exact)
+
+
+def purity_flag_attack(view: Sequence[Record], y: npt.ArrayLike, *, max_depth: int, min_samples_split: float = 2.0,
+                       only_unasked: bool = True) -> FlagResult:
+    """A non-label client's attack (see the module docstring): flag the leaves that stopped
+    before ``max_depth`` with weight at least ``min_samples_split`` (``only_unasked``: and
+    were not in the client's own ``find_splits``), join them."""
+    flagged = [leaf.samples for leaf in leaves_seen(view)
+               if leaf.depth < max_depth and leaf.weight >= min_samples_split and not (only_unasked and leaf.asked)]
+    return join_flagged(flagged, y)
+
+
+def master_purity_join(master_view: Sequence[Record], y: npt.ArrayLike) -> FlagResult:
+    """The master's join: every node the label holder reported pure (``node_stats``), joined
+    across trees (``master_view``: the messages the master sent and received, in order)."""
+    return join_flagged([n.samples for n in _replay(master_view)[1] if n.pure], y)
 
 
 def _score_requests(view: Sequence[Record], sender: str) -> list[m.ScoreRequest]:
@@ -288,13 +313,17 @@ def attack_report(ff: Any) -> dict[str, float]:
     mapper = other._mapper
     rec, ok = bin_recovery(tr.view("client0"), "client1", holder._sk, holder._layout, ff.max_bins, y, to_c1,
                            other._binned, other.feature_ids, mapper.missing_bin)
+    at_master = [r for r in tr if "master" in (r.sender, r.receiver)]
+    joined = master_purity_join(at_master, y)
     return {
         "master_recovery": master_label_recovery(ff.master_.trees, to_c1, y),
         "majority": majority_rate(y),
+        "master_pure_join_correct": joined.correct, "master_pure_join_exact": float(joined.exact_partition),
         "flagged": flags.flagged, "flagged_pure": flags.truly_pure, "flag_groups": flags.groups,
-        "flag_propagation": flags.propagation, "flag_exact": float(flags.exact_partition),
+        "flag_correct": flags.correct, "flag_exact": float(flags.exact_partition),
         "any_flagged": anyflags.flagged, "any_flagged_pure": anyflags.truly_pure,
-        "any_propagation": anyflags.propagation, "any_exact": float(anyflags.exact_partition),
+        "any_correct": anyflags.correct, "any_propagated": anyflags.propagated,
+        "any_exact": float(anyflags.exact_partition),
         "fingerprint": bin_count_fingerprint(tr.view("client0"), "client1", list(mapper.n_bins)),
         "bin_recovered": rec, "bin_correct": ok,
     }

@@ -60,14 +60,15 @@ def test_no_feature_value_or_threshold_leaves_its_client(encrypted_run: Any) -> 
         assert_no_canaries(ff.transcript_.view(party), canaries, frac_bits=(32,))
 
 
-def test_master_stores_no_threshold(encrypted_run: Any) -> None:
+def test_master_stores_no_threshold_and_no_value(encrypted_run: Any) -> None:
     ff, _, _ = encrypted_run
-    for t in ff.master_.trees:
+    for t in ff.master_.trees:  # encrypted mode: the values stay with the label holder
         internal = t.left != -1
         assert np.all(t.withheld[internal]) and np.all(np.isnan(t.threshold)) and np.all(t.feature == -1)
-    for c in ff.clients_:  # clients keep no values (labels) and never the other's splits
-        for t in c.trees:
-            assert np.all(np.isnan(t.value))
+        assert np.all(np.isnan(t.value))
+    for t in ff.clients_[0].trees:  # the other client keeps no values (labels)
+        assert np.all(np.isnan(t.value))
+    assert all(np.all(np.isfinite(t.value)) for t in ff.clients_[1].trees)  # the label holder's table
 
 
 @pytest.mark.parametrize("mode", ["shared", "encrypted"])
@@ -109,12 +110,13 @@ def test_client_views_match_the_spec() -> None:
     holder = set(tr.types_received("client0"))
     assert "federated_forest.encrypted_labels" not in holder and "federated_forest.shared_labels" not in holder
     assert {"federated_forest.score_request", "federated_forest.node_stats_request",
-            "federated_forest.gains_request"} <= holder
+            "federated_forest.gains_request", "federated_forest.leaf_values_request"} <= holder
+    assert "federated_forest.leaf_values_request" not in received
     master = set(tr.types_received("master"))
     assert master <= {"federated_forest.client_info", "federated_forest.ack", "federated_forest.node_stats",
                       "federated_forest.local_best", "federated_forest.partition",
                       "federated_forest.client_test_ids", "federated_forest.leaf_sets",
-                      "federated_forest.gains_reply"}
+                      "federated_forest.gains_reply", "federated_forest.forest_output"}
     # a client other than the label holder never receives a gain (a function of the labels)
     for rec in tr.view("client1"):
         if isinstance(rec.payload, m.ScoreReply):
