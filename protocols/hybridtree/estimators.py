@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from protocols.hybridtree.guest import Guest
 from protocols.hybridtree.host import Host, sigmoid, softmax
-from protocols.hybridtree.params import HybridTreeParams, check_mode
+from protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.progress import progress as progress_bar
@@ -109,6 +109,8 @@ def _check_X(X: npt.ArrayLike) -> FloatArray:
 
 class _HybridTree:
     _classifier = False
+    #: The host role's class (the leakage measurement substitutes a recording subclass).
+    _host_class: type[Host] = Host
 
     def __init__(
         self, n_estimators: int = 50, *, host_depth: int = 5, guest_depth: int = 2,
@@ -117,7 +119,8 @@ class _HybridTree:
         max_bins: int = 32, frac_bits: int = 24, key_bits: int = 2048,
         encryption: Literal["djn", "djn-short", "key-owner"] = "key-owner",
         mode: Literal["secure", "plaintext", "paper"] = "secure", allow_insecure: bool = False,
-        min_guests: int = 3, few_guests: Literal["leaf", "raise"] = "leaf",
+        min_guests: int = 3, min_node_size: int = MIN_NODE_SIZE,
+        few_guests: Literal["leaf", "raise"] = "leaf",
         categorical_features: Sequence[int] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
         random_state: int | None = None, progress: bool = False,
@@ -138,6 +141,7 @@ class _HybridTree:
         self.mode = mode
         self.allow_insecure = allow_insecure
         self.min_guests = min_guests
+        self.min_node_size = min_node_size
         self.few_guests = few_guests
         self.categorical_features = categorical_features
         self.keypair = keypair
@@ -164,7 +168,7 @@ class _HybridTree:
             learning_rate=float(self.learning_rate), reg_lambda=float(self.reg_lambda),
             second_order=self.second_order, min_samples_leaf=self.min_samples_leaf,
             max_bins=self.max_bins, frac_bits=self.frac_bits, min_guests=self.min_guests,
-            few_guests=self.few_guests, encryption=self.encryption, mode=mode,
+            min_node_size=self.min_node_size, few_guests=self.few_guests, encryption=self.encryption, mode=mode,
         )
 
     def _keys(self, params: HybridTreeParams) -> tuple[PublicKey, PrivateKey] | None:
@@ -229,7 +233,7 @@ class _HybridTree:
                                      categorical=[c in cat for c in space])
         names = [f"guest{u}" for u in range(len(rows))]
         owner = _owner(n, rows)
-        host = Host("host", net, params=params, guests=names, X=Xa[:, host_cols], owner=owner,
+        host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols], owner=owner,
                     mapper=host_mapper, keypair=keys, rng=self.rng)
         guests = [
             Guest(name, net, params=params, ids=r, X=gx, mapper=guest_mapper,
@@ -263,6 +267,7 @@ class _HybridTree:
         self.guest_feature_lists_ = per_guest
         self.host_, self.guests_, self.network_ = host, guests, net
         self.fallback_nodes_ = host.fallback_nodes
+        self.small_nodes_ = host.small_nodes
         self.dropped_guests_ = list(host.dropped)
         #: CPU seconds of this process per tree: every party's work, since all run here.
         self.tree_cpu_seconds_ = tree_cpu

@@ -110,6 +110,8 @@ class Guest(Party):
         n_bins = np.asarray(mapper.n_bins, dtype=np.int64)
         self._feat_offset = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.int64)
         self._n_acc = int(n_bins.sum())
+        #: The features of the guest space this guest holds: a value in at least one row.
+        self._held: npt.NDArray[np.bool_] = np.asarray(~np.isnan(self._X).all(axis=0), dtype=bool)
         self._host_key = host_key
         self._allow_insecure = allow_insecure
         self._rng = rng
@@ -154,7 +156,8 @@ class Guest(Party):
             self._agreement = AgreementKey.generate(rng=self._rng)
             public = self._agreement.public
         return SetupReply(public, tuple(int(b) for b in self._mapper.n_bins),
-                          tuple(bool(c) for c in self._mapper.categorical))
+                          tuple(bool(c) for c in self._mapper.categorical),
+                          tuple(bool(h) for h in self._held))
 
     def _load_key(self, data: bytes) -> PublicKey:
         if self._host_key is not None:
@@ -216,7 +219,8 @@ class Guest(Party):
     # -- G1: masked histograms -------------------------------------------------------------
     @handles(HistogramRequest)
     def on_histogram(self, sender: str, msg: HistogramRequest) -> MaskedHistogram:
-        """G1: one accumulator per (set, feature, bin); mask in Z_N; re-randomise."""
+        """G1: one accumulator per (set, feature, bin), filled for the listed features only (the
+        host withholds the others, "Subset-sum inference"); mask in Z_N; re-randomise."""
         if msg.tree != self._tree or not 1 <= msg.layer <= self.params.guest_depth:
             raise UnexpectedMessage("histogram request for another tree or layer")
         if self.name not in msg.peers or msg.n_sets < 1 or msg.n_sets > 1 << 16:
@@ -232,11 +236,15 @@ class Guest(Party):
         for item in msg.build:
             if not 0 <= item.acc_set < msg.n_sets:
                 raise ProtocolError("accumulator set out of range")
+            feats = np.asarray(item.features, dtype=np.int64)
+            if feats.size and (feats.min() < 0 or feats.max() >= self._mapper.n_features
+                               or np.any(np.diff(feats) <= 0)):
+                raise ProtocolError("features to build must be distinct, sorted guest features")
             pos = self._nodes.get(item.node)
             if pos is None or pos.size == 0:
                 continue
-            bins = self._binned[pos]
-            base = item.acc_set * self._n_acc + self._feat_offset
+            bins = self._binned[pos][:, feats]
+            base = item.acc_set * self._n_acc + self._feat_offset[feats]
             idx = np.where(bins == missing, -1, bins + base[None, :])
             self.op_counts["add"] += int(np.count_nonzero(idx >= 0))
             vals = self._values

@@ -53,6 +53,7 @@ __all__ = ["Host", "TreeRecord"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 STATS = 3  # (count, G·2^f, H·2^f)
 
 
@@ -118,6 +119,8 @@ class _Layer:
 
     frontier: list[int]
     hist: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
+    #: The guest features whose histogram the host holds, per node (the others were withheld).
+    known: dict[int, BoolArray] = field(default_factory=dict)
 
 
 def sigmoid(x: FloatArray) -> FloatArray:
@@ -165,10 +168,14 @@ class Host(Party):
         self._crit = GradientGain(params.reg_lambda, params.second_order)
         self._guest_n_bins = np.zeros(0, dtype=np.int64)
         self._guest_cat = np.zeros(0, dtype=bool)
+        self._held = np.zeros((len(self.guests), 0), dtype=bool)  # guest u holds feature f
         self.records: list[TreeRecord] = []
         #: Operation counts for the benchmark's floor: encryptions and decryptions.
         self.op_counts = {"encrypt": 0, "decrypt": 0}
+        #: Nodes left as leaves: no guest feature with ``min_guests`` contributing guests
+        #: (``fallback_nodes``), or none with ``min_node_size`` instances (``small_nodes``).
         self.fallback_nodes = 0
+        self.small_nodes = 0
         self.dropped: list[str] = []
         self._batch = 0
 
@@ -182,6 +189,8 @@ class Host(Party):
             expect=SetupReply,
         )
         schemas = {(r.n_bins, r.categorical) for r in replies.values()}
+        if any(len(r.held) != len(r.n_bins) for r in replies.values()):
+            raise ProtocolError("a guest declared held features outside the guest space")
         if len(schemas) != 1:
             raise ProtocolError("the guests do not agree on the guest feature space and its bins")
         n_bins, cat = schemas.pop()
@@ -189,6 +198,7 @@ class Host(Party):
             raise ProtocolError("the guests hold no features")
         self._guest_n_bins = np.asarray(n_bins, dtype=np.int64)
         self._guest_cat = np.asarray(cat, dtype=bool)
+        self._held = np.array([replies[g].held for g in self.guests], dtype=bool)
         if self.params.mode == "secure":
             publics = tuple(replies[g].public for g in self.guests)
             self.call_many({g: Directory(self.guests, publics) for g in self.guests}, expect=Ack)
@@ -209,9 +219,24 @@ class Host(Party):
         active = np.array([g in self._active for g in self.guests] + [False])
         return np.where(active[self._owner], self._owner, -1)
 
-    def _eligible(self, ids: IntArray, owner: IntArray) -> bool:
+    def _feature_rules(self, ids: IntArray, owner: IntArray) -> tuple[BoolArray, BoolArray]:
+        """Per guest feature f of a node: (at least ``min_guests`` contributing guests, i.e.
+        guests owning instances of the node and holding f; at least ``min_node_size`` of the
+        node's instances owned by guests holding f).  Spec: "Too few guests", "Subset-sum
+        inference"; the host knows both counts (ownership and the declared held features)."""
         o = owner[ids]
-        return int(np.unique(o[o >= 0]).size) >= self.params.min_guests
+        o = o[o >= 0]
+        contributors = self._held[np.unique(o)].sum(axis=0)
+        held_rows = self._held[o].sum(axis=0)
+        return contributors >= self.params.min_guests, held_rows >= self.params.min_node_size
+
+    def _withheld(self, rules: tuple[BoolArray, BoolArray], known: BoolArray) -> None:
+        """Count a node left as a leaf: 1 in ``small_nodes`` if no (known) feature has enough
+        instances, else 1 in ``fallback_nodes`` (``few_guests="raise"`` refuses)."""
+        if not (rules[1] & known).any():
+            self.small_nodes += 1
+        else:
+            self._count_fallback(1)
 
     # -- training --------------------------------------------------------------------------
     def grow(self, tree_index: int, g: FloatArray, h: FloatArray) -> tuple[TreeRecord, FloatArray]:
@@ -232,10 +257,18 @@ class Host(Party):
             int(k): np.flatnonzero(leaf_of == k).astype(np.int64) for k in host_tree.leaves
         }
         owner = self._effective_owner()
-        eligible = [k for k in sorted(nodes) if nodes[k].size and self._eligible(nodes[k], owner)]
-        self._count_fallback(len(nodes) - len(eligible))
+        eligible = []
+        every = np.ones(self._guest_n_bins.size, dtype=bool)
+        for k in sorted(nodes):
+            if not nodes[k].size:
+                continue
+            rules = self._feature_rules(nodes[k], owner)
+            if (rules[0] & rules[1]).any():
+                eligible.append(k)
+            else:
+                self._withheld(rules, every)
         layout = self._send_gradients(tree_index, nodes, eligible, g, h, g_fix, h_fix, owner)
-        layer = _Layer(frontier=eligible)
+        layer = _Layer(frontier=eligible, known={k: every for k in eligible})
         parents: dict[int, int] = {}
         for depth in range(1, p.guest_depth + 1):
             if not layer.frontier:
@@ -347,30 +380,44 @@ class Host(Party):
         return self._aggregate(replies, length)
 
     def _plan_builds(
-        self, depth: int, rec: TreeRecord, frontier: list[int], parents: dict[int, int],
+        self, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
         nodes: dict[int, IntArray], layout: SlotLayout,
-    ) -> tuple[list[int], list[BuildNode], dict[int, int], int, int]:
-        """Which nodes to split (eligible now), which to build, which to derive by subtraction;
-        the last item counts the nodes left as leaves for want of guests."""
+    ) -> tuple[list[int], list[BuildNode], dict[int, int], int, dict[int, BoolArray], list[tuple[
+            tuple[BoolArray, BoolArray], BoolArray]]]:
+        """Which nodes to split and on which guest features, which to build, which to derive by
+        subtraction; the last item lists the nodes left as leaves (their rules, for counting).
+
+        A feature is built for a node only if it passes both rules of :meth:`_feature_rules`;
+        at layer >= 2 only if it passes them in both children and its histogram is known at
+        the parent: the histogram of one child and the parent's give the sibling's."""
         owner = self._effective_owner()
-        build_nodes: list[int] = []
+        build_nodes: dict[int, BoolArray] = {}
         derive: dict[int, int] = {}  # node -> built sibling
+        feats: dict[int, BoolArray] = {}
+        withheld: list[tuple[tuple[BoolArray, BoolArray], BoolArray]] = []
         if depth == 1:
-            keep = [k for k in frontier if self._eligible(nodes[k], owner)]
-            build_nodes = list(keep)
+            for k in layer.frontier:
+                rules = self._feature_rules(nodes[k], owner)
+                mask = rules[0] & rules[1] & layer.known[k]
+                if mask.any():
+                    build_nodes[k] = feats[k] = mask
+                else:
+                    withheld.append((rules, layer.known[k]))
         else:
             by_parent: dict[int, list[int]] = {}
-            for k in frontier:
+            for k in layer.frontier:
                 by_parent.setdefault(parents[k], []).append(k)
-            keep = []
-            for kids in by_parent.values():
+            for parent, kids in by_parent.items():
                 a, b = sorted(kids)
-                if not (self._eligible(nodes[a], owner) and self._eligible(nodes[b], owner)):
-                    continue  # both children stay leaves: a histogram of one reveals the other
+                ra, rb = self._feature_rules(nodes[a], owner), self._feature_rules(nodes[b], owner)
+                known = layer.known[parent]
+                mask = ra[0] & ra[1] & rb[0] & rb[1] & known
+                if not mask.any():  # both children stay leaves: a histogram of one reveals the other
+                    withheld += [(ra, known), (rb, known)]
+                    continue
                 small, big = (a, b) if nodes[a].size <= nodes[b].size else (b, a)
-                build_nodes.append(small)
+                build_nodes[small] = feats[a] = feats[b] = mask
                 derive[big] = small
-                keep += [a, b]
         sets: dict[tuple[int, int], int] = {}
         used: dict[int, int] = {}
         build: list[BuildNode] = []
@@ -381,8 +428,8 @@ class Host(Party):
             key = (layout.slots[hl].block, sub)
             if key not in sets:
                 sets[key] = len(sets)
-            build.append(BuildNode(k, sets[key]))
-        return sorted(keep), build, derive, len(sets), len(frontier) - len(keep)
+            build.append(BuildNode(k, sets[key], tuple(np.flatnonzero(build_nodes[k]).tolist())))
+        return sorted(feats), build, derive, len(sets), feats, withheld
 
     def _guest_layer(
         self, tree: int, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
@@ -394,14 +441,15 @@ class Host(Party):
         # after re-checking which nodes still have enough contributing guests.
         attempt = 0
         while True:
-            frontier, build, derive, n_sets, few = self._plan_builds(
-                depth, rec, layer.frontier, parents, nodes, layout)
+            frontier, build, derive, n_sets, feats, withheld = self._plan_builds(
+                depth, rec, layer, parents, nodes, layout)
             residues = (self._request_histograms(tree, depth, attempt, build, n_sets)
                         if build else [])
             if residues is not None:
                 break
             attempt += 1
-        self._count_fallback(few)
+        for rules, known in withheld:
+            self._withheld(rules, known)
         if not build:
             return _Layer(frontier=[], hist=layer.hist)
         n_feat = self._guest_n_bins.size
@@ -415,7 +463,7 @@ class Host(Party):
             hl = rec.host_leaf[item.node]
             hist = np.zeros((n_feat, width, STATS), dtype=np.int64)
             base = item.acc_set * a_len
-            for fi in range(n_feat):
+            for fi in np.flatnonzero(feats[item.node]).tolist():
                 for b in range(int(self._guest_n_bins[fi])):
                     hist[fi, b] = layout.unpack(residues[base + int(offsets[fi]) + b], hl)
             total = self._totals(nodes[item.node], g_fix, h_fix)
@@ -424,9 +472,13 @@ class Host(Party):
         for big, small in derive.items():
             layer.hist[big] = layer.hist[parents[big]] - layer.hist[small]
         order = frontier
+        for k in order:
+            layer.known[k] = feats[k]
+        self._observe_layer(tree, depth, {k: (nodes[k], layer.hist[k], feats[k]) for k in order})
         stack = np.stack([layer.hist[k] for k in order]).astype(np.float64)
         stack[..., 1:] /= float(1 << f)
         res = best_splits(stack, self._crit, categorical=self._guest_cat, n_bins=self._guest_n_bins,
+                          feature_mask=np.stack([feats[k] for k in order]),
                           min_samples_leaf=float(p.min_samples_leaf))
         choices: list[SplitChoice] = []
         split_nodes: list[int] = []
@@ -438,7 +490,7 @@ class Host(Party):
             choices.append(SplitChoice(k, False, fi, b, ml, lid, rid))
             split_nodes.append(k)
         if not choices:
-            return _Layer(frontier=[], hist=layer.hist)
+            return _Layer(frontier=[], hist=layer.hist, known=layer.known)
         owner = self._effective_owner()
         asked = sorted(self._active)
         replies = self.call_many({gn: SplitDecision(tree, depth, tuple(choices)) for gn in asked},
@@ -474,7 +526,15 @@ class Host(Party):
             parents[lid] = parents[rid] = k
             if depth < p.guest_depth:
                 next_frontier += [lid, rid]
-        return _Layer(frontier=next_frontier, hist=layer.hist)
+        return _Layer(frontier=next_frontier, hist=layer.hist, known=layer.known)
+
+    def _observe_layer(
+        self, tree: int, layer: int, view: dict[int, tuple[IntArray, npt.NDArray[np.int64], BoolArray]],
+    ) -> None:
+        """What the host learns from one guest layer's aggregates, for the leakage measurement
+        (``protocols.hybridtree.attack``): per node, its instance IDs, its histogram
+        ``(feature, bin, (count, G·2^f, H·2^f))`` (missing bin implied by the totals) and the
+        features it holds (the others withheld).  The protocol itself does nothing here."""
 
     # -- paper mode ------------------------------------------------------------------------
     def _grow_paper(

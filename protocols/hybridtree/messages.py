@@ -54,15 +54,18 @@ class Setup(Message):
 @dataclass(frozen=True)
 class SetupReply(Message):
     """Guest → host: its X25519 public key (empty outside secure mode) and the guest schema:
-    bins per guest feature and which are categorical (the accumulator layout, public)."""
+    bins per guest feature and which are categorical (the accumulator layout, public), and
+    which features of the guest space this guest holds (Appendix C.4; the host counts
+    contributing guests per node and feature)."""
 
     public: bytes
     n_bins: tuple[int, ...]
     categorical: tuple[bool, ...]
+    held: tuple[bool, ...]
 
     def __post_init__(self) -> None:
-        if len(self.n_bins) != len(self.categorical):
-            raise ValueError("one bin count and one categorical flag per guest feature")
+        if not len(self.n_bins) == len(self.categorical) == len(self.held):
+            raise ValueError("one bin count, categorical flag and held flag per guest feature")
 
 
 @message("hybridtree.directory", sender="host", receiver="guest")
@@ -112,10 +115,12 @@ class Gradients(Message):
 @message("hybridtree.build_node")
 @dataclass(frozen=True)
 class BuildNode(Message):
-    """A node whose histogram the guest builds, into accumulator set ``acc_set``."""
+    """A node whose histogram the guest builds, into accumulator set ``acc_set``, for the
+    guest features ``features`` only (the others are withheld and stay zero)."""
 
     node: int
     acc_set: int
+    features: tuple[int, ...]
 
 
 @message("hybridtree.histogram_request", sender="host", receiver="guest")

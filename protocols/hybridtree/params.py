@@ -13,13 +13,16 @@ from typing import Final, Literal, get_args
 
 from securetrees.errors import InsecureParameterWarning, ParameterError
 
-__all__ = ["ENCRYPTIONS", "MODES", "Encryption", "HybridTreeParams", "Mode", "check_mode"]
+__all__ = ["ENCRYPTIONS", "MIN_NODE_SIZE", "MODES", "Encryption", "HybridTreeParams", "Mode", "check_mode"]
 
 Mode = Literal["secure", "plaintext", "paper"]
 MODES: Final[tuple[str, ...]] = get_args(Mode)
 Encryption = Literal["djn", "djn-short", "key-owner"]
 ENCRYPTIONS: Final[tuple[str, ...]] = get_args(Encryption)
 FewGuests = Literal["leaf", "raise"]
+#: Default minimum node size of the guest layers; chosen by the measurement of
+#: ``python -m protocols.hybridtree.attack`` (specs/hybridtree.md, "Subset-sum inference").
+MIN_NODE_SIZE: Final[int] = 1000
 
 
 def check_mode(mode: str, allow_insecure: bool) -> Mode:
@@ -58,6 +61,9 @@ class HybridTreeParams:
     max_bins: int = 32
     frac_bits: int = 24
     min_guests: int = 3
+    #: Guest layers split a node on guest feature f only if at least this many of its
+    #: instances are owned by guests holding f (specs/hybridtree.md, "Subset-sum inference").
+    min_node_size: int = MIN_NODE_SIZE
     few_guests: FewGuests = "leaf"
     encryption: Encryption = "key-owner"
     mode: Mode = "secure"
@@ -71,6 +77,7 @@ class HybridTreeParams:
         if self.frac_bits > 48:
             raise ParameterError("frac_bits must be at most 48")
         _positive_int("min_guests", self.min_guests, 3)
+        _positive_int("min_node_size", self.min_node_size, 0)
         if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate)
                 and self.learning_rate > 0):
             raise ParameterError("learning_rate must be a positive finite number")

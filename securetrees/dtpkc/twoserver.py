@@ -1,4 +1,4 @@
-"""HoAdd and HoLT: the two-server protocols of DT-PKC (CRYPTO_NOTES §1; ``specs/dtpkc.md``).
+"""HoAdd and HoLT: the two-server protocols of DT-PKC (``specs/dtpkc.md``).
 
 The CS (:class:`CentralServer`) holds λ1 and its own weak key; the CC
 (:class:`ComputationServer`) holds λ2 and its own weak key.  Each protocol is
@@ -49,11 +49,13 @@ __all__ = [
     "HoAddPending",
     "HoAddReply",
     "HoAddRequest",
+    "HoLTBlinding",
     "HoLTParams",
     "HoLTPending",
     "HoLTReply",
     "HoLTRequest",
     "default_sum_key",
+    "draw_holt_blinding",
     "hoadd_blind",
     "hoadd_finish",
     "hoadd_reveal",
@@ -66,29 +68,57 @@ __all__ = [
 # --------------------------------------------------------------------------- parameters
 
 
+MIN_KAPPA = 40
+"""The smallest statistical parameter κ that :class:`HoLTParams` accepts."""
+
+
 @dataclass(frozen=True)
 class HoLTParams:
-    """HoLT's input bound ``|m| < 2^ell`` (R1) and blinding ``r ∈ [1, 2^sigma)``.
+    """HoLT's input bound, blinding sizes and statistical parameter (``specs/dtpkc.md`` "HoLT").
 
-    Defaults ℓ = 128, σ = 256 (CRYPTO_NOTES §1).  :meth:`check` refuses any
-    configuration that could wrap modulo N: ``ℓ + σ + 3 < |N|``.
+    * ``ell`` (ℓ): inputs ``|m| < 2^ℓ`` (R1), so ``M = |2(m1 - m2) + 1| < 2^(ℓ+2)``;
+    * ``sigma`` (σ): the multiplier ρ is at least ``2^(σ-1)``;
+    * ``spread`` (E): ρ is log-uniform over E octaves, ``[2^(σ-1), 2^(σ-1+E))``, which blurs
+      the magnitude ``log2 M`` the CC sees by E bits;
+    * ``kappa`` (κ): the additive term ν is uniform in ``[-W, W]`` with ``W = 2^(ℓ+2+κ)``, and
+      the law of ``|β'|`` is within statistical distance ``2^(4-κ)`` of a smooth scale family
+      of M (no divisibility, no exact value).
+
+    Defaults ℓ = 128, σ = 256, E = 96, κ = 60.  Construction refuses ``κ < 40`` and
+    ``σ < ℓ + 2κ + 3`` (which keeps ``W ≤ 2^-κ·2^(σ-1)``, so ν never flips a sign and
+    hardly shows at the edges); :meth:`check` refuses any configuration that could wrap
+    modulo N: ``ℓ + σ + E + 3 < |N|``.
     """
 
     ell: int = 128
     sigma: int = 256
+    spread: int = 96
+    kappa: int = 60
 
     def __post_init__(self) -> None:
-        for name in ("ell", "sigma"):
+        for name in ("ell", "sigma", "spread", "kappa"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParameterError(f"HoLT {name} must be a positive integer")
+        if self.kappa < MIN_KAPPA:
+            raise ParameterError(f"HoLT kappa must be at least {MIN_KAPPA} (statistical hiding 2^-kappa)")
+        if self.sigma < self.ell + 2 * self.kappa + 3:
+            raise ParameterError(
+                f"HoLT sigma={self.sigma} is too small for ell={self.ell}, kappa={self.kappa} "
+                "(need sigma >= ell + 2*kappa + 3)"
+            )
+
+    @property
+    def nu_bound(self) -> int:
+        """``W = 2^(ℓ+2+κ)``: the additive term ν is uniform in ``[-W, W]``."""
+        return 1 << (self.ell + 2 + self.kappa)
 
     def check(self, bits: int) -> None:
-        """Raise :class:`ParameterError` unless ``ℓ + σ + 3 < |N|``."""
-        if not self.ell + self.sigma + 3 < bits:
+        """Raise :class:`ParameterError` unless ``ℓ + σ + E + 3 < |N|``."""
+        if not self.ell + self.sigma + self.spread + 3 < bits:
             raise ParameterError(
-                f"HoLT with ell={self.ell}, sigma={self.sigma} could wrap modulo a {bits}-bit N "
-                "(need ell + sigma + 3 < |N|)"
+                f"HoLT with ell={self.ell}, sigma={self.sigma}, spread={self.spread} could wrap "
+                f"modulo a {bits}-bit N (need ell + sigma + spread + 3 < |N|)"
             )
 
     def inputs(self, n: int) -> SignedRange:
@@ -97,8 +127,54 @@ class HoLTParams:
         return SignedRange.bits(int(n), self.ell)
 
     def blinded(self, n: int) -> SignedRange:
-        """The range of ``β' = r·(2Δ+1)``: ``|β'| < 2^(ℓ+σ+2)``; outside it the inputs broke the bound."""
-        return SignedRange.bits(int(n), self.ell + self.sigma + 2)
+        """The range of ``β' = ±ρ·M + ν``: ``|β'| < 2^(ℓ+σ+E+2)``; outside it the inputs broke the bound."""
+        return SignedRange.bits(int(n), self.ell + self.sigma + self.spread + 2)
+
+
+@dataclass(frozen=True, repr=False)
+class HoLTBlinding:
+    """One comparison's secret blinding, drawn by the CS (:func:`draw_holt_blinding`).
+
+    The CC decrypts ``β' = s·ρ·(2(m1 - m2) + 1) + ν`` with ``s = +1`` if α = 1 and ``-1``
+    if α = 0 (:meth:`blinded`).  Since ``|ν| ≤ W < ρ``, the sign of β' is the sign of
+    ``s·(2(m1 - m2) + 1)``; since ν is symmetric, ``|β'|`` has the same law for both signs.
+    """
+
+    alpha: int
+    rho: mpz
+    nu: mpz
+
+    def blinded(self, m1: int, m2: int) -> int:
+        """The signed value the CC decrypts for inputs ``(m1, m2)`` (the integer model of step 1)."""
+        d = 2 * (int(m1) - int(m2)) + 1
+        return (d if self.alpha == 1 else -d) * int(self.rho) + int(self.nu)
+
+    def __repr__(self) -> str:
+        return "HoLTBlinding(<secret>)"
+
+
+def draw_holt_blinding(params: HoLTParams, rng: RandomSource = SYSTEM_RANDOM) -> HoLTBlinding:
+    """The CS's secret draws for one comparison, in this order:
+
+    1. the coin α uniform in {0, 1};
+    2. an octave e uniform in ``[0, E)``;
+    3. ρ in ``[2^(σ-1+e), 2^(σ+e))`` with probability ∝ 1/ρ: a uniform candidate k, kept
+       when a uniform ``u < k`` falls below ``2^(σ-1+e)`` (about 1.44 tries; the tries depend
+       only on the secret draws, never on the inputs);
+    4. ν uniform in ``[-W, W]``, ``W = 2^(ℓ+2+κ)``.
+
+    So ρ is log-uniform over ``[2^(σ-1), 2^(σ-1+E))`` and the CC's ``log2|β'|`` is
+    ``log2 M`` plus a value spread evenly over E octaves.
+    """
+    alpha = rng.randbelow(2)
+    low = 1 << (params.sigma - 1 + rng.randbelow(params.spread))
+    while True:
+        k = low + rng.randbelow(low)
+        if rng.randbelow(k) < low:
+            break
+    w = params.nu_bound
+    nu = rng.randbelow(2 * w + 1) - w
+    return HoLTBlinding(alpha, mpz(k), mpz(nu))
 
 
 # --------------------------------------------------------------------------- messages
@@ -249,25 +325,28 @@ def holt_blind(
 ) -> tuple[HoLTPending, PartialDecryption]:
     """HoLT step 1 (CS, λ1), for ``l = [m1 < m2]``.
 
-    ``A = T1(m1)²·(1+N)`` (the T1 part of ``[[2m1+1]]``; erratum E1), ``B = T1(m2)²``;
-    coin α ∈ {0, 1}; ``D = A·B⁻¹`` if α = 1, else ``B·A⁻¹``; ``β = D^r·g^ρ`` with
-    ``r ∈ [1, 2^σ)``; send ``(β, β^λ1)``.
+    Draws (α, ρ, ν) with :func:`draw_holt_blinding`.  With ``D = T1(m1)·T1(m2)⁻¹`` (α = 1)
+    or ``T1(m2)·T1(m1)⁻¹`` (α = 0), sends ``β = D^(2ρ) · (1 + cN) · g^ρ'`` with
+    ``c = ρ + ν`` (α = 1) or ``ν - ρ`` (α = 0), and ``β^λ1``.  Strong decryption gives
+    ``β' = ±ρ·(2(m1 - m2) + 1) + ν``: the doubled odd difference of erratum E1, scaled by ρ
+    and shifted by ν.
 
-    Reveals to the CC: ``β' = r·(±(2(m1 - m2) + 1))``, whose sign is the uniform bit
-    ``u`` and whose size hints at ``log2|m1 - m2|`` (the magnitude hint).
+    Reveals to the CC: the uniform bit u (the sign of β'), and ``|β'|``, whose law depends
+    on the inputs only through ``M = |2(m1 - m2) + 1|``, and on M only as a blurred scale
+    (``specs/dtpkc.md`` "What the CC learns in HoLT").
     """
     _check_share(share1, 1, "CS")
     p = share1.params
     params.check(p.bits)
     _same_system(p, c1.pk, c2.pk, out_key)
     n, n2 = p.n, p.n2
-    a = c1.t1 * c1.t1 % n2 * (1 + n) % n2
-    b = c2.t1 * c2.t1 % n2
-    alpha = rng.randbelow(2)
-    d = a * invert(b, n2) % n2 if alpha == 1 else b * invert(a, n2) % n2
-    r = mpz(rng.randbelow((1 << params.sigma) - 1)) + 1
-    beta = _mask_t1(p, powmod_sec(d, r, n2), rng)  # r is secret: it hides m1 - m2 from the CC
-    return HoLTPending(alpha, out_key), PartialDecryption(int(beta), int(share1.t1_pow(beta)))
+    bl = draw_holt_blinding(params, rng)
+    num, den = (c1.t1, c2.t1) if bl.alpha == 1 else (c2.t1, c1.t1)
+    d = num * invert(den, n2) % n2
+    shift = (bl.rho + bl.nu if bl.alpha == 1 else bl.nu - bl.rho) % n
+    beta = powmod_sec(d, 2 * bl.rho, n2) * (1 + shift * n) % n2  # ρ is secret: it hides M
+    beta = _mask_t1(p, beta, rng)
+    return HoLTPending(bl.alpha, out_key), PartialDecryption(int(beta), int(share1.t1_pow(beta)))
 
 
 def holt_decide(
@@ -281,15 +360,16 @@ def holt_decide(
     """HoLT step 2 (CC, λ2): ``β' = L(β^λ2·β^λ1)``; ``u = 1`` iff ``β' > N/2`` (the threshold
     rule; erratum E3); return ``HoEnc_{out}(u)``.
 
-    A ``β'`` outside ``|β'| < 2^(ℓ+σ+2)`` means an input broke ``|m| < 2^ℓ``: refused with
-    :class:`EncodingOverflowError`; ``β' = 0`` (r = 0) is refused as a protocol violation.
+    A ``β'`` outside ``|β'| < 2^(ℓ+σ+E+2)`` means an input broke ``|m| < 2^ℓ``: refused with
+    :class:`EncodingOverflowError`; ``β' = 0`` (which no honest blinding gives: ``|β'| ≥ ρ - W > 0``)
+    is refused as a protocol violation.
     """
     _check_share(share2, 2, "CC")
     p = share2.params
     params.check(p.bits)
     beta = psdec2_residue(share2, partial)
     if beta == 0:
-        raise ProtocolError("HoLT blinding r = 0 (β' = 0): refused")
+        raise ProtocolError("HoLT β' = 0 (no blinding does that): refused")
     try:
         params.blinded(int(p.n)).extract(int(beta))
     except EncodingOverflowError as exc:
@@ -520,7 +600,8 @@ class ComputationServer(Party):
 
     @handles(HoLTRequest)
     def on_holt(self, sender: str, msg: HoLTRequest) -> HoLTReply:
-        """HoLT step 2 for each comparison.  Learns: the uniform bit u and |β'| (magnitude hint)."""
+        """HoLT step 2 for each comparison.  Learns: the uniform bit u and |β'|, a blurred
+        scale of ``M = |2(m1 - m2) + 1|`` (the magnitude hint)."""
         cts = [
             holt_decide(self._share, part, key, params=self.holt_params, rng=self._rng)
             for part, key in self._batch(sender, msg.beta, msg.beta_share, msg.out_keys)

@@ -36,10 +36,13 @@ def seed_doubling_holt(m1: int, m2: int, alpha: int) -> int:
     return u if alpha == 1 else 1 - u
 
 
-def library_holt(m1: int, m2: int, alpha: int, r: int = 1, params: HoLTParams | None = None) -> int:
+def library_holt(m1: int, m2: int, alpha: int, params: HoLTParams | None = None, *, top: bool = False) -> int:
+    """The library's HoLT with the coin pinned; ``top`` pins ρ and ν at the top of their ranges."""
     params = params or HoLTParams()
     c1, c2 = encrypt(KEYS.pk("u1"), m1), encrypt(KEYS.pk("u2"), m2)
-    pend, part = holt_blind(KEYS.cs_share, c1, c2, OUT, params=params, rng=ScriptedRandom(alpha, r - 1))
+    script = (alpha, params.spread - 1, (1 << (params.sigma + params.spread - 2)) - 1, 0,
+              2 * params.nu_bound) if top else (alpha,)
+    pend, part = holt_blind(KEYS.cs_share, c1, c2, OUT, params=params, rng=ScriptedRandom(*script))
     return decrypt_strong(KEYS.strong, holt_finish(pend, holt_decide(KEYS.cc_share, part, OUT, params=params)))
 
 
@@ -82,25 +85,24 @@ def seed_bit_length_decide(beta: mpz) -> int:
     return int(beta.bit_length() > N.bit_length() // 2)
 
 
-def seed_rule_holt(m1: int, m2: int, alpha: int, r: int) -> int:
-    c1, c2 = encrypt(KEYS.pk("u1"), m1), encrypt(KEYS.pk("u2"), m2)
-    pend, part = holt_blind(KEYS.cs_share, c1, c2, OUT, params=HoLTParams(128, 128),
-                            rng=ScriptedRandom(alpha, r - 1))
-    u = seed_bit_length_decide(_strong_residue(mpz(part.t1)))
-    return u if pend.alpha == 1 else 1 - u
+def seed_blinded(m1: int, m2: int, r: int) -> mpz:
+    """The seed's blinded value ``β' = r·(2(m1 - m2) + 1)`` as the CC decrypts it (α = 1)."""
+    return _strong_residue(encrypt(KEYS.pk("u1"), r * (2 * (m1 - m2) + 1)).t1)
 
 
 def test_e3_bit_length_rule_holds_at_its_bound_and_fails_one_bit_past_it() -> None:
     quarter = N.bit_length() // 4 - 1  # the seed's bound: ||R1||, ||r|| <= ||N||/4 - 1 = 127 here
-    at = HoLTParams(quarter, quarter)
     r1, r = 1 << quarter, (1 << quarter) - 1
     for m1, m2 in ((r1 - 1, -(r1 - 1)), (-(r1 - 1), r1 - 1), (3, 3)):
-        for alpha in (0, 1):
-            c1, c2 = encrypt(KEYS.pk("u1"), m1), encrypt(KEYS.pk("u2"), m2)
-            _, part = holt_blind(KEYS.cs_share, c1, c2, OUT, params=at, rng=ScriptedRandom(alpha, r - 1))
-            u = seed_bit_length_decide(_strong_residue(mpz(part.t1)))
-            assert (u if alpha == 1 else 1 - u) == int(m1 < m2)
+        beta = seed_blinded(m1, m2, r)
+        assert seed_bit_length_decide(beta) == int(m1 < m2)
+        assert int(beta > N // 2) == int(m1 < m2)  # the threshold rule agrees there
     # one bit past: 128-bit inputs and a 128-bit r
     m1, m2, r = (1 << 128) - 1, -((1 << 128) - 1), (1 << 128) - 1
-    assert seed_rule_holt(m1, m2, 1, r) != int(m1 < m2)  # the printed rule is wrong
-    assert library_holt(m1, m2, 1, r, HoLTParams(128, 128)) == int(m1 < m2)  # the threshold is right
+    beta = seed_blinded(m1, m2, r)
+    assert seed_bit_length_decide(beta) != int(m1 < m2)  # the printed rule is wrong
+    assert int(beta > N // 2) == int(m1 < m2)  # the threshold rule is right
+    # and the library, with ρ and ν at the top of their ranges and the extreme inputs
+    for alpha in (0, 1):
+        assert library_holt(m1, m2, alpha, top=True) == int(m1 < m2)
+        assert library_holt(m2, m1, alpha, top=True) == int(m2 < m1)

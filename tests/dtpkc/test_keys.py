@@ -1,4 +1,4 @@
-"""Key generation, key types, the KGC and the table cache (CRYPTO_NOTES §1 "Key generation")."""
+"""Key generation, key types, the KGC and the table cache (specs/dtpkc.md "Key generation")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DT-PKC scheme identities (CRYPTO_NOTES §1; specs/dtpkc.md "Operations")."""
+"""DT-PKC scheme identities (specs/dtpkc.md "Operations")."""
 
 from __future__ import annotations
 

@@ -7,14 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from securetrees.dtpkc import decrypt_strong, encrypt, parhdec1, parhdec2
+from securetrees.dtpkc.scheme import psdec2_residue
 from securetrees.dtpkc.twoserver import (
     CentralServer,
     ComputationServer,
     HoAddReply,
     HoAddRequest,
+    HoLTBlinding,
     HoLTParams,
     HoLTReply,
     HoLTRequest,
+    draw_holt_blinding,
     hoadd_blind,
     hoadd_finish,
     hoadd_reveal,
@@ -31,11 +34,12 @@ from securetrees.errors import (
     ProtocolError,
     UnexpectedMessage,
 )
+from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.dtpkc import DTPKCTestKeys, ScriptedRandom, dtpkc_test_keys
 
 KEYS = dtpkc_test_keys(512)
-HOLT = HoLTParams()  # ℓ = 128, σ = 256: 387 < 512 bits
+HOLT = HoLTParams()  # ℓ = 128, σ = 256, E = 96: 483 < 512 bits
 R1 = 1 << HOLT.ell
 INPUTS = HOLT.inputs(int(KEYS.params.n))
 EDGES = [0, 1, -1, R1 - 1, -(R1 - 1)]
@@ -106,24 +110,66 @@ def test_holt_equal_inputs_are_not_less(m: int) -> None:
     assert open_holt(CS.holt(c2, c1, partner=KEYS.pk("u1")), "u1") == 0
 
 
+def scripted_blinding(alpha: int, rho: str, nu: int, params: HoLTParams = HOLT) -> ScriptedRandom:
+    """The draws of ``draw_holt_blinding`` pinned: α, then ρ at the bottom (``2^(σ-1)``) or
+    the top (``2^(σ-1+E) - 1``) of its range, then ν (in ``[-W, W]``)."""
+    octave = 0 if rho == "min" else params.spread - 1
+    offset = 0 if rho == "min" else (1 << (params.sigma - 1 + octave)) - 1
+    return ScriptedRandom(alpha, octave, offset, 0, nu + params.nu_bound)
+
+
 @pytest.mark.parametrize("alpha", [0, 1])
-@pytest.mark.parametrize("r", [1, (1 << HOLT.sigma) - 1], ids=["r=1", "r=max"])
+@pytest.mark.parametrize(("rho", "nu"), [("min", HOLT.nu_bound), ("min", -HOLT.nu_bound),
+                                         ("max", HOLT.nu_bound), ("max", -HOLT.nu_bound), ("max", 0)])
 @pytest.mark.parametrize(
     ("m1", "m2"),
     [(R1 - 1, -(R1 - 1)), (-(R1 - 1), R1 - 1), (R1 - 1, R1 - 1), (-(R1 - 1), -(R1 - 1)),
      (0, 0), (-1, 0), (0, -1), (5, 5), (-5, -5), (10, 12)],
 )
-def test_holt_corner_cases(alpha: int, r: int, m1: int, m2: int) -> None:
-    """Both coins, extreme blinding, range edges ±(R1 - 1), equal pairs: the steps run directly."""
+def test_holt_corner_cases(alpha: int, rho: str, nu: int, m1: int, m2: int) -> None:
+    """Both coins, extreme ρ and ν, range edges ±(R1 - 1), equal pairs: the steps run directly."""
     out_key = KEYS.pk("cs").joint(KEYS.pk("u2"))
     c1, c2 = encrypt(KEYS.pk("u1"), m1), encrypt(KEYS.pk("u2"), m2)
-    pend, part = holt_blind(KEYS.cs_share, c1, c2, out_key, rng=ScriptedRandom(alpha, r - 1))
+    pend, part = holt_blind(KEYS.cs_share, c1, c2, out_key, rng=scripted_blinding(alpha, rho, nu))
     assert pend.alpha == alpha
     reply = holt_decide(KEYS.cc_share, part, out_key)
     assert decrypt_strong(KEYS.strong, reply) == int(m1 < m2) ^ (1 - alpha)  # u before the un-flip
     final = holt_finish(pend, reply)
     assert final != reply and final.fresh  # re-randomised in both branches
     assert decrypt_strong(KEYS.strong, final) == int(m1 < m2)
+
+
+@given(m1=holt_values, m2=holt_values, seed=st.integers(0, 2**32))
+def test_holt_blinded_value_is_the_integer_model(m1: int, m2: int, seed: int) -> None:
+    """What the CC decrypts is exactly ``HoLTBlinding.blinded(m1, m2)`` for the blinding the CS
+    drew (the model the statistical tests in tests/security/test_holt_attacks.py run on), and
+    its sign is the sign of ``±(2(m1 - m2) + 1)``."""
+    out_key = KEYS.pk("cs").joint(KEYS.pk("u2"))
+    c1, c2 = encrypt(KEYS.pk("u1"), m1), encrypt(KEYS.pk("u2"), m2)
+    label = f"test_twoserver/model/{seed}"
+    model = draw_holt_blinding(HOLT, DeterministicRandom(label))
+    _, part = holt_blind(KEYS.cs_share, c1, c2, out_key, rng=DeterministicRandom(label))
+    n = int(KEYS.params.n)
+    got = int(psdec2_residue(KEYS.cc_share, part))
+    value = model.blinded(m1, m2)
+    assert got == value % n
+    d = 2 * (m1 - m2) + 1
+    assert (value > 0) == ((d > 0) == (model.alpha == 1))
+    assert abs(value) < 1 << (HOLT.ell + HOLT.sigma + HOLT.spread + 2)
+
+
+def test_holt_blinding_draws_cover_their_ranges() -> None:
+    """ρ in ``[2^(σ-1), 2^(σ-1+E))`` with every octave used, ν in ``[-W, W]`` with both signs."""
+    small = HoLTParams(ell=8, sigma=8 + 2 * 40 + 3, spread=4, kappa=40)
+    rng = DeterministicRandom("test_twoserver/ranges")
+    draws = [draw_holt_blinding(small, rng) for _ in range(400)]
+    octaves = {int(b.rho).bit_length() - small.sigma for b in draws}
+    assert octaves == set(range(small.spread))
+    assert all(-small.nu_bound <= int(b.nu) <= small.nu_bound for b in draws)
+    assert any(b.nu < 0 for b in draws) and any(b.nu > 0 for b in draws)
+    assert {b.alpha for b in draws} == {0, 1}
+    assert repr(draws[0]) == "HoLTBlinding(<secret>)"
+    assert isinstance(draws[0], HoLTBlinding)
 
 
 def test_holt_with_a_joint_key_input_that_contains_the_cs_key() -> None:
@@ -147,17 +193,25 @@ def test_holt_batch_and_fixed_point() -> None:
 
 
 def test_holt_parameters_refuse_wrapping_configurations() -> None:
-    HoLTParams(128, 256).check(512)
+    HoLTParams().check(512)  # 128 + 256 + 96 + 3 = 483 < 512
+    HoLTParams(128, 256, 124).check(512)
     with pytest.raises(ParameterError):
-        HoLTParams(256, 253).check(512)  # 256 + 253 + 3 = 512, not < 512
-    HoLTParams(256, 252).check(512)
+        HoLTParams(128, 256, 125).check(512)  # 128 + 256 + 125 + 3 = 512, not < 512
     for bad in (0, -1, True, 1.5):
-        with pytest.raises(ParameterError):
-            HoLTParams(bad, 10)  # type: ignore[arg-type]
+        for field in ("ell", "sigma", "spread", "kappa"):
+            with pytest.raises(ParameterError):
+                HoLTParams(**{field: bad})  # type: ignore[arg-type]
+    with pytest.raises(ParameterError):
+        HoLTParams(kappa=39, sigma=256)  # below the statistical floor κ >= 40
+    HoLTParams(ell=128, sigma=128 + 80 + 3, kappa=40)  # σ = ℓ + 2κ + 3 exactly
+    with pytest.raises(ParameterError):
+        HoLTParams(ell=128, sigma=128 + 80 + 2, kappa=40)  # ν could reach ρ's scale
+    with pytest.raises(ParameterError):
+        HoLTParams(ell=128, sigma=256, kappa=63)  # 128 + 126 + 3 > 256
     net = InProcessNetwork()
     with pytest.raises(ParameterError):
         CentralServer("cs", net, share=KEYS.cs_share, weak_key=KEYS.weak["cs"],
-                      holt_params=HoLTParams(300, 300))
+                      holt_params=HoLTParams(300, 500, kappa=40))
 
 
 def test_holt_inputs_out_of_range_are_refused() -> None:
@@ -188,7 +242,7 @@ def test_cc_refuses_bad_requests() -> None:
                 expect=HoAddReply)
     with pytest.raises(UnexpectedMessage):  # a reply type is not a request
         cs.call("cc", HoLTReply((1,), (1,)), expect=HoLTReply)
-    with pytest.raises(ProtocolError):  # r = 0 would make β = 1
+    with pytest.raises(ProtocolError):  # β' = 0: no honest blinding gives it
         cs.call("cc", HoLTRequest((1,), (1,), (comps,)), expect=HoLTReply)
     cc.remove_key("u1")  # revocation: the CC no longer encrypts under u1's key
     with pytest.raises(KeyMismatchError):

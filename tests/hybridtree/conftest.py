@@ -18,10 +18,11 @@ def data() -> HybridData:
 
 
 def _make(kind: str = "clf", mode: str = "secure", **kw: Any) -> Any:
-    """A facade with small trees and the cached 512-bit test key."""
+    """A facade with small trees and the cached 512-bit test key; no minimum node size (the
+    data are too small for the default; ``tests/security/test_hybridtree_leakage.py`` tests it)."""
     cls = HybridTreeClassifier if kind == "clf" else HybridTreeRegressor
     params: dict[str, Any] = dict(host_depth=2, guest_depth=2, max_bins=8, keypair=small_keypair(512),
-                                  mode=mode, allow_insecure=mode != "secure")
+                                  min_node_size=0, mode=mode, allow_insecure=mode != "secure")
     params.update(kw)
     return cls(kw.pop("n_estimators", 3), **{k: v for k, v in params.items() if k != "n_estimators"})
 

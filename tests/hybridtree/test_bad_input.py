@@ -89,7 +89,8 @@ def test_mode_and_key_policy(data: HybridData) -> None:
 @pytest.mark.parametrize("kw", [{"host_depth": -1}, {"guest_depth": 0}, {"frac_bits": 0},
                                 {"frac_bits": 60}, {"min_guests": 2}, {"learning_rate": 0.0},
                                 {"reg_lambda": float("nan")}, {"few_guests": "ignore"},
-                                {"encryption": "rsa"}, {"mode": "fast"}, {"max_bins": 1}])
+                                {"encryption": "rsa"}, {"mode": "fast"}, {"max_bins": 1},
+                                {"min_node_size": -1}, {"min_node_size": 2.5}])
 def test_params_rejected(kw: dict[str, Any]) -> None:
     with pytest.raises(ParameterError):
         HybridTreeParams(**kw)
@@ -124,3 +125,15 @@ def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:
         g.on_histogram("host", HistogramRequest(5, 1, 0, ("g0",), 1, ()))
     with pytest.raises(ParameterError):
         Guest("g1", net, params=params, ids=data.guest_rows[1], X=X[:-1], mapper=BinMapper.fit(X))
+
+
+@pytest.mark.parametrize("features", [(1, 0), (0, 0), (-1,), (3,)])
+def test_guest_refuses_malformed_feature_lists(make: Any, data: HybridData, features: tuple[int, ...]) -> None:
+    from protocols.hybridtree.messages import BuildNode, HistogramRequest
+
+    m = _fit(make, data)
+    guest = m.guests_[0]
+    peers = tuple(g.name for g in m.guests_)
+    req = HistogramRequest(len(m.host_.records) - 1, 1, 99, peers, 1, (BuildNode(0, 0, features),))
+    with pytest.raises(ProtocolError):
+        guest.on_histogram("host", req)

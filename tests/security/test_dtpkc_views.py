@@ -1,7 +1,7 @@
 """Security properties of HoAdd and HoLT: what the CC sees (specs/dtpkc.md "What each party learns").
 
 The CC's view is read from the transcript.  It may hold only T1-type values whose
-strong decryption is blinded (HoLT: r·(±(2Δ+1))) or masked (HoAdd: Σm + α), never a
+strong decryption is blinded (HoLT: ±ρ·(2Δ+1) + ν) or masked (HoAdd: Σm + α), never a
 planted plaintext in any encoding.
 """
 
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from securetrees.dtpkc import decrypt_strong, encrypt
 from securetrees.dtpkc.scheme import PartialDecryption, psdec2_residue
-from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoAddRequest, HoLTRequest
+from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoAddRequest, HoLTParams, HoLTRequest
 from securetrees.encoding import FixedPoint
 from securetrees.runtime import InProcessNetwork, Record, encode
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 from securetrees.testing.dtpkc import dtpkc_test_keys
 
+HOLT = HoLTParams()
 KEYS = dtpkc_test_keys(512)
 FP = FixedPoint(32)
 CANARY_REALS = [31337.4242, -271828.18, 5150.0625]
@@ -48,8 +49,9 @@ def test_holt_view_of_cc_has_no_canary_and_only_blinded_values() -> None:
         m1, m2 = decrypt_strong(KEYS.strong, c1), decrypt_strong(KEYS.strong, c2)
         b = _cc_decrypts(beta, share)
         signed = b if b < n // 2 else b - n
-        unblinded = {2 * (m1 - m2) + 1, -(2 * (m1 - m2) + 1)}
-        assert signed not in unblinded and any(signed % d == 0 for d in unblinded)  # blinded by r > 1
+        d = 2 * (m1 - m2) + 1
+        assert signed not in {d, -d}  # blinded: ±ρ·d + ν with ρ >= 2^(σ-1), ν drawn afresh
+        assert abs(signed) >= (1 << (HOLT.sigma - 1)) - HOLT.nu_bound
     # the CC's own reply never comes back unchanged (re-randomised un-flip)
     replies = [r.payload for r in net.transcript.view("cs")]
     sent_t1 = {t for rep in replies for t in rep.t1}  # type: ignore[union-attr]

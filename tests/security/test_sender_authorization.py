@@ -60,7 +60,8 @@ _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
 REQUESTS = sorted(name for name, cls in LIBRARY.items() if cls.sent_by)
 OTHERS = sorted(name for name, cls in LIBRARY.items() if not cls.sent_by)
-STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_forest.state.client"}
+STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_forest.state.client",
+          "federated_forest.state.journal"}
 """Written to disk, never sent (a key file, checkpoints)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",

@@ -1,0 +1,65 @@
+"""The host's subset-sum solver (protocols.hybridtree.attack) is sound against brute force: it keeps
+every bin some assignment consistent with the aggregates gives (so a cell it calls certain is
+determined), never excludes the true bin, and pins instances with distinct gradients in tiny bins."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols.hybridtree.attack import Observation, SubsetSumAttack
+
+WIDTH = 4  # three real bins and the missing bin
+
+
+def _hist(bins: np.ndarray, g: np.ndarray, h: np.ndarray) -> np.ndarray:
+    hist = np.zeros((1, WIDTH, 3), dtype=np.int64)
+    for b, gi, hi in zip(bins.tolist(), g.tolist(), h.tolist(), strict=True):
+        hist[0, b] += (1, gi, hi)
+    return hist
+
+
+def _brute_force(hist: np.ndarray, g: np.ndarray, h: np.ndarray) -> list[set[int]]:
+    """Every bin each instance takes in some assignment reproducing ``hist``."""
+    n = g.size
+    possible: list[set[int]] = [set() for _ in range(n)]
+    for assign in itertools.product(range(WIDTH), repeat=n):
+        if np.array_equal(_hist(np.array(assign), g, h), hist):
+            for i, b in enumerate(assign):
+                possible[i].add(b)
+    return possible
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, WIDTH - 1), st.integers(-6, 6), st.integers(0, 2)),
+                min_size=1, max_size=6))
+def test_solver_is_sound_against_brute_force(cells: list[tuple[int, int, int]]) -> None:
+    bins = np.array([c[0] for c in cells], dtype=np.int64)
+    g = np.array([c[1] for c in cells], dtype=np.int64)
+    h = np.array([c[2] for c in cells], dtype=np.int64)
+    n = bins.size
+    hist = _hist(bins, g, h)
+    solver = SubsetSumAttack(np.ones((n, 1), dtype=bool), [WIDTH - 1], WIDTH)
+    solver.observe(Observation(0, np.arange(n, dtype=np.int64), hist, np.ones(1, dtype=bool)), g, h)
+    cand = solver.cand[:, 0, :]
+    truth = _brute_force(hist, g, h)
+    for i in range(n):
+        assert cand[i, bins[i]]  # never excludes the true bin
+        found = set(np.flatnonzero(cand[i]).tolist())
+        assert truth[i] <= found  # sound: keeps every bin some assignment gives
+
+
+def test_distinct_gradients_in_tiny_bins_are_recovered() -> None:
+    rng = np.random.default_rng(0)
+    n = 40
+    g = rng.integers(-(1 << 24), 1 << 24, size=n)
+    h = np.full(n, 1 << 24)
+    bins = rng.integers(0, WIDTH, size=n)
+    solver = SubsetSumAttack(np.ones((n, 1), dtype=bool), [WIDTH - 1], WIDTH)
+    solver.observe(Observation(0, np.arange(n, dtype=np.int64), _hist(bins, g, h),
+                               np.ones(1, dtype=bool)), g, h)
+    assert solver.certain()[:, 0].all()
+    assert np.array_equal(np.argmax(solver.cand[:, 0, :], axis=1), bins)
