@@ -225,17 +225,30 @@ def _score_requests(view: Sequence[Record], sender: str) -> list[m.ScoreRequest]
     return [r.payload for r in view if r.sender == sender and isinstance(r.payload, m.ScoreRequest)]
 
 
-def bin_count_fingerprint(holder_view: Sequence[Record], sender: str, sender_bins: Sequence[int]) -> float:
-    """The label holder's fingerprint: an entry is named when its bin count belongs to exactly
-    one of the sender's features (``sender_bins``: the bin count of each of its features).
-    Returns the fraction of entries named."""
-    counts = np.asarray(sender_bins, dtype=np.int64)
-    named = total = 0
+def bin_count_fingerprint(holder_view: Sequence[Record], sender: str, sender_view: Sequence[Record]
+                          ) -> tuple[float, float]:
+    """The label holder's fingerprint: it names each anonymous entry from its bin count.  Returns
+    ``(accuracy, baseline)``: the accuracy of the best possible naming from the count (per
+    observed count, the feature most often behind it, read from the sender's ``find_splits``),
+    and that of naming every entry as the most frequent feature (what a count that carries no
+    information allows)."""
+    asked = {(r.payload.tree, r.payload.layer): r.payload for r in sender_view if isinstance(r.payload, m.FindSplits)}
+    pairs: list[tuple[int, int]] = []  # (bin count, true global feature id)
     for req in _score_requests(holder_view, sender):
-        nb = np.asarray(req.entry_bins, dtype=np.int64)
-        total += nb.size
-        named += int(sum(int(np.sum(counts == b)) == 1 for b in nb.tolist()))
-    return named / total if total else 0.0
+        feats = np.asarray(asked[(req.tree, req.layer)].features, dtype=np.int64)
+        pairs += list(zip(np.asarray(req.entry_bins, dtype=np.int64).tolist(), feats.tolist(), strict=True))
+    if not pairs:
+        return 0.0, 0.0
+    counts: dict[tuple[int, int], int] = {}
+    for p in pairs:
+        counts[p] = counts.get(p, 0) + 1
+    best_per_count: dict[int, int] = {}
+    for (v, _), c in counts.items():
+        best_per_count[v] = max(best_per_count.get(v, 0), c)
+    per_feature: dict[int, int] = {}
+    for (_, f), c in counts.items():
+        per_feature[f] = per_feature.get(f, 0) + c
+    return sum(best_per_count.values()) / len(pairs), max(per_feature.values()) / len(pairs)
 
 
 def bin_recovery(holder_view: Sequence[Record], sender: str, key: PrivateKey, layout: SlotLayout, max_bins: int,
@@ -325,7 +338,8 @@ def attack_report(ff: Any, y: IntArray) -> dict[str, float]:
         "any_flagged": anyflags.flagged, "any_flagged_pure": anyflags.truly_pure,
         "any_correct": anyflags.correct, "any_propagated": anyflags.propagated,
         "any_exact": float(anyflags.exact_partition),
-        "fingerprint": bin_count_fingerprint(tr.view("client0"), "client1", list(mapper.n_bins)),
+        "fingerprint": bin_count_fingerprint(tr.view("client0"), "client1", to_c1)[0],
+        "fingerprint_baseline": bin_count_fingerprint(tr.view("client0"), "client1", to_c1)[1],
         "bin_recovered": rec, "bin_correct": ok,
     }
 

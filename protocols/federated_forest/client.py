@@ -584,12 +584,15 @@ class Client(Party):
             np.asarray(chunks, dtype=np.int64), tuple(packed))
 
     def _padded_bins(self, feature: int) -> int:
-        """The bin count a candidate is sent with: the run's ``max_bins`` for every feature, the
-        bins above the feature's own count empty (encryptions of zero), so that the label holder
-        cannot name a candidate by its bin count.  ``best_splits`` reports the same split: the
-        empty bins repeat the partition of the last real bin, and ties go to the lowest bin."""
+        """The bin count a candidate is sent with: this client's largest bin count, the same for
+        every feature, the bins above the feature's own count empty (encryptions of zero), so
+        that the label holder cannot name a candidate by its bin count (it learns that one number
+        per client).  ``best_splits`` reports the same split: the empty bins repeat the partition
+        of the last real bin, and ties go to the lowest bin."""
         del feature
-        return self._require_setup().max_bins
+        if self._mapper is None:
+            raise UnexpectedMessage(f"{self.name} has no features")
+        return int(max(self._mapper.n_bins))
 
     @handles(m.ScoreRequest)
     def on_score_request(self, sender: str, msg: m.ScoreRequest) -> m.ScoreReply:

@@ -107,23 +107,28 @@ def test_planted_leak_pure_nodes_left_out_of_find_splits_are_joined(monkeypatch:
 
 
 # ---------------------------------------------------------------------------- the label holder
-def _fingerprint(ff: Any) -> float:
-    return bin_count_fingerprint(ff.transcript_.view("client0"), "client1", list(ff.clients_[1]._mapper.n_bins))
+def _fingerprint(ff: Any) -> tuple[float, float]:
+    tr = ff.transcript_
+    return bin_count_fingerprint(tr.view("client0"), "client1", tr.view("client1"))
 
 
 def test_candidates_share_one_bin_count_so_none_is_named(fitted: tuple[Any, np.ndarray]) -> None:
+    """Every candidate of client1 has its largest bin count: naming entries by bin count does
+    no better than naming every entry as the most frequent feature."""
     ff, _ = fitted
     sent = {int(b) for r in ff.transcript_.view("client0") if isinstance(r.payload, m.ScoreRequest)
             for b in np.asarray(r.payload.entry_bins)}
-    assert sent == {ff.max_bins}
+    assert sent == {max(ff.clients_[1]._mapper.n_bins)}
     assert len(set(ff.clients_[1]._mapper.n_bins)) > 1  # unpadded, the bin counts would differ
-    assert _fingerprint(ff) == 0.0
+    accuracy, baseline = _fingerprint(ff)
+    assert accuracy == baseline < 0.5
 
 
 def test_planted_leak_unpadded_candidates_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Client, "_padded_bins", lambda self, f: int(self._mapper.n_bins[f]))
     ff, _ = _fit(trees=3)
-    assert _fingerprint(ff) > 0.5
+    accuracy, baseline = _fingerprint(ff)
+    assert accuracy > baseline + 0.3
 
 
 def test_bin_recovery_in_small_nodes_stays_at_the_stated_rate(fitted: tuple[Any, np.ndarray]) -> None:
