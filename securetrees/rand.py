@@ -68,19 +68,15 @@ class SystemRandom:
 SYSTEM_RANDOM: Final[SystemRandom] = SystemRandom()
 
 
-class DeterministicRandom:
-    """A reproducible stream for known-answer tests only: NOT for protecting data.
-
-    Output is SHAKE-256 of ``label || counter`` in 64-byte blocks, so two
-    sources with the same label produce the same numbers on every platform.
-    ``randbelow`` uses rejection sampling, so it is exactly uniform.
-    """
+class _ShakeStream:
+    """SHAKE-256 of ``domain || label || counter`` in 64-byte blocks; ``randbelow`` uses
+    rejection sampling, so it is exactly uniform."""
 
     __slots__ = ("_buffer", "_counter", "_label")
-    _domain = b"securetrees/deterministic/"
+    _domain = b""
 
-    def __init__(self, label: bytes | str) -> None:
-        self._label = label.encode() if isinstance(label, str) else bytes(label)
+    def __init__(self, label: bytes) -> None:
+        self._label = label
         self._counter = 0
         self._buffer = b""
 
@@ -112,11 +108,25 @@ class DeterministicRandom:
             if value < n:
                 return value
 
+class DeterministicRandom(_ShakeStream):
+    """A reproducible stream for known-answer tests only: NOT for protecting data.
+
+    Output is SHAKE-256 of ``label || counter`` in 64-byte blocks, so two
+    sources with the same label produce the same numbers on every platform.
+    ``randbelow`` uses rejection sampling, so it is exactly uniform.
+    """
+
+    __slots__ = ()
+    _domain = b"securetrees/deterministic/"
+
+    def __init__(self, label: bytes | str) -> None:
+        super().__init__(label.encode() if isinstance(label, str) else bytes(label))
+
     def __repr__(self) -> str:
         return f"DeterministicRandom(label={self._label!r})"
 
 
-class KeyedRandom(DeterministicRandom):
+class KeyedRandom(_ShakeStream):
     """A pseudorandom stream under a secret key: SHAKE-256 of ``key || label || counter``
     (the key is 32 bytes drawn from a :class:`RandomSource`, so the stream is a PRF of the
     label).  A party uses it for choices it must be able to repeat exactly after a restart
@@ -128,8 +138,7 @@ class KeyedRandom(DeterministicRandom):
     def __init__(self, key: bytes, label: bytes | str) -> None:
         if not isinstance(key, bytes) or len(key) != 32:
             raise ParameterError("a KeyedRandom key is 32 bytes")
-        tail = label.encode() if isinstance(label, str) else bytes(label)
-        super().__init__(key + tail)
+        super().__init__(key + (label.encode() if isinstance(label, str) else bytes(label)))
 
     def __repr__(self) -> str:
         return "KeyedRandom(key=<hidden>)"
