@@ -5,6 +5,9 @@ come from a :class:`RandomSource`.  The default, :data:`SYSTEM_RANDOM`, draws
 from the operating system's CSPRNG through :mod:`secrets`.  A
 :class:`DeterministicRandom` (a SHAKE-256 stream keyed by a label) exists only
 so that known-answer tests can pin exact numbers; it must never protect data.
+A :class:`KeyedRandom` is the same construction under a secret 32-byte key drawn
+from a :class:`RandomSource`: a party's repeatable choices (the same key and
+label give the same numbers after a restart) that nobody without the key predicts.
 
 Machine-learning randomness (bootstrap samples, feature subsets) is a separate
 concern, seeded by the user through ``random_state``; it never feeds this
