@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from securetrees import __version__
-from securetrees.errors import SecureTreesError
+from securetrees.errors import SecureTreesError, TypeMismatchError
 
 __all__ = ["DEFAULT_DEMO", "DEMOS", "main"]
 
@@ -41,7 +41,7 @@ def _load(target: str) -> Callable[[Sequence[str]], int]:
     module_name, _, attr = target.partition(":")
     fn = getattr(importlib.import_module(module_name), attr)
     if not callable(fn):
-        raise TypeError(f"demo entry {target} is not callable")
+        raise TypeMismatchError(f"demo entry {target} is not callable")
     return fn  # type: ignore[no-any-return]
 
 

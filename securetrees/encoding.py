@@ -48,10 +48,20 @@ def _finite_float(value: object) -> float:
         raise ParameterError("booleans are not accepted as numbers")
     if not isinstance(value, numbers.Real):
         raise ParameterError(f"expected a real number, got {type(value).__name__}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError as exc:  # an exact rational beyond the float range
+        raise EncodingOverflowError(f"{type(value).__name__} value is beyond the float range") from exc
     if not math.isfinite(x):
         raise ParameterError(f"cannot encode a non-finite value ({x})")
     return x
+
+
+def _scale_float(x: float, frac_bits: int) -> int:
+    """``round(x · 2^frac_bits)``, half to even, exactly.  ``ldexp`` is exact unless the result
+    leaves the float range; a float that large is already an integer, so shifting it is exact."""
+    y = math.ldexp(x, frac_bits) if abs(x) < 2.0 ** (1023 - frac_bits) else math.inf
+    return round(y) if math.isfinite(y) else int(x) << frac_bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +146,7 @@ class FixedPoint:
         """``round(x * 2^frac_bits)`` as an exact ``int``; integers are scaled exactly."""
         if isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)):
             return int(x) << self.frac_bits
-        return round(math.ldexp(_finite_float(x), self.frac_bits))
+        return _scale_float(_finite_float(x), self.frac_bits)
 
     def encode_array(self, x: Iterable[Real] | np.ndarray) -> np.ndarray:
         """Element-wise :meth:`encode_scalar`; returns an object array of Python ints."""
@@ -153,9 +163,14 @@ class FixedPoint:
             raise ParameterError(f"cannot encode an array of dtype {arr.dtype}")
         if not np.all(np.isfinite(arr)):
             raise ParameterError("cannot encode NaN or infinite values")
-        scaled = np.rint(np.ldexp(arr.astype(np.float64), self.frac_bits))
+        floats = arr.astype(np.float64)
+        with np.errstate(over="ignore"):
+            scaled = np.rint(np.ldexp(floats, self.frac_bits))
         out = np.empty(arr.shape, dtype=object)
-        out.ravel()[:] = [int(v) for v in scaled.ravel().tolist()]
+        if np.all(np.isfinite(scaled)):
+            out.ravel()[:] = [int(v) for v in scaled.ravel().tolist()]
+        else:  # some x·2^f exceed the float range: scale those exactly
+            out.ravel()[:] = [_scale_float(v, self.frac_bits) for v in floats.ravel().tolist()]
         return out
 
     def encode_int64(self, x: Iterable[Real] | np.ndarray) -> npt.NDArray[np.int64]:
@@ -164,10 +179,16 @@ class FixedPoint:
         Refuses NaN and infinities (:class:`ParameterError`) and any ``|x·2^f| >= 2^62``
         (:class:`EncodingOverflowError`), which leaves headroom for sums of a few values.
         """
-        arr = np.asarray(x, dtype=np.float64)
+        try:
+            arr = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"cannot encode these values as floats: {exc}") from exc
+        except OverflowError as exc:
+            raise EncodingOverflowError("a value is beyond the float range") from exc
         if not np.all(np.isfinite(arr)):
             raise ParameterError("cannot encode NaN or infinite values")
-        scaled = np.rint(np.ldexp(arr, self.frac_bits))
+        with np.errstate(over="ignore"):
+            scaled = np.rint(np.ldexp(arr, self.frac_bits))
         if scaled.size and float(np.max(np.abs(scaled))) >= 2.0**62:
             raise EncodingOverflowError("a value does not fit the 62-bit fixed-point range")
         return scaled.astype(np.int64)
@@ -185,10 +206,15 @@ class FixedPoint:
     def decode(self, v: int | np.ndarray, *, frac_bits: int | None = None) -> Any:
         """``v / 2^frac_bits`` (default: this codec's scale; pass ``2 * f`` after a product)."""
         f = self.frac_bits if frac_bits is None else frac_bits
-        if isinstance(v, np.ndarray):
-            scale = 1 << f
-            return np.array([as_int(e) / scale for e in v.ravel()], dtype=np.float64).reshape(v.shape)
-        return as_int(v) / (1 << f)
+        if not isinstance(f, int) or f < 0:
+            raise ParameterError("frac_bits must be a non-negative integer")
+        try:
+            if isinstance(v, np.ndarray):
+                scale = 1 << f
+                return np.array([as_int(e) / scale for e in v.ravel()], dtype=np.float64).reshape(v.shape)
+            return as_int(v) / (1 << f)
+        except OverflowError as exc:
+            raise EncodingOverflowError("the decoded value is beyond the float range") from exc
 
 
 @dataclass(frozen=True, slots=True)

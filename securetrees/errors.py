@@ -24,6 +24,7 @@ __all__ = [
     "RemoteError",
     "RevokedError",
     "SecureTreesError",
+    "TypeMismatchError",
     "UnauthorizedSender",
     "UnexpectedMessage",
 ]
@@ -39,6 +40,12 @@ class ParameterError(SecureTreesError, ValueError):
 
 class EncodingOverflowError(SecureTreesError, OverflowError):
     """A value does not fit the fixed-point range, or a decoded value lies in the overflow band."""
+
+
+class TypeMismatchError(SecureTreesError, TypeError):
+    """A value of the wrong type was given or combined (a plain integer where a ciphertext is
+    needed, a ciphertext times a ciphertext), or an object refuses an operation for its type
+    (pickling or copying a secret)."""
 
 
 class KeyMismatchError(SecureTreesError, ValueError):

@@ -3,7 +3,10 @@
 - No secret may come from ``random``, ``numpy.random`` or gmpy2's random state:
   only :mod:`securetrees.rand` draws secrets.
 - Bytes from a peer are never unpickled: no module imports ``pickle``/``marshal``/``shelve``.
-- Validation raises typed errors: no ``assert`` statement in library code.
+- Validation raises typed errors: no ``assert`` statement in library code, and no
+  ``raise`` of a bare ``ValueError``, ``TypeError``, ``RuntimeError`` or ``KeyError``
+  (a subclass of ``SecureTreesError`` that also derives from the built-in keeps callers'
+  ``except`` clauses working).
 - Dependencies flow one way: ``securetrees`` never imports ``protocols``.
 """
 
@@ -54,6 +57,28 @@ def test_no_assert_statements(path: Path) -> None:
     assert not lines, f"{_rel(path)} uses assert at lines {lines}; raise a typed error instead"
 
 
+UNTYPED_ERRORS = {"ValueError", "TypeError", "RuntimeError", "KeyError"}
+
+
+def _untyped_raises(tree: ast.Module) -> list[int]:
+    """Lines that raise one of :data:`UNTYPED_ERRORS`, called or bare (``raise KeyError``)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            if name in UNTYPED_ERRORS:
+                lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=_rel)
+def test_no_untyped_raises(path: Path) -> None:
+    lines = _untyped_raises(_tree(path))
+    assert not lines, (f"{_rel(path)} raises a built-in {sorted(UNTYPED_ERRORS)} at lines {lines}; "
+                       "raise a subclass of securetrees.errors.SecureTreesError instead")
+
+
 @pytest.mark.parametrize(
     "path", [p for p in LIBRARY_FILES if any(part in _rel(p) for part in CRYPTO_PACKAGES)], ids=_rel
 )
@@ -76,7 +101,10 @@ def test_core_never_imports_protocols(path: Path) -> None:
 def test_hygiene_scanner_catches_a_violation(tmp_path: Path) -> None:
     """The scanner itself can fail: a planted violation is found."""
     planted = tmp_path / "bad.py"
-    planted.write_text("import random\nfrom pickle import loads\nassert True\n")
+    planted.write_text("import random\nfrom pickle import loads\nassert True\n"
+                       "raise ValueError('x')\nraise builtins.TypeError\nraise KeyError\n"
+                       "raise ParameterError('fine')\nraise\n")
     tree = _tree(planted)
     assert {"random", "pickle"} <= {n.split(".")[0] for n in _imports(tree)}
     assert any(isinstance(n, ast.Assert) for n in ast.walk(tree))
+    assert _untyped_raises(tree) == [4, 5, 6]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from securetrees.errors import ParameterError
 from securetrees.runtime import Message, message
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
 
 def _check_ids(ids: np.ndarray) -> None:
     if ids.dtype != np.int64 or ids.ndim != 1:
-        raise ValueError("instance IDs are a one-dimensional int64 array")
+        raise ParameterError("instance IDs are a one-dimensional int64 array")
 
 
 @message("hybridtree.setup", sender="host", receiver="guest")
@@ -65,7 +66,7 @@ class SetupReply(Message):
 
     def __post_init__(self) -> None:
         if not len(self.n_bins) == len(self.categorical) == len(self.held):
-            raise ValueError("one bin count, categorical flag and held flag per guest feature")
+            raise ParameterError("one bin count, categorical flag and held flag per guest feature")
 
 
 @message("hybridtree.directory", sender="host", receiver="guest")
@@ -78,7 +79,7 @@ class Directory(Message):
 
     def __post_init__(self) -> None:
         if len(self.guests) != len(self.publics):
-            raise ValueError("one public key per guest")
+            raise ParameterError("one public key per guest")
 
 
 @message("hybridtree.ack", reply_to=("hybridtree.directory", "hybridtree.gradients"))
@@ -100,7 +101,7 @@ class GradientBlock(Message):
     def __post_init__(self) -> None:
         _check_ids(self.ids)
         if len(self.values) != self.ids.shape[0]:
-            raise ValueError("one value per instance")
+            raise ParameterError("one value per instance")
 
 
 @message("hybridtree.gradients", sender="host", receiver="guest")
@@ -181,7 +182,7 @@ class NodeRouting(Message):
 
     def __post_init__(self) -> None:
         if self.left.dtype != np.bool_ or self.left.ndim != 1:
-            raise ValueError("routing is a one-dimensional boolean array")
+            raise ParameterError("routing is a one-dimensional boolean array")
 
 
 @message("hybridtree.routing", reply_to="hybridtree.split")
@@ -229,7 +230,7 @@ class PredictRequest(Message):
         if self.host_leaves.dtype != np.int64 or self.host_leaves.ndim != 2 or (
             self.host_leaves.shape[0] != self.ids.shape[0]
         ):
-            raise ValueError("host_leaves is an int64 array of shape (len(ids), trees)")
+            raise ParameterError("host_leaves is an int64 array of shape (len(ids), trees)")
 
 
 @message("hybridtree.predict_leaves", reply_to=PredictRequest)

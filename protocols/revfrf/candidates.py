@@ -10,6 +10,10 @@ Two proposers (``specs/revfrf.md``, construction step 3):
 
 Each sample gets its *candidate code* ``c = #{i : s_i < x}``, so candidate ``b`` sends
 ``x ≤ s_b ⇔ c ≤ b`` to the left: the codes hold exactly the split vectors' information.
+:class:`CoarseCodes` (``code_resolution`` = k) keeps at most k − 1 candidates per (node,
+column), near the node's quantiles j/k, so the CS sees at most k codes per node and codes that
+are group indices of the node, not the column's global bins (``specs/revfrf.md``, "What the CS
+learns from the candidate codes").
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.trees import BinMapper
 
-__all__ = ["CandidateSet", "Proposer", "QuantileBins", "RandomRange", "candidate_codes"]
+__all__ = ["CandidateSet", "CoarseCodes", "Proposer", "QuantileBins", "RandomRange", "candidate_codes", "coarsen"]
 
 FloatArray = npt.NDArray[np.float64]
 CODE_DTYPE = np.uint16
@@ -94,3 +98,52 @@ class QuantileBins:
         j = self.columns.index(column)
         edges = np.asarray(self.mapper.edges[j], dtype=np.float64)
         return CandidateSet(edges, candidate_codes(edges, x))
+
+
+
+
+def coarsen(cands: CandidateSet, k: int) -> CandidateSet:
+    """At most ``k`` codes for one (node, column): keep k − 1 of the proposed candidates.
+
+    For j = 1..k−1 the kept candidate is the one whose left side holds the number of the
+    node's samples nearest to ``j·m/k`` (m samples), among candidates that split them (both
+    sides non-empty); candidates giving the same partition are kept once.  So the node's
+    samples fall into at most k ordered groups of about m/k samples each, and the codes are
+    group indices *of this node*: they are not the column's global bins or grid positions.
+
+    Reveals to the CS (who receives the codes): for each sample of the node, which of at most
+    k ordered groups of the node it falls in.  Deterministic in the node's values; no
+    randomness beyond the proposer's own.
+    """
+    if k < 2:
+        raise ParameterError("code_resolution must be at least 2")
+    m = cands.codes.size
+    if cands.n_codes <= k or m == 0:
+        return cands
+    left = np.cumsum(np.bincount(cands.codes, minlength=cands.n_codes))[:-1]  # #{x ≤ s_b} per candidate b
+    useful = np.flatnonzero((left > 0) & (left < m))
+    targets = np.arange(1, k, dtype=np.float64) * m / k
+    if useful.size == 0:
+        pick = useful
+    else:
+        pick = np.unique(useful[np.abs(left[useful][None, :] - targets[:, None]).argmin(axis=1)])
+    kept = np.zeros(cands.n_codes, dtype=np.int64)
+    kept[pick + 1] = 1  # new code = #{kept b : c > b}
+    return CandidateSet(cands.thresholds[pick], np.cumsum(kept)[cands.codes].astype(CODE_DTYPE))
+
+
+@dataclass(frozen=True)
+class CoarseCodes:
+    """A proposer whose codes the CS sees at resolution ``k`` (``code_resolution``):
+    ``inner``'s candidates, reduced per (node, column) by :func:`coarsen`."""
+
+    inner: Proposer
+    k: int
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.k < 65535:
+            raise ParameterError("code_resolution must be in [2, 65534]")
+
+    def propose(self, column: int, x: FloatArray, rng: np.random.Generator) -> CandidateSet:
+        """FLE-Expan lines 8-11 with the inner proposer, then at most ``k`` codes."""
+        return coarsen(self.inner.propose(column, x, rng), self.k)

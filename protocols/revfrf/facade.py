@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.candidates import Proposer, QuantileBins, RandomRange
+from protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
 from protocols.revfrf.participant import Participant
 from protocols.revfrf.requester import Requester
 from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre, RevocationRecord
@@ -48,7 +48,7 @@ __all__ = ["RevFRFClassifier", "RevFRFRegressor", "check_partition"]
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("vertical", "test", "encrypted")
 _SETTINGS = ("n_estimators", "max_depth", "max_features", "bootstrap", "min_samples_split", "min_samples_leaf",
-             "splitter", "rho", "n_candidates", "max_bins", "frac_bits", "voting", "random_state")
+             "splitter", "rho", "n_candidates", "max_bins", "code_resolution", "frac_bits", "voting", "random_state")
 """The public settings every party of a run agrees on (see :func:`plan_run`)."""
 
 
@@ -83,6 +83,9 @@ def plan_run(settings: Mapping[str, Any], n: int, d: int) -> RunPlan:
         raise ParameterError("splitter is 'random_range' (the paper) or 'bins' (the central reference's)")
     if st["voting"] not in ("soft", "hard"):
         raise ParameterError("voting is 'soft' or 'hard'")
+    k = st["code_resolution"]
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 2 <= k < 65535):
+        raise ParameterError("code_resolution is None (the proposer's full resolution) or an int in [2, 65534]")
     k_node = resolve_max_features(st["max_features"], d)
     grow = GrowParams(max_depth=st["max_depth"], min_samples_split=st["min_samples_split"],
                       min_samples_leaf=st["min_samples_leaf"])
@@ -95,9 +98,13 @@ def plan_run(settings: Mapping[str, Any], n: int, d: int) -> RunPlan:
 def make_proposer(settings: Mapping[str, Any], X_own: FloatArray, columns: Sequence[int]) -> Proposer:
     """A participant's candidate-threshold proposer (FLE-Expan step 1)."""
     st = {**_defaults(), **settings}
+    inner: Proposer
     if st["splitter"] == "random_range":
-        return RandomRange(st["rho"], st["n_candidates"])
-    return QuantileBins.fit(X_own, tuple(columns), st["max_bins"])
+        inner = RandomRange(st["rho"], st["n_candidates"])
+    else:
+        inner = QuantileBins.fit(X_own, tuple(columns), st["max_bins"])
+    k = st["code_resolution"]
+    return inner if k is None else CoarseCodes(inner, int(k))
 
 
 class _RevFRF:
@@ -120,6 +127,7 @@ class _RevFRF:
         rho: int = 64,
         n_candidates: int = 16,
         max_bins: int = 255,
+        code_resolution: int | None = 8,
         key_bits: int = 2048,
         allow_insecure: bool = False,
         frac_bits: int = 32,
@@ -138,6 +146,7 @@ class _RevFRF:
         self.rho = rho
         self.n_candidates = n_candidates
         self.max_bins = max_bins
+        self.code_resolution = code_resolution
         self.key_bits = key_bits
         self.allow_insecure = allow_insecure
         self.frac_bits = frac_bits

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from securetrees.encoding import FixedPoint
-from securetrees.errors import EncodingOverflowError, KeyMismatchError
+from securetrees.errors import EncodingOverflowError, KeyMismatchError, SecureTreesError
 from securetrees.paillier import (
     Ciphertext,
     PrivateKey,
@@ -72,7 +72,7 @@ def main(argv: Sequence[str]) -> int:
     for name, fn, calls in modes:
         elapsed = _median_time(fn, calls)
         if sk.decrypt(fn()) != m:
-            raise RuntimeError(f"mode {name} did not decrypt")
+            raise SecureTreesError(f"mode {name} did not decrypt")
         print(f"  {name:<38}{_fmt(elapsed)}")
 
     with ProcessPoolExecutor(2) as ex:
@@ -98,7 +98,7 @@ def main(argv: Sequence[str]) -> int:
         parallel = _median_time(lambda: pk.encrypt_many(values, executor=ex), 3)
         cts = pk.encrypt_many(values, executor=ex)
         if sk.decrypt_many(cts, executor=ex) != values:
-            raise RuntimeError("batch did not decrypt")
+            raise SecureTreesError("batch did not decrypt")
         print(f"\nbatch: encrypt_many of {len(values)} values (DJN)")
         print(f"  1 process {_fmt(serial)}, 2 processes {_fmt(parallel)}"
               f"  ({serial / parallel:.2f}x; randomness drawn in the parent)")

@@ -31,7 +31,7 @@ from securetrees.dtpkc.ciphertext import Ciphertext
 from securetrees.dtpkc.keys import PublicKey, SystemParams, TableCache
 from securetrees.dtpkc.scheme import _range
 from securetrees.encoding import SignedRange
-from securetrees.errors import KeyMismatchError, ParameterError
+from securetrees.errors import KeyMismatchError, ParameterError, TypeMismatchError
 from securetrees.executors import flatten_ints, modular_products, run_chunked
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
@@ -119,13 +119,13 @@ def sum_many(
         raise ParameterError("cannot sum an empty sequence of ciphertexts")
     first = lists[0][0]
     if not isinstance(first, Ciphertext):
-        raise TypeError(f"expected a DT-PKC Ciphertext, got {type(first).__name__}")
+        raise TypeMismatchError(f"expected a DT-PKC Ciphertext, got {type(first).__name__}")
     pk = first.pk
     columns: list[list[mpz]] = []
     for group in lists:
         for c in group:
             if not isinstance(c, Ciphertext):
-                raise TypeError(f"expected a DT-PKC Ciphertext, got {type(c).__name__}")
+                raise TypeMismatchError(f"expected a DT-PKC Ciphertext, got {type(c).__name__}")
             if c.pk.key_id != pk.key_id:
                 raise KeyMismatchError("ciphertexts are under different keys; use HoAdd to add across keys")
         columns.append([c.t1 for c in group])

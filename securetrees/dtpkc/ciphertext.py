@@ -21,7 +21,7 @@ import gmpy2
 from securetrees._nt import invert, mpz, powmod
 from securetrees.dtpkc.keys import PublicKey
 from securetrees.encoding import as_int
-from securetrees.errors import InvalidCiphertext, KeyMismatchError
+from securetrees.errors import InvalidCiphertext, KeyMismatchError, TypeMismatchError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
 __all__ = ["Ciphertext", "check_unit"]
@@ -70,7 +70,7 @@ class Ciphertext:
 
     def _same_key(self, other: Ciphertext) -> None:
         if not isinstance(other, Ciphertext):
-            raise TypeError("expected a Ciphertext")
+            raise TypeMismatchError("expected a Ciphertext")
         if other.pk.key_id != self.pk.key_id:
             raise KeyMismatchError(
                 "ciphertexts are under different keys; use HoAdd to add across keys"
@@ -91,7 +91,7 @@ class Ciphertext:
     def __mul__(self, k: int) -> Ciphertext:
         """Multiplication by a public integer scalar (negative allowed)."""
         if isinstance(k, Ciphertext):
-            raise TypeError("DT-PKC is additively homomorphic: a ciphertext times a ciphertext is undefined")
+            raise TypeMismatchError("DT-PKC is additively homomorphic: a ciphertext times a ciphertext is undefined")
         s = as_int(k)
         n2 = self.pk.n2
         return Ciphertext(self.pk, powmod(self.t1, s, n2), powmod(self.t2, s, n2), fresh=False)

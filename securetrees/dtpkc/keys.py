@@ -38,6 +38,7 @@ from securetrees.errors import (
     ParameterError,
     ProtocolError,
     RevokedError,
+    TypeMismatchError,
 )
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
@@ -340,7 +341,7 @@ class WeakSecretKey:
         return f"WeakSecretKey(id={self.key_id.hex()[:12]}, theta=<secret>)"
 
     def __reduce__(self) -> tuple[object, ...]:
-        raise TypeError(_NO_PICKLE)
+        raise TypeMismatchError(_NO_PICKLE)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -370,7 +371,7 @@ class StrongKeyShare:
         return f"StrongKeyShare(index={self.index}, params={self.params.params_id.hex()[:12]}, share=<secret>)"
 
     def __reduce__(self) -> tuple[object, ...]:
-        raise TypeError(_NO_PICKLE)
+        raise TypeMismatchError(_NO_PICKLE)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -394,7 +395,7 @@ class StrongSecretKey:
         return f"StrongSecretKey(params={self.params.params_id.hex()[:12]}, lambda=<secret>)"
 
     def __reduce__(self) -> tuple[object, ...]:
-        raise TypeError(_NO_PICKLE)
+        raise TypeMismatchError(_NO_PICKLE)
 
 
 def _find_generator(n: mpz, p1: mpz, q1: mpz, lam: mpz, rng: RandomSource) -> mpz:

@@ -5,9 +5,9 @@ Layout (all integers unsigned big-endian, each length-prefixed with 4 bytes)::
 
     public key:  b"STDK" | version 1 | kind 1 | N | g | h | u16 count | count × 16-byte component ids
     ciphertext:  b"STDK" | version 1 | kind 2 | 16-byte key id | T1 | T2
-    secret key:  b"STDK" | version 1 | kind 3 | 16-byte salt | log2(scrypt n) | 12-byte nonce
-                 | AES-256-GCM(key = scrypt(passphrase), aad = everything before the ciphertext)
-                   of: u8 type (1 weak, 2 share 1, 3 share 2) | N | g | secret [| h for a weak key]
+    secret key:  the envelope of securetrees.sealing ("STSK", scrypt, AES-256-GCM) with the
+                 label b"STDK" | version 1 | kind 3 and the parameters' id as key id, sealing
+                 u8 type (1 weak, 2 share 1, 3 share 2) | N | g | secret [| h for a weak key]
 
 Decoding is strict: wrong magic, version or kind, truncation, trailing bytes,
 a non-minimal or oversized integer raise :class:`DecodeError`; a ciphertext whose
@@ -21,10 +21,8 @@ from __future__ import annotations
 from typing import Final
 
 import gmpy2
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from securetrees import sealing
 from securetrees._nt import mpz, powmod_sec
 from securetrees.dtpkc.ciphertext import Ciphertext
 from securetrees.dtpkc.keys import (
@@ -54,8 +52,8 @@ VERSION: Final = 1
 KIND_PUBLIC_KEY: Final = 1
 KIND_CIPHERTEXT: Final = 2
 KIND_SECRET_KEY: Final = 3
-SCRYPT_LOG2_N: Final = 15
-"""scrypt cost n = 2^15, r = 8, p = 1 (32 MiB, about 0.1 s); decoding accepts 2^14 .. 2^20."""
+_SECRET_LABEL: Final = MAGIC + bytes([VERSION, KIND_SECRET_KEY])
+"""The sealing label of a DT-PKC secret key (the envelope itself is :mod:`securetrees.sealing`'s)."""
 MAX_INT_BYTES: Final = 2 * 8192 // 8
 """Largest integer accepted (an N² of a 8192-bit N)."""
 MAX_COMPONENTS: Final = 1024
@@ -173,12 +171,6 @@ def decode_ciphertext(data: bytes, pk: PublicKey) -> Ciphertext:
     return Ciphertext.from_ints(pk, int(t1), int(t2))
 
 
-def _kdf(passphrase: bytes, salt: bytes, log2_n: int) -> bytes:
-    if not isinstance(passphrase, bytes) or not passphrase:
-        raise ParameterError("the passphrase must be non-empty bytes")
-    return Scrypt(salt=salt, length=32, n=1 << log2_n, r=8, p=1).derive(passphrase)
-
-
 def secret_key_bytes(key: WeakSecretKey | StrongKeyShare) -> bytes:
     """The *unencrypted* body of a secret-key file: ``u8 type | N | g | secret [| h]``.
 
@@ -201,17 +193,20 @@ def secret_key_from_bytes(body: bytes, *, params: SystemParams | None = None) ->
     n, g, secret = b.integer(), b.integer(), b.integer()
     h = b.integer() if kind == 1 else None
     b.end()
-    if params is None:
-        params = SystemParams(n, g)
-    elif params.n != n or params.g != g:
+    if params is not None and (params.n != n or params.g != g):
         raise KeyMismatchError("secret key belongs to other system parameters")
-    if kind == 1 and h is not None:
-        if powmod_sec(params.g, secret, params.n2) != h:
-            raise DecodeError("weak key does not match its public key")
-        return WeakSecretKey(PublicKey(params, h), secret)
-    if kind in (2, 3):
+    if kind not in (1, 2, 3):
+        raise DecodeError(f"unknown secret-key type {kind}")
+    try:
+        if params is None:
+            params = SystemParams(n, g)
+        if kind == 1 and h is not None:
+            if powmod_sec(params.g, secret, params.n2) != h:
+                raise DecodeError("weak key does not match its public key")
+            return WeakSecretKey(PublicKey(params, h), secret)
         return StrongKeyShare(params, secret, 1 if kind == 2 else 2)
-    raise DecodeError(f"unknown secret-key type {kind}")
+    except ParameterError as exc:
+        raise DecodeError(f"invalid secret key: {exc}") from exc
 
 
 def encrypt_secret_key(
@@ -219,33 +214,32 @@ def encrypt_secret_key(
     passphrase: bytes,
     *,
     rng: RandomSource = SYSTEM_RANDOM,
-    scrypt_log2_n: int = SCRYPT_LOG2_N,
+    scrypt_log2_n: int = sealing.SCRYPT_LOG2_N_DEFAULT,
 ) -> bytes:
-    """A weak key or a strong-key share, encrypted under ``passphrase`` (scrypt, AES-256-GCM).
+    """A weak key or a strong-key share sealed under ``passphrase`` by :mod:`securetrees.sealing`
+    (scrypt, AES-256-GCM), labelled as a DT-PKC secret key, with its parameters' id as key id.
 
     The whole strong key λ has no serialised form: only the KGC holds it, in memory.
     """
-    if not 14 <= scrypt_log2_n <= 20:
-        raise ParameterError("scrypt cost must be 2^14 .. 2^20")
+    if not isinstance(passphrase, bytes):
+        raise ParameterError("the passphrase must be non-empty bytes")
     body = secret_key_bytes(key)
-    salt, nonce = rng.token_bytes(16), rng.token_bytes(12)
-    header = MAGIC + bytes([VERSION, KIND_SECRET_KEY]) + salt + bytes([scrypt_log2_n]) + nonce
-    return header + AESGCM(_kdf(passphrase, salt, scrypt_log2_n)).encrypt(nonce, body, header)
+    params = key.public.params if isinstance(key, WeakSecretKey) else key.params
+    return sealing.seal(_SECRET_LABEL, params.params_id, body, passphrase, rng=rng, log2_n=scrypt_log2_n)
 
 
 def decrypt_secret_key(
     data: bytes, passphrase: bytes, *, params: SystemParams | None = None
 ) -> WeakSecretKey | StrongKeyShare:
-    """Open :func:`encrypt_secret_key`'s output; a wrong passphrase or any change to the
-    bytes raises :class:`DecodeError`.  A weak key is checked (``h = g^θ``)."""
-    r = _Reader(data)
-    r.header(KIND_SECRET_KEY)
-    salt, (log2_n,), nonce = r.take(16), r.take(1), r.take(12)
-    if not 14 <= log2_n <= 20:
-        raise DecodeError("scrypt cost out of the accepted range")
-    header = r.data[: r.pos]
-    try:
-        body = AESGCM(_kdf(passphrase, salt, log2_n)).decrypt(nonce, r.data[r.pos :], header)
-    except InvalidTag as exc:
-        raise DecodeError("wrong passphrase or corrupted secret key") from exc
-    return secret_key_from_bytes(body, params=params)
+    """Open :func:`encrypt_secret_key`'s output; a wrong passphrase, any change to the bytes
+    or scrypt parameters over the cap raise :class:`DecodeError`.  A weak key is checked (``h = g^θ``)."""
+    if not isinstance(passphrase, bytes):
+        raise ParameterError("the passphrase must be non-empty bytes")
+    label, kid, body = sealing.open_sealed(data, passphrase)
+    if label != _SECRET_LABEL:
+        raise DecodeError("not a sealed DT-PKC secret key")
+    key = secret_key_from_bytes(body, params=params)
+    got = key.public.params if isinstance(key, WeakSecretKey) else key.params
+    if got.params_id != kid:
+        raise DecodeError("the key id in the header does not match the sealed key")
+    return key

@@ -120,8 +120,10 @@ def load_config(path: str | Path) -> RunConfig:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ParameterError(f"cannot read {p}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ParameterError(f"{p} is not valid TOML: {exc}") from exc
+    except RecursionError:  # the parser recurses once per nested array or inline table
+        raise ParameterError(f"{p} nests too deeply") from None
     base = p.parent
     run = _table(doc, "run", str(p))
     tls = _table(doc, "tls", str(p))
@@ -134,7 +136,7 @@ def load_config(path: str | Path) -> RunConfig:
         transport = TransportOptions(deadline=float(run.get("deadline", 600.0)), retries=int(run.get("retries", 3)),
                                      backoff=float(run.get("backoff", 0.2)),
                                      keepalive_seconds=float(run.get("keepalive", 10.0)))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ParameterError(f"{p}: bad transport setting: {exc}") from exc
 
     def path_of(t: Mapping[str, Any], key: str, where: str, required: bool = True) -> Path | None:

@@ -1,7 +1,7 @@
 """A party's secrets on disk: one passphrase-sealed file per party.
 
-The file is the Paillier private-key envelope (scrypt, AES-256-GCM; see
-``specs/paillier.md``) around a wire-codec :class:`KeyBundle`, a map from item
+The file is the library's one sealing envelope (:mod:`securetrees.sealing`: scrypt,
+AES-256-GCM; see ``specs/paillier.md``) around a wire-codec :class:`KeyBundle`, a map from item
 names to bytes, so no new format is introduced and nothing is unpickled.  A
 protocol decides what its items are (a DT-PKC weak key, a strong-key share, an
 Ed25519 seed, a session id, an HMAC key...).  The bundle names its party; opening
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from securetrees.errors import DecodeError, KeyMismatchError, ParameterError
-from securetrees.paillier.wire import open_private_key, seal_private_key
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, message
+from securetrees.sealing import open_sealed, seal
 
 __all__ = ["KeyBundle", "open_key_file", "write_key_file"]
 
@@ -47,7 +47,7 @@ def write_key_file(path: str | Path, party: str, items: Mapping[str, bytes], pas
     """Seal ``items`` for ``party`` under ``passphrase`` into ``path`` (mode 0600)."""
     if not all(isinstance(k, str) and isinstance(v, bytes) for k, v in items.items()):
         raise ParameterError("key-file items map names to bytes")
-    data = seal_private_key(_LABEL, _kid(party), codec.encode(KeyBundle(party, dict(items))), passphrase, rng=rng)
+    data = seal(_LABEL, _kid(party), codec.encode(KeyBundle(party, dict(items))), passphrase, rng=rng)
     target = Path(path)
     target.write_bytes(data)
     target.chmod(0o600)
@@ -60,7 +60,7 @@ def open_key_file(path: str | Path, party: str, passphrase: bytes) -> dict[str, 
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ParameterError(f"cannot read the key file of {party!r}: {exc}") from exc
-    label, kid, secret = open_private_key(data, passphrase)
+    label, kid, secret = open_sealed(data, passphrase)
     if label != _LABEL:
         raise DecodeError("not a securetrees key file")
     bundle = codec.decode(secret)

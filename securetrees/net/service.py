@@ -26,7 +26,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout
+from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, SecureTreesError
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.keyfile import open_key_file
@@ -56,8 +56,10 @@ def load_data(path: Path | None) -> dict[str, npt.NDArray[Any]]:
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise ParameterError(f"cannot read the data file {path}: {exc}") from exc
+    except Exception as exc:  # zipfile, zlib and numpy each have their own errors
+        # (BadZipFile, zlib.error, NotImplementedError for an unknown zip version, struct.error,
+        # EOFError, ValueError...): whichever it is, the file is not a readable data file.
+        raise ParameterError(f"cannot read the data file {path}: {exc!r}") from exc
 
 
 def network_for(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
@@ -74,7 +76,13 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     p = config.party(role)
     secrets = open_key_file(p.secrets, role, passphrase) if p.secrets is not None else {}
     net = network_for(config, role, passphrase)
-    module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+    try:
+        module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+    except SecureTreesError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
+        # a missing or malformed [protocol] parameter, key-file item or data array
+        raise ParameterError(f"cannot build {role!r} from the run configuration: {exc!r}") from exc
     net.start()
     return net
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from securetrees._nt import mpz
-from securetrees.errors import ParameterError
+from securetrees.errors import ParameterError, TypeMismatchError
 from securetrees.executors import flatten_ints, modular_products, run_chunked
 from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
@@ -52,7 +52,7 @@ def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, val
 
     sk = WorkerPrivateKey.unwrap(sent)
     if not isinstance(sk, PrivateKey):
-        raise TypeError("decryption needs a private key")
+        raise TypeMismatchError("decryption needs a private key")
     return [sk._residue(c, constant_time) for c in values]
 
 
@@ -113,7 +113,7 @@ def _values_of(pk: PublicKey, ciphertexts: Iterable[Ciphertext]) -> list[mpz]:
     out = []
     for c in ciphertexts:
         if type(c) is not Ciphertext:
-            raise TypeError(f"expected Ciphertext, got {type(c).__name__}")
+            raise TypeMismatchError(f"expected Ciphertext, got {type(c).__name__}")
         if c._pk is not pk:
             _key_mismatch(pk, c._pk)
         out.append(c._c)
@@ -156,7 +156,7 @@ def sum_many(
         raise ParameterError("cannot sum an empty sequence of ciphertexts")
     first = lists[0][0]
     if type(first) is not Ciphertext:
-        raise TypeError(f"expected Ciphertext, got {type(first).__name__}")
+        raise TypeMismatchError(f"expected Ciphertext, got {type(first).__name__}")
     pk = first._pk
     products = modular_products([_values_of(pk, g) for g in lists], pk._n2, executor, chunk_size)
     return [_make(pk, p, False) for p in products]

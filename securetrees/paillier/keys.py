@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 import gmpy2
 import numpy as np
 
+from securetrees import sealing
 from securetrees._nt import (
     FixedBaseTable,
     crt_pair,
@@ -49,6 +50,7 @@ from securetrees.errors import (
     InvalidCiphertext,
     KeyMismatchError,
     ParameterError,
+    TypeMismatchError,
 )
 from securetrees.paillier import wire
 from securetrees.paillier.ciphertext import Ciphertext, FixedCiphertext, _make
@@ -439,7 +441,7 @@ class PrivateKey:
         return f"PrivateKey(bits={self._pk.bits}, id={self._pk.key_id.hex()[:16]}, secret=<hidden>)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        raise TypeError(
+        raise TypeMismatchError(
             "a private key is never pickled (the pickle would hold its factors in the clear); "
             "store it with to_encrypted_bytes(passphrase)"
         )
@@ -453,7 +455,7 @@ class PrivateKey:
     # -- decryption ------------------------------------------------------------------------
     def _check(self, c: Ciphertext) -> None:
         if type(c) is not Ciphertext:
-            raise TypeError(f"expected a Ciphertext, got {type(c).__name__}")
+            raise TypeMismatchError(f"expected a Ciphertext, got {type(c).__name__}")
         if c._pk is not self._pk:
             self._pk._same_key(c._pk)
 
@@ -481,7 +483,7 @@ class PrivateKey:
     def decrypt_fixed(self, c: FixedCiphertext, *, constant_time: bool = True) -> float:
         """The fixed-point plaintext as a float (``value / 2^frac_bits``)."""
         if not isinstance(c, FixedCiphertext):
-            raise TypeError(f"expected a FixedCiphertext, got {type(c).__name__}")
+            raise TypeMismatchError(f"expected a FixedCiphertext, got {type(c).__name__}")
         return float(Fixed(self.decrypt(c.ciphertext, constant_time=constant_time), c.frac_bits))
 
     def decrypt_many(
@@ -556,20 +558,20 @@ class PrivateKey:
     # -- storage ---------------------------------------------------------------------------
     def to_encrypted_bytes(
         self, passphrase: str | bytes, *, rng: RandomSource = SYSTEM_RANDOM,
-        scrypt_log2_n: int = wire.SCRYPT_LOG2_N_DEFAULT,
+        scrypt_log2_n: int = sealing.SCRYPT_LOG2_N_DEFAULT,
     ) -> bytes:
         """The key sealed under a passphrase (scrypt + AES-256-GCM, key id as associated data)."""
         w = (self._p.bit_length() + 7) // 8
         secret = w.to_bytes(2, "big") + int(self._p).to_bytes(w, "big")
-        return wire.seal_private_key(self._pk.to_bytes(), self._pk.key_id, secret, passphrase,
-                                     rng=rng, log2_n=scrypt_log2_n)
+        return sealing.seal(self._pk.to_bytes(), self._pk.key_id, secret, passphrase,
+                            rng=rng, log2_n=scrypt_log2_n)
 
     @classmethod
     def from_encrypted_bytes(
         cls, data: bytes, passphrase: str | bytes, *, allow_insecure: bool = False
     ) -> PrivateKey:
         """Open a sealed key; raises :class:`DecodeError` (wrong passphrase, any modified byte)."""
-        pk_bytes, kid, secret = wire.open_private_key(data, passphrase)
+        pk_bytes, kid, secret = sealing.open_sealed(data, passphrase)
         pk = PublicKey.from_bytes(pk_bytes, allow_insecure=allow_insecure)
         if pk.key_id != kid:
             raise DecodeError("key id in the header does not match the public key")

@@ -24,7 +24,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, NoReturn
 
 from securetrees._nt import mpz
-from securetrees.errors import ParameterError, SecureTreesError
+from securetrees.errors import ParameterError, SecureTreesError, TypeMismatchError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
 if TYPE_CHECKING:
@@ -104,10 +104,10 @@ class RandomnessPool:
             raise PoolExhausted("the randomness pool is empty; fill() it first") from None
 
     def __reduce__(self) -> NoReturn:
-        raise TypeError("a RandomnessPool cannot be pickled: its values are single-use")
+        raise TypeMismatchError("a RandomnessPool cannot be pickled: its values are single-use")
 
     def __copy__(self) -> NoReturn:
-        raise TypeError("a RandomnessPool cannot be copied: its values are single-use")
+        raise TypeMismatchError("a RandomnessPool cannot be copied: its values are single-use")
 
     def __deepcopy__(self, memo: object) -> NoReturn:
-        raise TypeError("a RandomnessPool cannot be copied: its values are single-use")
+        raise TypeMismatchError("a RandomnessPool cannot be copied: its values are single-use")

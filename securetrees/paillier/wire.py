@@ -1,4 +1,5 @@
-"""Byte formats of Paillier public keys, ciphertexts and passphrase-sealed private keys.
+"""Byte formats of Paillier public keys and ciphertexts (private keys are sealed by
+:mod:`securetrees.sealing`).
 
 Every format starts with a 4-byte magic and a 1-byte version, has one exact
 length, and carries integers as fixed-width big-endian fields (no pickle, no
@@ -14,25 +15,17 @@ import hashlib
 import struct
 from typing import Final
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-
 from securetrees._nt import mpz
-from securetrees.errors import DecodeError, ParameterError
-from securetrees.rand import RandomSource
+from securetrees.errors import DecodeError
 
 __all__ = [
     "KEY_ID_BYTES",
-    "SCRYPT_LOG2_N_DEFAULT",
     "VERSION",
     "decode_ciphertext",
     "decode_public_key",
     "encode_ciphertext",
     "encode_public_key",
     "key_id",
-    "open_private_key",
-    "seal_private_key",
 ]
 
 VERSION: Final = 1
@@ -41,17 +34,8 @@ MAX_MODULUS_BYTES: Final = 2048  # 16384-bit N: far above any size anyone should
 
 PK_MAGIC: Final = b"STPK"
 CT_MAGIC: Final = b"STCT"
-SK_MAGIC: Final = b"STSK"
-
-SCRYPT_LOG2_N_DEFAULT: Final = 17
-SCRYPT_LOG2_N_RANGE: Final = (14, 18)  # 16 MiB .. 256 MiB with r = 8: bounds a hostile file
-SCRYPT_R: Final = 8
-SCRYPT_P: Final = 1
-SALT_BYTES: Final = 16
-NONCE_BYTES: Final = 12
 
 _PK_HEAD = struct.Struct(">4sBH")  # magic, version, |N| in bytes
-_SK_HEAD = struct.Struct(">4sBBBB16s12s16sI")  # magic, version, log2 n, r, p, salt, nonce, key id, |pk|
 
 
 def _int_bytes(x: int | mpz, width: int) -> bytes:
@@ -122,64 +106,3 @@ def decode_ciphertext(data: bytes, kid: bytes, width: int) -> mpz:
     if bytes(data[5 : 5 + KEY_ID_BYTES]) != kid:
         raise DecodeError("ciphertext was made under another key (key id differs)")
     return mpz(int.from_bytes(bytes(data[5 + KEY_ID_BYTES :]), "big"))
-
-
-def _passphrase_bytes(passphrase: str | bytes) -> bytes:
-    raw = passphrase.encode("utf-8") if isinstance(passphrase, str) else bytes(passphrase)
-    if not raw:
-        raise ParameterError("the passphrase must not be empty")
-    return raw
-
-
-def _derive(passphrase: bytes, salt: bytes, log2_n: int) -> bytes:
-    return Scrypt(salt=salt, length=32, n=1 << log2_n, r=SCRYPT_R, p=SCRYPT_P).derive(passphrase)
-
-
-def seal_private_key(
-    public_key_bytes: bytes,
-    kid: bytes,
-    secret: bytes,
-    passphrase: str | bytes,
-    *,
-    rng: RandomSource,
-    log2_n: int = SCRYPT_LOG2_N_DEFAULT,
-) -> bytes:
-    """Encrypt ``secret`` with AES-256-GCM under an scrypt key; header and key id are the AD.
-
-    ``STSK | version | log2 n | r | p | salt | nonce | key id | |pk| (u32) | pk | AEAD(secret)``.
-    """
-    lo, hi = SCRYPT_LOG2_N_RANGE
-    if not isinstance(log2_n, int) or not lo <= log2_n <= hi:
-        raise ParameterError(f"scrypt log2 n must be an integer in [{lo}, {hi}]")
-    salt = rng.token_bytes(SALT_BYTES)
-    nonce = rng.token_bytes(NONCE_BYTES)
-    head = _SK_HEAD.pack(
-        SK_MAGIC, VERSION, log2_n, SCRYPT_R, SCRYPT_P, salt, nonce, kid, len(public_key_bytes)
-    )
-    ad = head + public_key_bytes
-    key = _derive(_passphrase_bytes(passphrase), salt, log2_n)
-    return ad + AESGCM(key).encrypt(nonce, secret, ad)
-
-
-def open_private_key(data: bytes, passphrase: str | bytes) -> tuple[bytes, bytes, bytes]:
-    """``(public key bytes, key id, secret)`` from :func:`seal_private_key` output.
-
-    Raises :class:`DecodeError` on a malformed file, a wrong passphrase or any
-    modified byte (the AEAD tag covers the whole header and the public key).
-    """
-    _check_header(data, SK_MAGIC, _SK_HEAD.size)
-    raw = bytes(data)
-    _, _, log2_n, r, p, salt, nonce, kid, pk_len = _SK_HEAD.unpack_from(raw)
-    lo, hi = SCRYPT_LOG2_N_RANGE
-    if not lo <= log2_n <= hi or r != SCRYPT_R or p != SCRYPT_P:
-        raise DecodeError("unsupported scrypt parameters in the private-key file")
-    body_start = _SK_HEAD.size + pk_len
-    if pk_len > 8 + 3 * MAX_MODULUS_BYTES or len(raw) < body_start + 16:
-        raise DecodeError("truncated private-key file")
-    ad = raw[:body_start]
-    key = _derive(_passphrase_bytes(passphrase), salt, log2_n)
-    try:
-        secret = AESGCM(key).decrypt(nonce, raw[body_start:], ad)
-    except InvalidTag as exc:
-        raise DecodeError("wrong passphrase, or the private-key file was modified") from exc
-    return raw[_SK_HEAD.size : body_start], kid, secret

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from securetrees.errors import DecodeError
+from securetrees.errors import DecodeError, SecureTreesError
 from securetrees.runtime.messages import Message, message_class, message_fields
 
 __all__ = ["MAX_DEPTH", "MAX_INT_BYTES", "MAX_MESSAGE_BYTES", "WIRE_VERSION", "decode", "encode", "message_type"]
@@ -259,11 +259,14 @@ def _read_array(r: _Reader) -> np.ndarray:
     dtype = np.dtype(dtype_name)
     ndim = r.varint(8)
     shape = tuple(r.varint(MAX_MESSAGE_BYTES) for _ in range(ndim))
-    count = 1
+    count = extent = 1
     for dim in shape:
         count *= dim
+        extent *= max(dim, 1)
     nbytes = count * dtype.itemsize
-    if nbytes > MAX_MESSAGE_BYTES:
+    # The extent bounds the shape even when one dimension is zero: numpy refuses a shape
+    # whose product of the other dimensions overflows its index type, with its own ValueError.
+    if extent * dtype.itemsize > MAX_MESSAGE_BYTES:
         raise DecodeError("array too large")
     if r.pos + nbytes > len(r.data):
         raise DecodeError("truncated message")
@@ -387,7 +390,10 @@ def _decode_fields(r: _Reader, cls: type[Message], depth: int) -> Message:
     values = {name: _decode_value(r, tp, depth) for name, tp in message_fields(cls)}
     try:
         return cls(**values)
-    except (TypeError, ValueError) as exc:  # a message's own __post_init__ validation
+    except DecodeError:
+        raise
+    except (SecureTreesError, TypeError, ValueError, ArithmeticError, LookupError) as exc:
+        # a message's own __post_init__ validation, typed or not: the peer sent a bad message
         raise DecodeError(f"invalid {cls.wire_type} message: {exc}") from exc
 
 

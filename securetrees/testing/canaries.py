@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from securetrees.errors import ParameterError
 from securetrees.runtime.transcript import Record
 
 __all__ = ["CanaryHit", "assert_no_canaries", "find_canaries"]
@@ -138,7 +139,7 @@ def find_canaries(
     hits: list[CanaryHit] = []
     for record in records:
         if record.data is None or record.payload is None:
-            raise ValueError("the transcript kept no payloads (keep_payloads=False); cannot scan it")
+            raise ParameterError("the transcript kept no payloads (keep_payloads=False); cannot scan it")
         for canary in canary_list:
             for where in _payload_hits(canary, record.payload, frac_bits):
                 hits.append(CanaryHit(canary, record, f"payload {where}"))

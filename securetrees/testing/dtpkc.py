@@ -27,6 +27,7 @@ from securetrees.dtpkc.keys import (
     split_strong_key,
     system_from_primes,
 )
+from securetrees.errors import ParameterError
 from securetrees.rand import SYSTEM_RANDOM, DeterministicRandom
 
 __all__ = [
@@ -102,7 +103,7 @@ class ScriptedRandom:
         if self.values:
             v = self.values.pop(0)
             if not 0 <= v < n:
-                raise ValueError(f"scripted value {v} outside [0, {n})")
+                raise ParameterError(f"scripted value {v} outside [0, {n})")
             return v
         return SYSTEM_RANDOM.randbelow(n)
 

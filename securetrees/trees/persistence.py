@@ -212,12 +212,16 @@ def _decode_classes(v: Any) -> np.ndarray[Any, Any] | None:
 
 def loads(text: str | bytes) -> Model:
     """Decode and validate a document written by :func:`dumps`."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise _fail(f"expected str or bytes, got {type(text).__name__}")
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
+    except DecodeError:
+        raise
     except (ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, DecodeError):
-            raise
         raise _fail(f"not JSON ({exc})") from None
+    except RecursionError:  # the parser recurses once per nested array or object
+        raise _fail("JSON nests too deeply") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _fail(f"format must be {FORMAT!r}")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):

@@ -206,7 +206,7 @@ def test_secret_key_rejections() -> None:
         with pytest.raises(DecodeError):
             decrypt_secret_key(bad, b"pw")
     with pytest.raises(DecodeError):
-        decrypt_secret_key(blob[:6] + b"\x00" * 16 + bytes([30]) + blob[23:], b"pw")  # scrypt cost
+        decrypt_secret_key(blob[:5] + bytes([30]) + blob[6:], b"pw")  # scrypt cost over the cap
     with pytest.raises(KeyMismatchError):
         decrypt_secret_key(blob, b"pw", params=dtpkc_test_keys(512, label="other-system").params)
     with pytest.raises(ParameterError):
@@ -222,6 +222,7 @@ def test_secret_key_rejections() -> None:
 def test_fuzz_secret_key_decoder(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decrypt_secret_key(data, b"pw")
-    header = MAGIC + bytes([1, 3]) + b"\x00" * 16 + bytes([14]) + b"\x00" * 12
+    label = MAGIC + bytes([1, 3])
+    header = b"STSK\x01\x0e\x08\x01" + b"\x00" * 44 + len(label).to_bytes(4, "big") + label
     with pytest.raises(DecodeError):
         decrypt_secret_key(header + data, b"pw")  # authentication fails before any parsing

@@ -90,3 +90,21 @@ def test_refused_consent_changes_nothing(fitted: RevFRFClassifier) -> None:
         fitted.predict(X[:2], method="encrypted", requester="mallory")
     np.testing.assert_array_equal(fitted.predict(X[:2], method="encrypted", requester="alice"), before)
     assert fitted.cs_.epoch == 0
+
+
+@pytest.mark.parametrize("k", [0, 1, -3, 65535, 2.5, True, "8"])
+def test_bad_code_resolution_refused(k: object) -> None:
+    """``code_resolution`` is None or an int in [2, 65534]; anything else is refused before key set-up."""
+    X, y = make_data()
+    with pytest.raises(ParameterError):
+        classifier(code_resolution=k).fit(X, y, PARTITION)
+
+
+def test_coarse_codes_refuse_fewer_than_two_codes() -> None:
+    from protocols.revfrf.candidates import CoarseCodes, RandomRange, coarsen
+
+    with pytest.raises(ParameterError):
+        CoarseCodes(RandomRange(), 1)
+    full = RandomRange(8, 4).propose(0, np.arange(10.0), np.random.default_rng(0))
+    with pytest.raises(ParameterError):
+        coarsen(full, 1)

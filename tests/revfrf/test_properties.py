@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.revfrf.candidates import RandomRange, candidate_codes
+from protocols.revfrf.candidates import CandidateSet, CoarseCodes, RandomRange, candidate_codes, coarsen
 from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
 from protocols.revfrf.signing import node_message, revocation_message
 from securetrees.dtpkc import decrypt_weak, encrypt, parhdec1
@@ -27,6 +27,32 @@ def test_codes_carry_exactly_the_split_vectors(xs: list[float], cands: list[floa
     codes = candidate_codes(s, x)
     for b in range(s.size):
         np.testing.assert_array_equal(codes <= b, x <= s[b])
+
+
+@given(st.lists(st.integers(-50, 50), min_size=1, max_size=80), st.lists(finite, min_size=1, max_size=40, unique=True),
+       st.integers(2, 12))
+def test_coarse_codes_are_a_subset_of_the_candidates_at_resolution_k(xs: list[int], cands: list[float], k: int) -> None:
+    """``code_resolution``: at most k codes, each kept candidate one of the proposed ones, the
+    codes still exactly the kept candidates' split vectors, and every kept split non-trivial."""
+    x = np.array(xs, dtype=np.float64)
+    s = np.sort(np.array(cands))
+    full = CandidateSet(s, candidate_codes(s, x))
+    out = coarsen(full, k)
+    assert out.n_codes <= k or out is full
+    assert set(out.thresholds.tolist()) <= set(s.tolist())
+    np.testing.assert_array_equal(out.codes, candidate_codes(out.thresholds, x))
+    if full.n_codes > k:
+        for t in out.thresholds:
+            assert 0 < int((x <= t).sum()) < x.size
+
+
+def test_coarse_codes_keep_the_node_quantiles() -> None:
+    """Known answer: 100 distinct values, 99 candidates between them, k = 4: the kept candidates
+    cut the node into four groups of 25."""
+    x = np.arange(100, dtype=np.float64)
+    cs = CoarseCodes(RandomRange(rho=100, n_candidates=99), 4).propose(0, x, np.random.default_rng(0))
+    assert cs.n_codes == 4
+    np.testing.assert_array_equal(np.bincount(cs.codes), [25, 25, 25, 25])
 
 
 @given(st.lists(finite, min_size=1, max_size=60), st.integers(1, 10), st.integers(1, 20), st.integers(0, 2**32))

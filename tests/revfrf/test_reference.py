@@ -23,7 +23,8 @@ def _providers(partition: list[list[int]], d: int) -> list[int]:
 @pytest.mark.parametrize(("n_classes", "max_features"), [(2, "sqrt"), (3, 2), (2, None)])
 def test_bins_mode_equals_central_reference(n_classes: int, max_features: object) -> None:
     X, y = make_data(n_classes=n_classes, seed=n_classes)
-    clf = classifier(splitter="bins", max_bins=32, max_features=max_features, n_estimators=4, max_depth=5)
+    clf = classifier(splitter="bins", max_bins=32, code_resolution=None, max_features=max_features, n_estimators=4,
+                     max_depth=5)
     clf.fit(X, y, PARTITION)
     ref, _ = train_forest(
         X, y, n_classes=n_classes, n_estimators=4, criterion="gini", grow=GrowParams(max_depth=5),
@@ -42,7 +43,8 @@ def test_bins_mode_equals_central_reference(n_classes: int, max_features: object
 def test_bins_mode_regression_equals_central_reference() -> None:
     X, codes = make_data(seed=3)
     y = X[:, 0] * 0.5 + X[:, 1] - codes * 3.0
-    reg = regressor(splitter="bins", max_bins=16, n_estimators=3, max_depth=4).fit(X, y, PARTITION)
+    reg = regressor(splitter="bins", max_bins=16, code_resolution=None, n_estimators=3, max_depth=4)
+    reg.fit(X, y, PARTITION)
     ref, _ = train_forest(X, y, n_classes=None, n_estimators=3, criterion="squared_error",
                           grow=GrowParams(max_depth=4), max_features="sqrt", binning=BinningParams(max_bins=16),
                           providers=_providers(PARTITION, X.shape[1]), random_state=7)

@@ -1,0 +1,125 @@
+"""RevFRF's candidate codes: what the CS reconstructs per feature, and what bounding the codes'
+resolution (``code_resolution`` = k) costs in accuracy (issue 18.4, ``specs/revfrf.md``, "What
+the CS learns from the candidate codes").
+
+* Leak: the CS's reconstruction attack (``tests/revfrf/code_attack.py``) on its recorded view,
+  on the test data of ``tests/revfrf`` (240 rows, 6 integer columns with 60 values, three
+  participants), for both splitters at k = full, 4, 8, 16, and the floor (the winning
+  partitions alone, which any resolution reveals).  Deterministic: no repeats needed.
+* Accuracy: via the facade on Adult's official split and on a synthetic table with skewed
+  (log-normal) features, 10 trees of depth 10, one participant per column; medians over three
+  ``random_state`` values (the same for every k); the drop is against full resolution in the
+  same run.
+
+``--quick``: 2,000 rows, one seed, the 3-tree leak figures only, no accuracy target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from harness import Report
+
+from protocols.revfrf import RevFRFClassifier
+from securetrees.datasets import load_adult
+from tests.revfrf.code_attack import ColumnLeak, forest_leak
+from tests.revfrf.helpers import PARTITION, make_data, small_kgc
+
+RESOLUTIONS: tuple[int | None, ...] = (None, 4, 8, 16)
+DEFAULT_K = 8
+
+
+def _name(k: int | None) -> str:
+    return "full" if k is None else str(k)
+
+
+def _leak_rows(splitter: str, trees: int, depth: int) -> list[tuple[str, float, float, float]]:
+    X, y = make_data()
+    rows = []
+    floor = None
+    for k in RESOLUTIONS:
+        clf = RevFRFClassifier(n_estimators=trees, max_depth=depth, splitter=splitter, code_resolution=k,
+                               random_state=7, kgc_factory=small_kgc).fit(X, y, PARTITION)
+        rows.append((_name(k), *_worst(forest_leak(clf.transcript_, X), X.shape[0])))
+        if k == DEFAULT_K:
+            floor = ("floor (winning splits)", *_worst(forest_leak(clf.transcript_, X, floor=True), X.shape[0]))
+    return [*rows, floor] if floor is not None else rows
+
+
+def _worst(leaks: list[ColumnLeak], n: int) -> tuple[float, float, float]:
+    return (max(c.rank_correlation for c in leaks), 100 * max(c.exact_bins for c in leaks) / n,
+            100 * min(c.rank_interval for c in leaks))
+
+
+def leak(report: Report, quick: bool) -> dict[str, float]:
+    shapes = [(3, 4)] if quick else [(3, 4), (10, 10)]
+    out = {}
+    for trees, depth in shapes:
+        table = report.table(
+            f"What the CS reconstructs per column, {trees} trees of depth {depth} (test data: 240 rows, 60 values "
+            "per column)",
+            ["splitter", "k", "rank correlation (max)", "exact bins [% of rows] (max)", "rank interval [%] (min)"],
+            note="worst column of six; exact bins: samples whose global 255-quantile bin the CS holds for certain; "
+                 "rank interval: median width of the rank range the CS can place a sample in",
+        )
+        for splitter in ("bins", "random_range"):
+            for name, rho, exact, width in _leak_rows(splitter, trees, depth):
+                table.add(splitter, name, f"{rho:.4f}", f"{exact:.1f}", f"{width:.1f}")
+                if name == _name(DEFAULT_K):
+                    out[f"{splitter}_{trees}_{depth}_exact"] = exact
+    return out
+
+
+def _adult(n: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ad = load_adult()
+    X, y = np.nan_to_num(ad.X_train, nan=-1.0), ad.y_train
+    if n is not None:
+        X, y = X[:n], y[:n]
+    return X, y, np.nan_to_num(ad.X_test, nan=-1.0), ad.y_test
+
+
+def _skewed(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Eight log-normal columns on different scales; the label depends on logs and a step."""
+    rng = np.random.default_rng(2024)
+    total = n + 5000
+    Z = rng.lognormal(0.0, 1.5, size=(total, 8)) * np.array([1, 10, 100, 1, 5, 50, 2, 1000.0])
+    s = (np.log(Z[:, 0]) - 0.8 * np.log(Z[:, 2] / 100) + 0.6 * (Z[:, 4] > 12) + np.log1p(Z[:, 7]) / 6
+         + rng.normal(0.0, 1.0, total))
+    y = (s > np.median(s)).astype(np.int64)
+    return Z[:n], y[:n], Z[n:], y[n:]
+
+
+def accuracy(report: Report, quick: bool) -> dict[str, float]:
+    seeds = [0] if quick else [0, 1, 2]
+    data = {"Adult": _adult(2000 if quick else None), "skewed": _skewed(2000 if quick else 5000)}
+    table = report.table(
+        f"Test accuracy [%] by code resolution k, 10 trees of depth 10, median of {len(seeds)} seed(s)",
+        ["data", "splitter", "k", "accuracy", "drop vs full [points]"],
+        note="same random_state values for every k; one participant per column",
+    )
+    out: dict[str, float] = {}
+    for dname, (X, y, Xt, yt) in data.items():
+        part = [[c] for c in range(X.shape[1])]
+        for splitter in ("bins", "random_range"):
+            base = 0.0
+            for k in RESOLUTIONS:
+                accs = [float((RevFRFClassifier(n_estimators=10, max_depth=10, splitter=splitter, code_resolution=k,
+                                                random_state=s, kgc_factory=small_kgc).fit(X, y, part)
+                               .predict(Xt) == yt).mean()) for s in seeds]
+                acc = float(np.median(accs))
+                if k is None:
+                    base = acc
+                table.add(dname, splitter, _name(k), f"{acc * 100:.2f}", f"{(base - acc) * 100:.2f}")
+                if k == DEFAULT_K:
+                    out[f"{dname}_{splitter}"] = (base - acc) * 100
+    return out
+
+
+def run(report: Report, quick: bool) -> None:
+    figures: dict[str, Any] = {"leak": leak(report, quick), "accuracy": accuracy(report, quick)}
+    report.data.update(figures)
+    if quick:  # 2,000 rows and one seed: the drop is within the noise, no target
+        return
+    for key, drop in figures["accuracy"].items():
+        report.check(f"accuracy drop at k={DEFAULT_K}, {key} [points]", drop, "<=", 0.5)

@@ -1,0 +1,177 @@
+"""The CS's reconstruction of the participants' features from the candidate codes it received
+(``specs/revfrf.md``, "What the CS learns from the candidate codes").
+
+Input: the CS's recorded view only (the ``revfrf.expand.request`` messages it sent, giving
+each node's sample set μ and the (node, column) tasks, and the ``revfrf.expand.reply``
+messages it received, giving each sample's code per task).  Per column the CS runs two
+attacks and keeps whatever each yields:
+
+* **label reading**: if every sample's code on a column is the same in every node where it
+  appears (the codes are global labels, as the old full-resolution ``bins`` codes, the
+  column's quantile bin), the code is taken as the sample's global bin;
+* **order composition**: every (node, column) task orders its samples into the code groups
+  (a smaller code is a smaller value).  The transitive closure of these strict orders over
+  all nodes and trees bounds each sample's rank among the m samples the CS saw on the column
+  to ``[below, m − 1 − above]``; given the bin marginal of those samples (the attacker is
+  granted the sorted multiset of their global bins, a strong prior), the bin is *held* when
+  every rank in that interval falls in one bin.  This is certain knowledge, never a guess.
+
+Figures: ``rank_correlation`` (Spearman's ρ between the attacker's score and the true value,
+over the samples it saw; the best of three scores: the mean within-node mid-percentile of the
+sample's codes, the midpoint of its rank interval, and its label when labels are global),
+``exact_bins`` (samples whose global bin the CS holds) and ``rank_interval`` (the median width
+of the rank intervals, as a share of the samples the CS saw on the column).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import spearmanr
+
+from securetrees.runtime import Transcript
+from securetrees.trees import BinMapper
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class CodeTask:
+    """One (node, column) task as the CS saw it: the node's samples and their codes."""
+
+    participant: str
+    round: int
+    tree: int
+    column: int
+    samples: IntArray
+    codes: IntArray
+    n_codes: int
+
+
+def winning_partitions(transcript: Transcript, tasks: list[CodeTask], cs: str = "cs") -> list[CodeTask]:
+    """The floor: only the partitions of the splits the forest uses (two codes per internal
+    node), which the CS must know to place the samples whatever the codes' resolution."""
+    by_key: dict[tuple[str, int], list[CodeTask]] = defaultdict(list)
+    for t in tasks:
+        by_key[(t.participant, t.round)].append(t)
+    out = []
+    for r in transcript.records:
+        if r.sender != cs or r.type_name != "revfrf.split.request" or r.payload is None:
+            continue
+        req = r.payload
+        mine = by_key[(r.receiver, req.round)]  # type: ignore[attr-defined]
+        for ti, b in zip(np.asarray(req.task).tolist(), np.asarray(req.candidate).tolist(),  # type: ignore[attr-defined]
+                         strict=True):
+            t = mine[ti]
+            out.append(CodeTask(t.participant, t.round, t.tree, t.column, t.samples,
+                                (t.codes > b).astype(np.int64), 2))
+    return out
+
+
+def cs_code_view(transcript: Transcript, cs: str = "cs") -> list[CodeTask]:
+    """Every (node, column) task of the construction, from the CS's own view (its requests
+    and the replies it received), paired by receiver and round."""
+    sent = {(r.receiver, r.payload.round): r.payload  # type: ignore[attr-defined]
+            for r in transcript.records
+            if r.sender == cs and r.type_name == "revfrf.expand.request" and r.payload is not None}
+    out: list[CodeTask] = []
+    for r in transcript.view(cs):
+        if r.type_name != "revfrf.expand.reply" or r.payload is None:
+            continue
+        rep = r.payload
+        req = sent[(r.sender, rep.round)]  # type: ignore[attr-defined]
+        offsets = np.asarray(req.offsets, dtype=np.int64)
+        samples = np.asarray(req.samples, dtype=np.int64)
+        trees = np.asarray(req.tree, dtype=np.int64)
+        codes = np.asarray(rep.codes, dtype=np.int64)  # type: ignore[attr-defined]
+        at = 0
+        for k, c, nc in zip(np.asarray(req.task_node).tolist(), np.asarray(req.task_column).tolist(),
+                            np.asarray(rep.n_codes).tolist(), strict=True):  # type: ignore[attr-defined]
+            mu = samples[offsets[k]:offsets[k + 1]]
+            out.append(CodeTask(r.sender, int(rep.round), int(trees[k]), int(c), mu,  # type: ignore[attr-defined]
+                                codes[at:at + mu.size], int(nc)))
+            at += mu.size
+    return out
+
+
+@dataclass(frozen=True)
+class ColumnLeak:
+    """What the CS reconstructs of one column."""
+
+    column: int
+    observed: int  # samples in at least one task on this column
+    rank_correlation: float  # Spearman ρ(score, x) over the observed samples
+    exact_bins: int  # samples whose global bin the CS holds (of all n)
+    rank_interval: float  # median over observed samples of the rank interval's width, share of the observed
+    max_codes: int  # largest number of codes of one task
+
+
+def _closure(order: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Transitive closure of a strict order (``order[i, j]``: i < j known), by squaring."""
+    r = order.astype(np.float32)
+    while True:
+        nxt = ((r + r @ r) > 0).astype(np.float32)
+        if np.array_equal(nxt, r):
+            return nxt > 0
+        r = nxt
+
+
+def _spearman(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    return float(spearmanr(a, b).statistic)
+
+
+def column_leak(tasks: list[CodeTask], x: npt.NDArray[np.float64], column: int, max_bins: int = 255) -> ColumnLeak:
+    """Both attacks on one column; ``x`` is the true column (for scoring the attack only)."""
+    n = x.size
+    mine = [t for t in tasks if t.column == column]
+    true_bin = BinMapper.fit(x[:, None], max_bins=max_bins).transform(x[:, None])[:, 0].astype(np.int64)
+    score_sum = np.zeros(n)
+    seen = np.zeros(n, dtype=np.int64)
+    labels: dict[int, set[int]] = defaultdict(set)
+    order = np.zeros((n, n), dtype=bool)
+    for t in mine:
+        m = t.samples.size
+        counts = np.bincount(t.codes, minlength=t.n_codes)
+        below = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        score_sum[t.samples] += (below[t.codes] + 0.5 * counts[t.codes]) / m
+        seen[t.samples] += 1
+        for s, c in zip(t.samples.tolist(), t.codes.tolist(), strict=True):
+            labels[s].add(c)
+        order[np.ix_(t.samples, t.samples)] |= t.codes[:, None] < t.codes[None, :]
+    obs = seen > 0
+    closed = _closure(order)[np.ix_(obs, obs)]
+    n_obs = int(obs.sum())
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.full(n, n_obs - 1, dtype=np.int64)
+    lo[obs] = closed.sum(axis=0)  # observed samples known to be smaller
+    hi[obs] = n_obs - 1 - closed.sum(axis=1)  # n_obs − 1 − observed samples known to be larger
+    scores = [score_sum / np.maximum(seen, 1), (lo + hi) / 2.0]
+    held = np.zeros(n, dtype=bool)
+    if labels and all(len(v) == 1 for v in labels.values()):  # global labels: read them
+        label = np.zeros(n)
+        for s, v in labels.items():
+            label[s] = next(iter(v))
+            held[s] = next(iter(v)) == true_bin[s]
+        scores.append(label)
+    rho = max(_spearman(sc[obs], x[obs]) for sc in scores) if obs.sum() > 2 else 0.0
+    sorted_bins = np.sort(true_bin[obs])
+    held[obs] |= sorted_bins[lo[obs]] == sorted_bins[hi[obs]]
+    width = float(np.median((hi - lo + 1)[obs]) / n_obs) if n_obs else 1.0
+    return ColumnLeak(column, int(obs.sum()), rho, int(held.sum()), width,
+                      max((t.n_codes for t in mine), default=0))
+
+
+def forest_leak(transcript: Transcript, X: npt.NDArray[np.float64], max_bins: int = 255, *,
+                floor: bool = False) -> list[ColumnLeak]:
+    """:func:`column_leak` for every column the CS received codes for (``floor``: from the
+    winning partitions only, :func:`winning_partitions`)."""
+    tasks = cs_code_view(transcript)
+    if floor:
+        tasks = winning_partitions(transcript, tasks)
+    cols = sorted({t.column for t in tasks})
+    return [column_leak(tasks, np.asarray(X[:, c], dtype=np.float64), c, max_bins) for c in cols]
