@@ -86,18 +86,22 @@ def test_a_client_reporting_a_raw_value_is_caught(monkeypatch: pytest.MonkeyPatc
 
 
 def check_master_stores_no_threshold(master_trees: list[Any], client_trees: list[list[Any]]) -> None:
+    """Encrypted mode: the master's trees hold no split and no value (the values stay with the
+    label holder); the other clients' trees hold no values (labels)."""
     for t in master_trees:
         internal = t.left != -1
         assert np.all(t.withheld[internal]) and np.all(np.isnan(t.threshold)) and np.all(t.feature == -1), \
             "the master's tree holds a split"
-    for trees in client_trees:  # clients keep no values (labels) and never the other's splits
+        assert np.all(np.isnan(t.value)), "the master's tree holds leaf values"
+    for trees in client_trees:
         for t in trees:
             assert np.all(np.isnan(t.value)), "a client's tree holds leaf values"
 
 
 def test_master_stores_no_threshold(encrypted_run: Any) -> None:
     ff, _, _ = encrypted_run
-    check_master_stores_no_threshold(ff.master_.trees, [c.trees for c in ff.clients_])
+    check_master_stores_no_threshold(ff.master_.trees, [ff.clients_[0].trees])
+    assert all(np.all(np.isfinite(t.value)) for t in ff.clients_[1].trees)  # the label holder's table
 
 
 def test_a_master_holding_a_clients_split_is_caught(encrypted_run: Any) -> None:
@@ -107,7 +111,7 @@ def test_a_master_holding_a_clients_split_is_caught(encrypted_run: Any) -> None:
     with pytest.raises(AssertionError, match="holds a split"):
         check_master_stores_no_threshold([*ff.master_.trees, ff.clients_[0].trees[0]], [])
     with pytest.raises(AssertionError, match="holds leaf values"):
-        check_master_stores_no_threshold([], [[ff.master_.trees[0]]])
+        check_master_stores_no_threshold([], [[ff.clients_[1].trees[0]]])
 
 
 def check_client_sees_only_its_features(view: list[Any], cols: list[int]) -> set[str]:
@@ -156,7 +160,7 @@ CLIENT_CORE = {
 MASTER_TYPES = {
     "federated_forest.client_info", "federated_forest.ack", "federated_forest.node_stats",
     "federated_forest.local_best", "federated_forest.partition", "federated_forest.client_test_ids",
-    "federated_forest.leaf_sets", "federated_forest.gains_reply",
+    "federated_forest.leaf_sets", "federated_forest.gains_reply", "federated_forest.forest_output",
 }
 
 
@@ -168,7 +172,7 @@ def check_views_match_the_spec(received: dict[str, set[str]]) -> None:
     holder = received["client0"]
     assert "federated_forest.encrypted_labels" not in holder and "federated_forest.shared_labels" not in holder
     assert {"federated_forest.score_request", "federated_forest.node_stats_request",
-            "federated_forest.gains_request"} <= holder
+            "federated_forest.gains_request", "federated_forest.leaf_values_request"} <= holder
     assert received["master"] <= MASTER_TYPES, f"the master received {sorted(received['master'] - MASTER_TYPES)}"
 
 
