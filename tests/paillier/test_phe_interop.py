@@ -8,6 +8,7 @@ policy is the point.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -332,6 +333,26 @@ def test_phe_keys_without_the_djn_conditions_are_refused() -> None:
     g1, g2 = _prime("d", 3, mod_3=1), _prime("e", 3, mod_3=1)  # gcd(p-1, q-1) >= 6
     with pytest.raises(ParameterError, match="DJN"):
         private_key_from_phe(_phe_pair(g1, g2))
+
+
+@pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
+def test_keys_like_phes_convert_exactly_when_they_meet_the_djn_conditions() -> None:
+    """Primes drawn as phe draws them (any residue mod 4), from fixed seeds: a key converts
+    iff p ≡ q ≡ 3 (mod 4) and gcd(p-1, q-1) = 2; the others raise ParameterError."""
+    outcomes = set()
+    for i in range(12):
+        rng = DeterministicRandom(f"tests/phe_interop/like-phe/{i}")
+        p, q = int(random_prime(512, rng=rng)), int(random_prime(512, rng=rng))
+        djn = p % 4 == q % 4 == 3 and math.gcd(p - 1, q - 1) == 2
+        phe_sk = _phe_pair(p, q)
+        if djn:
+            sk = private_key_from_phe(phe_sk, allow_insecure=True)
+            assert sk.decrypt(ciphertext_from_phe(phe_sk.public_key.encrypt(-9), sk.public_key)) == -9
+        else:
+            with pytest.raises(ParameterError):
+                private_key_from_phe(phe_sk, allow_insecure=True)
+        outcomes.add(djn)
+    assert outcomes == {True, False}  # the fixed sample exercises both branches
 
 
 def test_hs_that_does_not_fit_the_factors_is_refused() -> None:
