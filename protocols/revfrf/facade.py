@@ -20,9 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
+from protocols.revfrf.cc import ComputationServer
+from protocols.revfrf.cs import CentralServer
+from protocols.revfrf.kgc import KeyCentre
 from protocols.revfrf.participant import Participant
 from protocols.revfrf.requester import Requester
-from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre, RevocationRecord
+from protocols.revfrf.revocation import RevocationRecord
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint

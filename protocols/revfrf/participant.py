@@ -36,7 +36,7 @@ from protocols.revfrf.messages import (
     TestReply,
     TestRequest,
 )
-from protocols.revfrf.signing import node_message, revocation_message
+from protocols.revfrf.signing import node_message, revocation_message, verify_revocation
 from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
@@ -280,11 +280,7 @@ class Participant(Party):
         forget destroyed nodes, re-sign the surviving ones."""
         self._check_active()
         rev = msg.revocation
-        key = self._verify_keys.get(rev.participant)
-        if key is None:
-            raise RevocationRefused(f"unknown participant {rev.participant!r}")
-        verify(key, rev.signature, revocation_message(self._session, rev.participant, rev.epoch, rev.level,
-                                                      rev.nonce), RevocationRefused, "revocation request")
+        verify_revocation(self._verify_keys, self._session, rev)
         if rev.epoch != self.epoch or msg.epoch != self.epoch + 1:
             raise RevocationRefused("epoch notice out of order")
         for ref in msg.nodes:
