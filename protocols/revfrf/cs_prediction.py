@@ -155,7 +155,9 @@ class CSPrediction(CSState):
     @handles(PredictRequest)
     def on_predict(self, sender: str, msg: PredictRequest) -> PredictReply:
         """FRF-Predict (Protocol 4) for one encrypted request; returns the output to the
-        requester.  Reveals to the CS: the request's path in every tree and the output."""
+        requester.  At each node the CS compares the feature's ciphertext for the node's
+        missing side (``PredictRequest``), which it knows.  Reveals to the CS: the request's
+        path in every tree and the output."""
         if sender in self.revoked:
             raise RevokedError(f"{sender!r} has been revoked")
         pk = self._requesters.get(sender)
@@ -163,11 +165,13 @@ class CSPrediction(CSState):
             raise KeyMismatchError(f"unknown requester {sender!r}")
         if not len(msg.t1) == len(msg.t2) == self.n_features:
             raise UnexpectedMessage(f"a request has {self.n_features} encrypted features")
-        x = [Ciphertext.from_ints(pk, a, b) for a, b in zip(msg.t1, msg.t2, strict=True)]
+        high = [Ciphertext.from_ints(pk, a, b) for a, b in zip(msg.t1, msg.t2, strict=True)]
+        if len(msg.low_t1) != len(msg.low_t2) or len(msg.low_t1) not in (0, self.n_features):
+            raise UnexpectedMessage(f"a request has none or {self.n_features} missing-left ciphertexts")
+        low = [Ciphertext.from_ints(pk, a, b) for a, b in zip(msg.low_t1, msg.low_t2, strict=True)] or high
 
         def decide(level: Level) -> BoolArray:
-            cols = [self.trees[t].nodes[n].column for t, n in zip(level.tree.tolist(), level.node.tolist(),
-                                                                   strict=True)]
-            return self._decide(sender, level, [x[c] for c in cols])
+            nodes = [self.trees[t].nodes[n] for t, n in zip(level.tree.tolist(), level.node.tolist(), strict=True)]
+            return self._decide(sender, level, [(low if n.missing_left else high)[n.column] for n in nodes])
 
         return PredictReply(self._walk(1, decide)[0])

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from protocols.revfrf.cs_state import CSState, TreeNode
 from protocols.revfrf.forest import Node, RevTree
 from protocols.revfrf.messages import ExpandReply, ExpandRequest, SplitReply, SplitRequest
+from protocols.revfrf.missing import MISSING_CODE
 from protocols.revfrf.signing import node_message
 from securetrees.dtpkc import Ciphertext
 from securetrees.errors import ProtocolError, UnexpectedMessage
@@ -151,15 +152,17 @@ class CSTraining(CSState):
                 m = layer[task.entry].node.samples.size
                 part = flat[at:at + m].astype(np.uint16)
                 at += m
-                if not 1 <= n_codes[k] < 65535 or (m and int(part.max()) >= n_codes[k]):
+                present = part[part != MISSING_CODE]
+                if not 1 <= n_codes[k] < MISSING_CODE or (present.size and int(present.max()) >= n_codes[k]):
                     raise UnexpectedMessage(f"candidate codes out of range from {p}")
                 codes[task] = TaskCodes(part, int(n_codes[k]), p, k)
         return codes
 
     def _score(self, layer: Sequence[Entry], codes: Mapping[Task, TaskCodes]) -> dict[int, Win]:
         """FOS-Find lines 1-6 (spec step 5), per tree with ``trees.best_splits`` over a histogram
-        of (node, column, code): the best split of each node that has a valid one, by its
-        position in the layer.  Local; reveals nothing to anyone."""
+        of (node, column, code), missing codes in the missing slot (tried on both sides): the
+        best split of each node that has a valid one, by its position in the layer.  Local;
+        reveals nothing to anyone."""
         by_tree: dict[int, list[int]] = defaultdict(list)
         for li, e in enumerate(layer):
             by_tree[e.tree.index].append(li)
@@ -187,7 +190,8 @@ class CSTraining(CSState):
                 row += m
             samples = np.concatenate([layer[li].node.samples for li in lis])
             stats = tree.sample_stats[samples]
-            hist = build_histograms(Xb, pos, stats, len(lis), int(n_bins.max()), slots)  # type: ignore[arg-type]
+            hist = build_histograms(Xb, pos, stats, len(lis), int(n_bins.max()), slots,  # type: ignore[arg-type]
+                                    missing_bin=MISSING_CODE)
             res = best_splits(hist, self.criterion, categorical=np.zeros(len(used), dtype=bool), n_bins=n_bins,
                               features=slots, min_samples_leaf=self.grow.min_samples_leaf,
                               min_gain=self.grow.min_gain)
@@ -200,7 +204,7 @@ class CSTraining(CSState):
                 wins: Mapping[int, Win]) -> dict[int, Upload]:
         """FOS-Find lines 7-9 (spec steps 6-8): one round to every winner, which uploads
         ``HoEnc(pk_u, s)`` and its signature; the CS validates both.  Reveals to the winner:
-        which of its candidates won; to the CS: a ciphertext per node."""
+        which of its candidates won and the split's missing side; to the CS: a ciphertext per node."""
         per_party: dict[str, list[int]] = defaultdict(list)
         for li in sorted(wins):
             per_party[codes[Task(li, wins[li].column)].provider].append(li)
@@ -212,6 +216,7 @@ class CSTraining(CSState):
                 np.array([wins[li].candidate for li in lis], dtype=np.int64),
                 np.array([layer[li].tree.index for li in lis], dtype=np.int64),
                 np.array([layer[li].node.id for li in lis], dtype=np.int64),
+                np.array([wins[li].missing_left for li in lis], dtype=bool),
             )
         replies = self.call_many(requests, expect=SplitReply) if requests else {}
         uploaded: dict[int, Upload] = {}
@@ -238,7 +243,7 @@ class CSTraining(CSState):
             if win is None:
                 continue
             tc = codes[Task(li, win.column)]
-            go = tc.codes <= win.candidate
+            go = np.where(tc.codes == MISSING_CODE, win.missing_left, tc.codes <= win.candidate)
             n = e.node
             ls, rs = win.left_stats, win.right_stats
             lft = e.tree.new_node(n.depth + 1, n.samples[go], ls, float(crit.weight(ls)), crit.leaf_value(ls), n.id)
