@@ -76,7 +76,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 STATS = 3  # (count, G·2^f, H·2^f)
-#: Gradients encrypted between two progress events (about a second of CPU at 2048 bits).
+#: Gradients encrypted between two progress events (about 1.5 s of CPU at 2048 bits).
 ENCRYPT_CHUNK = 2048
 _log = logging.getLogger("securetrees.hybridtree.host")
 ProgressCallback = Callable[[FitProgress], None]
