@@ -13,9 +13,11 @@ __all__ = [
     "AuthenticationError",
     "DecodeError",
     "EncodingOverflowError",
+    "ExponentRangeError",
     "InsecureParameterWarning",
     "InvalidCiphertext",
     "KeyMismatchError",
+    "MissingDependencyError",
     "NotFittedError",
     "ParameterError",
     "PartyUnavailable",
@@ -36,6 +38,11 @@ class SecureTreesError(Exception):
 
 class ParameterError(SecureTreesError, ValueError):
     """A parameter is out of its allowed range (key size, precision, bounds, ...)."""
+
+
+class ExponentRangeError(ParameterError):
+    """A secret exponent lies outside the bound its fixed-operation-count exponentiation was
+    declared for (``[0, 2^bits)``), or the bound exceeds what the precomputed table covers."""
 
 
 class EncodingOverflowError(SecureTreesError, OverflowError):
@@ -97,6 +104,11 @@ class RemoteError(ProtocolError):
 
 class RevokedError(ProtocolError):
     """An operation needs a party, key or forest epoch that has been revoked."""
+
+
+class MissingDependencyError(SecureTreesError, ImportError):
+    """An optional dependency needed by the called function is not installed; the message
+    names the extra that provides it (``pip install 'securetrees[EXTRA]'``)."""
 
 
 class NotFittedError(SecureTreesError, ValueError, AttributeError):
