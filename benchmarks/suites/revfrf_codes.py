@@ -2,7 +2,7 @@
 resolution (``code_resolution`` = k) costs in accuracy (issue 18.4, ``specs/revfrf.md``, "What
 the CS learns from the candidate codes").
 
-* Leak: the CS's reconstruction attack (``tests/revfrf/code_attack.py``) on its recorded view,
+* Leak: the CS's reconstruction attack (``protocols/revfrf/attack.py``) on its recorded view,
   on the test data of ``tests/revfrf`` (240 rows, 6 integer columns with 60 values, three
   participants), for both splitters at k = full, 4, 8, 16, and the floor (the winning
   partitions alone, which any resolution reveals).  Deterministic: no repeats needed.
@@ -22,8 +22,8 @@ import numpy as np
 from harness import Report
 
 from protocols.revfrf import RevFRFClassifier
+from protocols.revfrf.attack import ColumnLeak, forest_leak
 from securetrees.datasets import load_adult
-from tests.revfrf.code_attack import ColumnLeak, forest_leak
 from tests.revfrf.helpers import PARTITION, make_data, small_kgc
 
 RESOLUTIONS: tuple[int | None, ...] = (None, 4, 8, 16)

@@ -1,6 +1,6 @@
 """What the CS learns from the candidate codes (specs/revfrf.md, "What the CS learns from the
 candidate codes"): at most ``code_resolution`` codes per (node, column), and the CS's best
-reconstruction of each feature from its recorded view (tests/revfrf/code_attack.py) held to
+reconstruction of each feature from its recorded view (protocols/revfrf/attack.py) held to
 the bounds the spec states.  Each check has a planted-leak companion: the old full-resolution
 codes (``code_resolution=None``), on which it fails.
 
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from protocols.revfrf import RevFRFClassifier
+from protocols.revfrf.attack import ColumnLeak, cs_code_view, forest_leak
 
-from ..revfrf.code_attack import ColumnLeak, cs_code_view, forest_leak
 from ..revfrf.helpers import PARTITION, classifier, make_data
 
 SPEC = Path(__file__).resolve().parents[2] / "specs" / "revfrf.md"

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import spearmanr
 
+from protocols.revfrf.messages import ExpandReply, ExpandRequest
 from securetrees.runtime import Transcript
 from securetrees.trees import BinMapper
 
@@ -74,24 +74,24 @@ def winning_partitions(transcript: Transcript, tasks: list[CodeTask], cs: str = 
 def cs_code_view(transcript: Transcript, cs: str = "cs") -> list[CodeTask]:
     """Every (node, column) task of the construction, from the CS's own view (its requests
     and the replies it received), paired by receiver and round."""
-    sent = {(r.receiver, r.payload.round): r.payload  # type: ignore[attr-defined]
+    sent = {(r.receiver, r.payload.round): r.payload
             for r in transcript.records
-            if r.sender == cs and r.type_name == "revfrf.expand.request" and r.payload is not None}
+            if r.sender == cs and isinstance(r.payload, ExpandRequest)}
     out: list[CodeTask] = []
     for r in transcript.view(cs):
-        if r.type_name != "revfrf.expand.reply" or r.payload is None:
+        if not isinstance(r.payload, ExpandReply):
             continue
         rep = r.payload
-        req = sent[(r.sender, rep.round)]  # type: ignore[attr-defined]
+        req = sent[(r.sender, rep.round)]
         offsets = np.asarray(req.offsets, dtype=np.int64)
         samples = np.asarray(req.samples, dtype=np.int64)
         trees = np.asarray(req.tree, dtype=np.int64)
-        codes = np.asarray(rep.codes, dtype=np.int64)  # type: ignore[attr-defined]
+        codes = np.asarray(rep.codes, dtype=np.int64)
         at = 0
         for k, c, nc in zip(np.asarray(req.task_node).tolist(), np.asarray(req.task_column).tolist(),
-                            np.asarray(rep.n_codes).tolist(), strict=True):  # type: ignore[attr-defined]
+                            np.asarray(rep.n_codes).tolist(), strict=True):
             mu = samples[offsets[k]:offsets[k + 1]]
-            out.append(CodeTask(r.sender, int(rep.round), int(trees[k]), int(c), mu,  # type: ignore[attr-defined]
+            out.append(CodeTask(r.sender, int(rep.round), int(trees[k]), int(c), mu,
                                 codes[at:at + mu.size], int(nc)))
             at += mu.size
     return out
@@ -119,10 +119,21 @@ def _closure(order: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         r = nxt
 
 
+def _average_ranks(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Ranks 0..n-1 with ties given their mean rank (Spearman's convention)."""
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(a.size, dtype=np.float64)
+    ranks[order] = np.arange(a.size, dtype=np.float64)
+    _, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return np.asarray(sums[inverse] / counts[inverse], dtype=np.float64)
+
+
 def _spearman(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """Spearman's rank correlation: Pearson's correlation of the average ranks."""
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return 0.0
-    return float(spearmanr(a, b).statistic)
+    return float(np.corrcoef(_average_ranks(a), _average_ranks(b))[0, 1])
 
 
 def column_leak(tasks: list[CodeTask], x: npt.NDArray[np.float64], column: int, max_bins: int = 255) -> ColumnLeak:
