@@ -17,6 +17,7 @@ __all__ = [
     "InvalidCiphertext",
     "KeyMismatchError",
     "NotFittedError",
+    "OutputExistsError",
     "ParameterError",
     "PartyUnavailable",
     "PeerTimeout",
@@ -101,6 +102,11 @@ class RevokedError(ProtocolError):
 
 class NotFittedError(SecureTreesError, ValueError, AttributeError):
     """A model was used before ``fit``."""
+
+
+class OutputExistsError(SecureTreesError, FileExistsError):
+    """A command would overwrite existing files (a trial folder with keys) and was not told to
+    (``--force``)."""
 
 
 class InsecureParameterWarning(UserWarning):

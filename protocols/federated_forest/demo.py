@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from protocols.federated_forest.estimators import FederatedForestClassifier
 from securetrees.datasets import load_adult
+from securetrees.progress import phase
 
 
 def main(argv: Sequence[str]) -> int:
@@ -25,7 +26,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--labels", choices=["shared", "encrypted"], default="shared",
                         help="label protection (encrypted uses a 2048-bit key and takes minutes)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars or lines on stderr")
     args = parser.parse_args(list(argv))
     data = load_adult()
     X, y = data.X_train, data.y_train
@@ -37,7 +38,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"client{i}: {', '.join(data.feature_names[c] for c in cols)}" + ("  (labels)" if i == 0 else ""))
     ff = FederatedForestClassifier(args.trees, max_depth=args.depth, random_state=args.seed,
                                    label_protection=args.labels, categorical=list(data.categorical),
-                                   show_progress=not args.no_progress)
+                                   progress=not args.no_progress)
     t0 = time.perf_counter()
     ff.fit(X, y, partition)
     t_fit = time.perf_counter() - t0
@@ -55,7 +56,8 @@ def main(argv: Sequence[str]) -> int:
         print("scikit-learn is not installed: no comparison")
         return 0
     t0 = time.perf_counter()
-    rf = RandomForestClassifier(args.trees, max_depth=args.depth, n_jobs=1, random_state=args.seed).fit(X, y)
+    with phase("scikit-learn on the joined data", enabled=not args.no_progress):
+        rf = RandomForestClassifier(args.trees, max_depth=args.depth, n_jobs=1, random_state=args.seed).fit(X, y)
     t_sk = time.perf_counter() - t0
     print(f"scikit-learn RandomForestClassifier (joined data): accuracy "
           f"{float((rf.predict(data.X_test) == data.y_test).mean()):.4f}, training {t_sk:.1f} s")

@@ -49,7 +49,7 @@ class HistogramForestClassifier:
     ``categorical`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
     parts if None, required with ``epsilon`` when a feature is categorical), ``classes`` (the labels;
     inferred from the parts if None, required with ``epsilon``), ``feature_ranges`` (``(low, high)`` per
-    feature, None for categorical; required for DP), ``show_progress``.
+    feature, None for categorical; required for DP), ``progress``.
 
     With ``epsilon`` nothing of the schema is read from the pooled data: a label or a category code
     seen in one client's rows would otherwise show in ``classes_`` or in the number of slots.
@@ -79,7 +79,7 @@ class HistogramForestClassifier:
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         classes: Sequence[object] | None = None,
-        show_progress: bool = False,
+        progress: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -102,7 +102,7 @@ class HistogramForestClassifier:
         self.categories = categories
         self.feature_ranges = feature_ranges
         self.classes = classes
-        self.show_progress = show_progress
+        self.progress = progress
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -294,7 +294,7 @@ class HistogramForestClassifier:
         server = Server(
             "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
         )
-        self.trees_: list[Tree] = server.train(show_progress=self.show_progress)
+        self.trees_: list[Tree] = server.train(progress=self.progress)
         self.forest_ = Forest(tuple(self.trees_), "classification", classes)
         self.classes_ = classes
         self.n_features_in_ = d

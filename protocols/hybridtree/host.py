@@ -182,6 +182,7 @@ class Host(Party):
     # -- setup -----------------------------------------------------------------------------
     def setup(self) -> None:
         """Setup steps 1-2: send the key and roster, relay the guests' agreement keys."""
+        self.logger.info("setting up with %d guests (mode %s)", len(self.guests), self.params.mode)
         session = self._rng.token_bytes(16)
         pk_bytes = self._pk.to_bytes() if self._pk is not None else b""
         replies = self.call_many(

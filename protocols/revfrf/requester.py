@@ -40,6 +40,7 @@ class Requester(Party):
             raise ParameterError("RevFRF refuses NaN or infinite feature values")
         cts = [encrypt(self._weak.public, self._fx.encode_scalar(float(a)), rng=self._rng, signed=self._range)
                for a in v.tolist()]
+        self.logger.info("%s: encrypted prediction request (%d features)", self.name, v.size)
         reply = self.call(self._cs, PredictRequest(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts)),
                           expect=PredictReply)
         return np.asarray(reply.output, dtype=np.float64)

@@ -338,6 +338,7 @@ class CentralServer(twoserver.CentralServer):
         while frontier:
             nxt = self.expand_layer(frontier, draw)
             made += len(nxt) // 2
+            self.logger.info("layer of %d nodes expanded: %d splits", len(frontier), len(nxt) // 2)
             frontier = nxt
             if on_layer is not None:
                 on_layer(len(nxt) // 2)
@@ -488,6 +489,7 @@ class CentralServer(twoserver.CentralServer):
         if not remaining:
             raise RevocationRefused("revoking the last participant leaves no features")
         self._nonces.add(msg.nonce)
+        self.logger.info("revoking %s (level %d): destroying its nodes, then rebuilding", p, msg.level)
         # Line 3-7: destroy every node p provided, with its subtree.
         frontier: list[tuple[RevTree, Node]] = []
         destroyed: list[tuple[str, Ciphertext]] = []
@@ -608,6 +610,7 @@ class ComputationServer(twoserver.ComputationServer):
             raise RevokedError(f"{rev.participant!r} has already been revoked")
         if not len(msg.provider) == len(msg.t1) == len(msg.t2):
             raise UnexpectedMessage("one provider per split")
+        self.logger.info("revocation of %s: refreshing %d destroyed splits", rev.participant, len(msg.t1))
         out1, out2, hs = [], [], []
         for q, a, b in zip(msg.provider, msg.t1, msg.t2, strict=True):
             pk = self._names.get(q)
@@ -639,5 +642,6 @@ class KeyCentre(Party):
     def on_revoke(self, sender: str, msg: KGCRevoke) -> Ack:
         """Verify the participant's signed request, then revoke its key for good."""
         _verify_revocation(self._verify_keys, self._session, msg.revocation)
+        self.logger.info("revoking the key of %s", msg.revocation.participant)
         self.kgc.revoke(msg.revocation.participant)
         return Ack()
