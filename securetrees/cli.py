@@ -24,6 +24,7 @@ from typing import Final
 from securetrees import __version__
 from securetrees.errors import SecureTreesError, TypeMismatchError
 from securetrees.log import configure as configure_logging
+from securetrees.log import reset as reset_logging
 
 __all__ = ["DEFAULT_DEMO", "DEMOS", "LOG_LEVELS", "main"]
 
@@ -170,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        reset_logging()
     return status
 
 

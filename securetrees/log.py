@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Final, TextIO
 
-__all__ = ["ROOT", "configure", "get_logger", "role_logger_name"]
+__all__ = ["ROOT", "configure", "get_logger", "reset", "role_logger_name"]
 
 ROOT: Final = "securetrees"
 """The package's root logger; every logger of the library and the protocols is below it."""
@@ -53,15 +53,20 @@ def role_logger_name(module: str, role: str) -> str:
     return f"{ROOT}.{protocol}.{role}"
 
 
-class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A stream handler that writes through tqdm when it is installed, so that log lines
-    do not tear progress bars, and that counts as output for the progress heartbeat."""
+class _Handler(logging.Handler):
+    """Writes each record as a line to ``stream`` (default: whatever ``sys.stderr`` is at the
+    time), through tqdm when it is installed so that log lines do not tear progress bars; each
+    line counts as output for the progress heartbeat."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__()
+        self._stream = stream
 
     def emit(self, record: logging.LogRecord) -> None:
         from securetrees.progress import note_output, write_line
 
         try:
-            write_line(self.format(record), self.stream)
+            write_line(self.format(record), self._stream if self._stream is not None else sys.stderr)
         except Exception:  # logging must never raise into the caller
             self.handleError(record)
         note_output()
@@ -77,13 +82,21 @@ def configure(level: str | int = "INFO", *, file: str | Path | None = None,
     if _installed is not None:
         root.removeHandler(_installed)
         _installed.close()
-    handler: logging.Handler
-    if file is not None:
-        handler = logging.FileHandler(file, encoding="utf-8")
-    else:
-        handler = _Handler(stream if stream is not None else sys.stderr)
+    handler = logging.FileHandler(file, encoding="utf-8") if file is not None else _Handler(stream)
     _installed = handler
     handler.setFormatter(logging.Formatter(_FORMAT, _DATEFMT))
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
     return handler
+
+
+def reset() -> None:
+    """Undo :func:`configure`: remove its handler and the level it set (the command line calls
+    it on exit, so that calling ``securetrees.cli.main`` in a process leaves logging as it was)."""
+    global _installed
+    root = logging.getLogger(ROOT)
+    if _installed is not None:
+        root.removeHandler(_installed)
+        _installed.close()
+        _installed = None
+    root.setLevel(logging.NOTSET)

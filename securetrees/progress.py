@@ -3,13 +3,13 @@
 :func:`progress` wraps an iterable (trees, layers, rows); :func:`phase` wraps a step
 that has no natural items (key set-up, a prediction); :func:`tracked` makes a whole
 estimator method (``fit``, ``predict``) a phase when the estimator's ``progress`` is on.
-When enabled, each shows a tqdm bar on stderr if tqdm is installed
-(``pip install 'securetrees[progress]'``), and else logs a line on the ``securetrees.progress`` logger.  Either way a heartbeat thread keeps
-the output alive: whenever nothing has been shown for :data:`HEARTBEAT_SECONDS` (a bar
-refreshed, a progress line, any record through the command line's handler), it refreshes
-the innermost bar (its elapsed time moves) or logs ``desc: done/total, elapsed``.  So a
-step of any length, even one indivisible layer, never leaves the terminal silent for much
-more than :data:`HEARTBEAT_SECONDS`.
+When enabled, each shows a tqdm bar on stderr if tqdm is installed (``pip install
+'securetrees[progress]'``), and else logs a line on the ``securetrees.progress`` logger.
+Either way a heartbeat thread keeps the output alive: whenever nothing has been shown for
+:data:`HEARTBEAT_SECONDS` (a bar refreshed, a progress line, any record through the command
+line's handler), it refreshes the innermost bar (its elapsed time moves) or logs ``desc:
+done/total, elapsed``. So a step of any length, even one indivisible layer, never leaves the
+terminal silent for much more than :data:`HEARTBEAT_SECONDS`.
 
 Disabled (the library's default), both are a plain loop / a no-op: no thread, no output.
 The lines go through :mod:`logging`, so a library user sees them only after configuring
