@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager
-from typing import Any, Concatenate, Final, ParamSpec, TextIO, TypeVar
+from typing import Any, Concatenate, ParamSpec, TextIO, TypeVar
 
 from securetrees.log import get_logger
 
@@ -34,7 +34,7 @@ S = TypeVar("S")
 R = TypeVar("R")
 P = ParamSpec("P")
 
-HEARTBEAT_SECONDS: Final = 5.0
+HEARTBEAT_SECONDS = 5.0
 """The longest silence an enabled progress display allows itself before it shows something."""
 
 _log = get_logger("progress")
@@ -73,11 +73,11 @@ class Progress:
     Use through :func:`progress` or :func:`phase`; :meth:`update` advances it."""
 
     def __init__(self, desc: str, total: int | None = None, *, enabled: bool = True,
-                 interval: float = HEARTBEAT_SECONDS) -> None:
+                 interval: float | None = None) -> None:
         self.desc = desc or "working"
         self.total = total
         self.enabled = enabled
-        self.interval = interval
+        self.interval = HEARTBEAT_SECONDS if interval is None else interval  # read now: tests may lower it
         self.done = 0
         self._start = time.monotonic()
         self._bar: Any = None
@@ -142,7 +142,7 @@ class Progress:
 
 
 def progress(items: Iterable[T], *, desc: str = "", total: int | None = None, enabled: bool = True,
-             interval: float = HEARTBEAT_SECONDS) -> Iterator[T]:
+             interval: float | None = None) -> Iterator[T]:
     """Iterate over ``items``, showing progress when ``enabled`` (see the module docstring)."""
     if not enabled:
         yield from items
@@ -157,7 +157,7 @@ def progress(items: Iterable[T], *, desc: str = "", total: int | None = None, en
 
 @contextmanager
 def phase(desc: str, *, total: int | None = None, enabled: bool = True,
-          interval: float = HEARTBEAT_SECONDS) -> Iterator[Progress]:
+          interval: float | None = None) -> Iterator[Progress]:
     """A step without natural items: ``with phase("key set-up", enabled=...) as p: ...``
     (``p.update()`` advances it when the step has ``total`` parts)."""
     with Progress(desc, total, enabled=enabled, interval=interval) as bar:

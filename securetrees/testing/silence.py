@@ -22,9 +22,11 @@ __all__ = ["Silence", "longest_silence"]
 
 @dataclass(frozen=True)
 class Silence:
-    """One run: the longest silence (seconds, counting the start and the exit), where it ended
-    (seconds from the start), the run's duration, its exit status and its output."""
+    """One run: when its first output came (seconds from the start: interpreter start-up and
+    imports), the longest silence after that (to the next output or to the exit), where that
+    silence ended, the run's duration, its exit status and its output."""
 
+    first_output: float
     longest: float
     ended_at: float
     seconds: float
@@ -38,7 +40,9 @@ def longest_silence(argv: Sequence[str], *, env: Mapping[str, str] | None = None
     and measure its longest silence; :class:`subprocess.TimeoutExpired` (after killing it) past
     ``timeout``."""
     full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
-    start = last = time.monotonic()
+    start = time.monotonic()
+    first: float | None = None
+    last = start
     longest, ended_at = 0.0, 0.0
     chunks: list[bytes] = []
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # noqa: S603
@@ -57,7 +61,9 @@ def longest_silence(argv: Sequence[str], *, env: Mapping[str, str] | None = None
             now = time.monotonic()
             if not data:
                 break
-            if now - last > longest:
+            if first is None:
+                first = now
+            elif now - last > longest:
                 longest, ended_at = now - last, now - start
             last = now
             chunks.append(data)
@@ -69,12 +75,14 @@ def longest_silence(argv: Sequence[str], *, env: Mapping[str, str] | None = None
             proc.kill()
             proc.wait()
     end = time.monotonic()
+    if first is None:
+        first = end
     if end - last > longest:
         longest, ended_at = end - last, end - start
-    return Silence(longest, ended_at, end - start, proc.returncode, b"".join(chunks))
+    return Silence(first - start, longest, ended_at, end - start, proc.returncode, b"".join(chunks))
 
 
 if __name__ == "__main__":  # pragma: no cover - ``python -m securetrees.testing.silence CMD...``
     res = longest_silence(sys.argv[1:])
-    sys.stderr.write(f"longest silence {res.longest:.1f} s (ending at {res.ended_at:.1f} s) of {res.seconds:.1f} s; "
-                     f"exit {res.returncode}\n")
+    sys.stderr.write(f"first output at {res.first_output:.1f} s; longest silence after it {res.longest:.1f} s "
+                     f"(ending at {res.ended_at:.1f} s) of {res.seconds:.1f} s; exit {res.returncode}\n")
