@@ -157,12 +157,32 @@ def _fed_launch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _take_log_level(argv: list[str]) -> tuple[list[str], str | None]:
+    """Remove ``--log-level X`` / ``--log-level=X`` from a demo's arguments; return the rest and X."""
+    rest, level = [], None
+    it = iter(argv)
+    for a in it:
+        if a == "--log-level":
+            level = next(it, "")
+        elif a.startswith("--log-level="):
+            level = a.partition("=")[2]
+        else:
+            rest.append(a)
+    return rest, level
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "demo":  # ``demo NAME --log-level X``: the option is the command's, not the demo's
+        args.demo_args, level = _take_log_level(list(args.demo_args))
+        if level is not None:
+            if level.upper() not in LOG_LEVELS:
+                parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+            args.log_level = level.upper()
     configure_logging(args.log_level, file=getattr(args, "log_file", None))
     try:
         status: int = args.func(args)
