@@ -2,7 +2,9 @@
 
 All arithmetic runs on :class:`gmpy2.mpz`; callers convert to ``int`` at the
 public API.  Secret exponents go through :func:`powmod_sec` (GMP's
-``mpz_powm_sec``: same time and memory-access pattern for same-size inputs).
+``mpz_powm_sec``: same time and memory-access pattern for same-size inputs) or,
+for encryption randomness, a :class:`FixedBaseTable` (the same number of
+multiplications for every exponent below its declared bound).
 
 Prime generation draws every candidate from a :class:`~securetrees.rand.RandomSource`
 (the OS CSPRNG by default) and filters it with a sieve before any modular
@@ -18,19 +20,20 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-from securetrees.errors import ParameterError
+from securetrees.errors import ExponentRangeError, ParameterError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource, SystemRandom
 
 __all__ = [
     "MILLER_RABIN_ROUNDS",
     "FixedBaseTable",
+    "check_exponent",
     "crt_pair",
     "invert",
     "is_probable_prime",
@@ -231,16 +234,47 @@ def random_prime(
                 return c
 
 
+def check_exponent(exp: int | mpz, bits: int) -> mpz:
+    """``exp`` as an mpz if ``0 <= exp < 2^bits``, else :class:`ExponentRangeError`."""
+    e = mpz(exp)
+    if e < 0 or e.bit_length() > bits:
+        raise ExponentRangeError(f"exponent must lie in [0, 2^{bits})")
+    return e
+
+
+def window_digits(exp: mpz, window: int, count: int) -> list[int]:
+    """The ``count`` base-``2^window`` digits of ``exp < 2^(window·count)``, least significant first.
+
+    A guard bit above the top digit keeps every shift on a number of the same size,
+    so the work does not depend on how many of the top digits are zero.
+    """
+    x = int(exp) | (1 << (window * count))
+    mask = (1 << window) - 1
+    if window == 8:
+        return list(x.to_bytes(count + 1, "little")[:count])
+    digits = []
+    for _ in range(count):
+        digits.append(x & mask)
+        x >>= window
+    return digits
+
+
 @dataclass(frozen=True, eq=False)
 class FixedBaseTable:
-    """Precomputed powers for ``base^e mod modulus`` with exponents of at most ``exp_bits`` bits.
+    """Precomputed powers for ``base^e mod modulus``, secret ``e`` of at most ``exp_bits`` bits.
 
-    Row i holds ``base^(d * 2^(w*i))`` for every w-bit digit d, so an
-    exponentiation is one multiplication per w-bit digit and no squaring
-    (``ceil(exp_bits / w)`` multiplications).  Memory is
-    ``ceil(exp_bits / w) * 2^w`` residues.  Table look-ups depend on the
-    exponent, so this is not constant-time against a co-located attacker;
-    it is used for encryption randomness, never for long-term secret keys.
+    Row i holds ``base^((d + 1) · 2^(w·i))`` for every w-bit digit d: the digit set
+    is ``{1, ..., 2^w}``, so no entry is the identity and every window costs one
+    full multiplication.  :meth:`pow` with a bound of B bits always processes all
+    ``k = ceil(B / w)`` windows.  The digit set adds ``K = Σ_{i<k} 2^(w·i)`` to the
+    exponent; a *head* row per ``k``, row 0 times ``base^(-K)``, takes it off, so
+    the first window is a look-up and the other ``k - 1`` windows one multiplication
+    each, whatever the exponent (0 included).  Memory is ``ceil(exp_bits / w) · 2^w``
+    residues, plus ``2^w`` per bound used.
+
+    The entry read in each row is chosen by one digit of the exponent: Python cannot
+    hide these secret-indexed reads from a cache-timing attacker on the same
+    machine (``specs/paillier.md``, "Secret exponents").  The base must be a unit.
     """
 
     base: mpz
@@ -248,6 +282,8 @@ class FixedBaseTable:
     exp_bits: int
     window: int
     rows: tuple[tuple[mpz, ...], ...]
+    heads: dict[int, tuple[mpz, ...]] = field(default_factory=dict, repr=False)
+    """``k -> row 0 · base^(-K_k)`` for the window counts used so far."""
 
     @classmethod
     def build(cls, base: int | mpz, modulus: int | mpz, exp_bits: int, window: int = 8) -> FixedBaseTable:
@@ -255,31 +291,50 @@ class FixedBaseTable:
             raise ParameterError("exp_bits must be positive and window in [1, 12]")
         m = mpz(modulus)
         b = mpz(base) % m
+        if m < 2 or gmpy2.gcd(b, m) != 1:
+            raise ParameterError("a fixed-base table needs a unit base modulo a modulus above 1")
         rows: list[tuple[mpz, ...]] = []
+        step = b  # base^(2^(w·i)) for row i
         for _ in range(-(-exp_bits // window)):
-            row = [mpz(1)]
+            row = [step]
             for _ in range((1 << window) - 1):
-                row.append(row[-1] * b % m)
+                row.append(row[-1] * step % m)
             rows.append(tuple(row))
-            b = row[-1] * b % m  # base^(2^w) for the next row
-        return cls(mpz(base) % m, m, exp_bits, window, tuple(rows))
+            step = row[-1]  # base^(2^w · 2^(w·i)), the last entry
+        table = cls(b, m, exp_bits, window, tuple(rows))
+        table.head(len(rows))
+        return table
 
-    def pow(self, exp: int | mpz) -> mpz:
-        """``base^exp mod modulus`` for ``0 <= exp < 2^exp_bits``."""
-        e = mpz(exp)
-        if e < 0 or e.bit_length() > self.exp_bits:
-            raise ParameterError(f"exponent must lie in [0, 2^{self.exp_bits})")
-        mask = (1 << self.window) - 1
-        acc = mpz(1)
+    def windows(self, bits: int) -> int:
+        """``ceil(bits / w)``, the windows of one :meth:`pow` with bound ``bits`` (it multiplies one time fewer)."""
+        return -(-bits // self.window)
+
+    def head(self, count: int) -> tuple[mpz, ...]:
+        """Row 0 times ``base^(-K)``, ``K = Σ_{i<count} 2^(w·i)``: built once per ``count``."""
+        head = self.heads.get(count)
+        if head is None:
+            k = sum(mpz(1) << (self.window * i) for i in range(count))
+            m = self.modulus
+            inv = invert(gmpy2.powmod(self.base, k, m), m)
+            head = tuple(inv * v % m for v in self.rows[0])
+            self.heads[count] = head
+        return head
+
+    def pow(self, exp: int | mpz, bits: int | None = None) -> mpz:
+        """``base^exp mod modulus`` for a secret ``0 <= exp < 2^bits`` (``bits`` defaults to ``exp_bits``).
+
+        Exactly ``ceil(bits / w) - 1`` multiplications mod ``modulus`` for every exponent in
+        range; :class:`ExponentRangeError` outside it, or if ``bits`` exceeds the table.
+        """
+        bound = self.exp_bits if bits is None else bits
+        if not 1 <= bound <= self.exp_bits:
+            raise ExponentRangeError(f"exponent bound must lie in [1, {self.exp_bits}] bits")
+        count = self.windows(bound)
+        digits = window_digits(check_exponent(exp, bound), self.window, count)
         m = self.modulus
-        w = self.window
-        for row in self.rows:
-            if not e:
-                break
-            d = int(e & mask)
-            if d:
-                acc = acc * row[d] % m
-            e >>= w
+        acc = self.head(count)[digits[0]]
+        for row, d in zip(self.rows[1:count], digits[1:], strict=True):
+            acc = acc * row[d] % m
         return acc
 
 

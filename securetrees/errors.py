@@ -13,6 +13,7 @@ __all__ = [
     "AuthenticationError",
     "DecodeError",
     "EncodingOverflowError",
+    "ExponentRangeError",
     "InsecureParameterWarning",
     "InvalidCiphertext",
     "KeyMismatchError",
@@ -37,6 +38,11 @@ class SecureTreesError(Exception):
 
 class ParameterError(SecureTreesError, ValueError):
     """A parameter is out of its allowed range (key size, precision, bounds, ...)."""
+
+
+class ExponentRangeError(ParameterError):
+    """A secret exponent lies outside the bound its fixed-operation-count exponentiation was
+    declared for (``[0, 2^bits)``), or the bound exceeds what the precomputed table covers."""
 
 
 class EncodingOverflowError(SecureTreesError, OverflowError):

@@ -30,7 +30,7 @@ from typing import Final, Literal
 
 import gmpy2
 
-from securetrees._nt import FixedBaseTable, invert, mpz, powmod, powmod_sec, safe_prime_pair
+from securetrees._nt import FixedBaseTable, check_exponent, invert, mpz, powmod_sec, safe_prime_pair
 from securetrees.encoding import SignedRange
 from securetrees.errors import (
     InsecureParameterWarning,
@@ -103,9 +103,11 @@ class TableCache:
     A base gets its table on its ``build_after``-th exponentiation (so a one-off
     joint key does not pay for a table), and at most ``max_bases`` tables are
     kept (least recently used dropped).  ``window=None`` turns tables off.
-    Memory per table is ``ceil(|N|/w) * 2^w`` residues mod N²: at 2048 bits and
-    w = 6 about 11 MB, at w = 8 about 34 MB.  Table look-ups depend on the
-    exponent, so tables serve encryption randomness only, never secret keys.
+    Memory per table is ``ceil(B/w) * 2^w`` residues mod N² (``B = |N/4|`` bits): at
+    2048 bits and w = 6 about 11 MB, at w = 8 about 34 MB.  Every exponentiation
+    costs the same ``ceil(B/w) - 1`` multiplications, but which entries it reads depends
+    on the exponent (visible to cache timing), so tables serve encryption randomness
+    only, never secret keys.
     """
 
     def __init__(
@@ -156,14 +158,18 @@ class TableCache:
         return tab
 
     def pow(self, base: mpz, exp: mpz, modulus: mpz, exp_bits: int) -> mpz:
-        """``base^exp mod modulus`` for a public or encryption-randomness exponent (a plain
-        exponentiation when tables are off or ``exp`` is outside ``[0, 2^exp_bits)``)."""
-        if exp < 0 or exp.bit_length() > exp_bits:
-            return powmod(base, exp, modulus)
+        """``base^exp mod modulus`` for a secret exponent ``0 <= exp < 2^exp_bits`` (encryption
+        randomness); :class:`~securetrees.errors.ExponentRangeError` outside that bound.
+
+        With a table: ``ceil(exp_bits / w) - 1`` multiplications whatever ``exp`` is.  Before the
+        base's table is built, with tables off, or with a table built for fewer bits:
+        :func:`~securetrees._nt.powmod_sec`.
+        """
+        e = check_exponent(exp, exp_bits)
         tab = self.table(base, modulus, exp_bits)
-        if tab is None:
-            return powmod(base, exp, modulus)
-        return tab.pow(exp)
+        if tab is None or tab.exp_bits < exp_bits:
+            return powmod_sec(base, e, modulus)
+        return tab.pow(e, exp_bits)
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,13 +216,19 @@ class SystemParams:
         """Encryption randomness is uniform in ``[1, N/4]`` (CRYPTO_NOTES §1, HoEnc)."""
         return self.n // 4
 
+    @property
+    def exponent_bits(self) -> int:
+        """B, the bit length of ``N/4``: every encryption-randomness exponent is below ``2^B``."""
+        return int(self.r_bound.bit_length())
+
     def random_exponent(self, rng: RandomSource) -> mpz:
         """A uniform ``r ∈ [1, N/4]``."""
         return mpz(rng.randbelow(int(self.r_bound))) + 1
 
     def g_pow(self, exp: mpz) -> mpz:
-        """``g^exp mod N²`` for encryption randomness (comb table when enabled)."""
-        return self.tables.pow(self.g, exp, self.n2, self.bits)
+        """``g^exp mod N²`` for a secret ``0 <= exp < 2^exponent_bits`` (encryption randomness):
+        a comb table's fixed ``ceil(B / w) - 1`` multiplications, or ``powmod_sec`` (:meth:`TableCache.pow`)."""
+        return self.tables.pow(self.g, exp, self.n2, self.exponent_bits)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SystemParams) and self.params_id == other.params_id
@@ -293,13 +305,14 @@ class PublicKey:
 
     def precompute(self) -> None:
         """Build the comb tables for g and h now rather than on first use (no-op if tables are off)."""
-        bits = self.params.bits
+        bits = self.params.exponent_bits
         self.params.tables.table(self.params.g, self.n2, bits, build=True)
         self.params.tables.table(self.h, self.n2, bits, build=True)
 
     def h_pow(self, exp: mpz) -> mpz:
-        """``h^exp mod N²`` for encryption randomness (comb table when enabled)."""
-        return self.params.tables.pow(self.h, exp, self.n2, self.params.bits)
+        """``h^exp mod N²`` for a secret ``0 <= exp < 2^exponent_bits`` (encryption randomness),
+        as :meth:`SystemParams.g_pow`."""
+        return self.params.tables.pow(self.h, exp, self.n2, self.params.exponent_bits)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PublicKey) and self.key_id == other.key_id

@@ -278,10 +278,11 @@ class PublicKey:
     def obfuscator_from(self, mode: Mode, randomness: mpz) -> mpz:
         """``hs^a`` or ``r^N`` mod N²: a uniform-looking encryption of 0."""
         if mode == "classic":
-            return powmod(randomness, self._n, self._n2)
+            return powmod(randomness, self._n, self._n2)  # the exponent N is public
         if mode not in MODES:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
-        return self.comb_table().pow(randomness)
+        # ``a`` is secret: a fixed number of windows and multiplications for the mode's bound.
+        return self.comb_table().pow(randomness, self.exponent_bits(mode))
 
     def obfuscator(
         self, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
@@ -530,7 +531,8 @@ class PrivateKey:
             xq = powmod_sec(rq, self._q, self._q2)
         elif mode in MODES:
             tp, tq = self.comb_tables()
-            xp, xq = tp.pow(randomness), tq.pow(randomness)
+            bits = self._pk.exponent_bits(mode)
+            xp, xq = tp.pow(randomness, bits), tq.pow(randomness, bits)
         else:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
         return crt_pair(xp, xq, self._p2, self._q2, self._q2_inv_p2)

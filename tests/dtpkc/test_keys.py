@@ -19,6 +19,7 @@ from securetrees.dtpkc.keys import (
     system_from_primes,
 )
 from securetrees.errors import (
+    ExponentRangeError,
     InsecureParameterWarning,
     KeyMismatchError,
     ParameterError,
@@ -164,8 +165,11 @@ def test_table_cache_builds_lazily_and_bounds_memory() -> None:
         for e in (7, 3000):
             assert cache.pow(b, mpz(e), params.n2, params.bits) == pow(int(b), e, int(params.n2))
     assert len(cache) == 2  # least recently used dropped
-    big = mpz(1) << 40  # outside the table's exponent range: plain exponentiation
-    assert cache.pow(bases[2], big, params.n2, params.bits) == pow(5, int(big), int(params.n2))
+    big = mpz(1) << 40  # outside the declared exponent bound: refused, never a variable-time path
+    with pytest.raises(ExponentRangeError):
+        cache.pow(bases[2], big, params.n2, params.bits)
+    with pytest.raises(ExponentRangeError):
+        cache.pow(bases[2], mpz(-1), params.n2, params.bits)
     cache.configure(None)
     assert cache.pow(bases[0], mpz(9), params.n2, params.bits) == pow(2, 9, int(params.n2))
     assert len(cache) == 0
