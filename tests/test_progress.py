@@ -2,7 +2,8 @@
 nothing at all when disabled; and every demo (but HybridTree's) keeps the terminal alive.
 
 The demo check runs each demo on a small configuration in a subprocess with the heartbeat
-lowered to 0.25 s and asserts that no gap between two pieces of output reaches 3 s, so a
+lowered to 0.25 s and asserts that no gap between two pieces of output reaches 3 s (start-up
+before the first output and teardown after the last are not the demo's to fill), so a
 phase of a demo that no progress display covers (and that lasts 3 s, which the small runs
 make likely for any real phase) fails it.  The margin is twelve heartbeats: a gap that large
 needs the process starved of the CPU for seconds, not just a loaded machine.  The planted

@@ -5,9 +5,10 @@
 Each demo runs as ``python -m securetrees demo NAME`` in a subprocess with unbuffered
 output (what a terminal shows); :func:`securetrees.testing.silence.longest_silence` records
 the longest gap between two pieces of output (stdout and stderr merged; a progress bar's
-in-place refresh counts) and the time to the first output (interpreter start-up and imports).
+in-place refresh counts), the time to the first output (interpreter start-up and imports)
+and the time from the last output to the exit (interpreter teardown).
 Each demo runs once at its defaults (the quick run uses small configurations); the target
-is a gap below 10 s after the first output.  HybridTree's demo is left out here (its
+is no silence of 10 s or more, start and exit included.  HybridTree's demo is left out here (its
 progress belongs to the HybridTree work).
 """
 
@@ -39,13 +40,14 @@ QUICK: dict[str, list[str]] = {
 
 
 def run(report: Report, quick: bool) -> None:
-    table = report.table("Longest silence of each demo (seconds)",
-                         ["demo", "arguments", "first output", "longest gap after it", "longest gap ends at",
-                          "total", "exit"])
+    table = report.table("Silences of each demo (seconds)",
+                         ["demo", "arguments", "first output", "longest gap between outputs", "it ends at",
+                          "last output to exit", "total", "status"])
     for name, extra in (QUICK if quick else FULL).items():
         res = longest_silence([sys.executable, "-m", "securetrees", "demo", name, *extra])
-        table.add(name, " ".join(extra) or "(defaults)", f"{res.first_output:.1f}",
-                  f"{res.longest:.1f}", f"{res.ended_at:.1f}", f"{res.seconds:.1f}", res.returncode)
-        report.data[name] = {"first_output": res.first_output, "longest": res.longest,
+        table.add(name, " ".join(extra) or "(defaults)", f"{res.first_output:.1f}", f"{res.longest:.1f}",
+                  f"{res.ended_at:.1f}", f"{res.tail:.1f}", f"{res.seconds:.1f}", res.returncode)
+        report.data[name] = {"first_output": res.first_output, "longest": res.longest, "tail": res.tail,
                              "seconds": res.seconds, "returncode": res.returncode}
-        report.check(f"{name}: longest gap after the first output (s)", res.longest, "<=", TARGET_SECONDS)
+        report.check(f"{name}: longest silence, start and exit included (s)",
+                     max(res.first_output, res.longest, res.tail), "<=", TARGET_SECONDS)

@@ -31,7 +31,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars or lines on stderr")
     args = parser.parse_args(list(argv))
-    data = load_adult()
+    with phase("loading UCI Adult", enabled=not args.no_progress):
+        data = load_adult()
     X, y = data.X_train, data.y_train
     if args.rows:
         X, y = X[:args.rows], y[:args.rows]

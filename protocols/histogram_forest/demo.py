@@ -42,7 +42,8 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     counts = [int(c) for c in args.clients.split(",") if c.strip()]
 
-    data = load_adult()
+    with phase("loading UCI Adult", enabled=not args.no_progress):
+        data = load_adult()
     X = np.vstack([data.X_train, data.X_test])
     y = np.concatenate([data.y_train, data.y_test])
     schema = adult_schema(X, list(data.categorical), [len(data.categories.get(n, ())) for n in data.feature_names])

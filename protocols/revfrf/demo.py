@@ -58,7 +58,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars or lines on stderr")
     args = parser.parse_args(list(argv))
 
-    ad = load_adult()
+    with phase("loading UCI Adult", enabled=not args.no_progress):
+        ad = load_adult()
     X = np.nan_to_num(ad.X_train[: args.rows], nan=-1.0)
     y = ad.y_train[: args.rows]
     Xt, yt = np.nan_to_num(ad.X_test[: args.test_rows], nan=-1.0), ad.y_test[: args.test_rows]
