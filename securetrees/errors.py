@@ -17,6 +17,7 @@ __all__ = [
     "InsecureParameterWarning",
     "InvalidCiphertext",
     "KeyMismatchError",
+    "MissingDependencyError",
     "NotFittedError",
     "OutputExistsError",
     "ParameterError",
@@ -104,6 +105,11 @@ class RemoteError(ProtocolError):
 
 class RevokedError(ProtocolError):
     """An operation needs a party, key or forest epoch that has been revoked."""
+
+
+class MissingDependencyError(SecureTreesError, ImportError):
+    """An optional dependency needed by the called function is not installed; the message
+    names the extra that provides it (``pip install 'securetrees[EXTRA]'``)."""
 
 
 class NotFittedError(SecureTreesError, ValueError, AttributeError):

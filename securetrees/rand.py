@@ -5,6 +5,9 @@ come from a :class:`RandomSource`.  The default, :data:`SYSTEM_RANDOM`, draws
 from the operating system's CSPRNG through :mod:`secrets`.  A
 :class:`DeterministicRandom` (a SHAKE-256 stream keyed by a label) exists only
 so that known-answer tests can pin exact numbers; it must never protect data.
+A :class:`KeyedRandom` is the same construction under a secret 32-byte key drawn
+from a :class:`RandomSource`: a party's repeatable choices (the same key and
+label give the same numbers after a restart) that nobody without the key predicts.
 
 Machine-learning randomness (bootstrap samples, feature subsets) is a separate
 concern, seeded by the user through ``random_state``; it never feeds this
@@ -19,7 +22,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from securetrees.errors import ParameterError
 
-__all__ = ["SYSTEM_RANDOM", "DeterministicRandom", "RandomSource", "SystemRandom"]
+__all__ = ["SYSTEM_RANDOM", "DeterministicRandom", "KeyedRandom", "RandomSource", "SystemRandom"]
 
 
 @runtime_checkable
@@ -68,18 +71,15 @@ class SystemRandom:
 SYSTEM_RANDOM: Final[SystemRandom] = SystemRandom()
 
 
-class DeterministicRandom:
-    """A reproducible stream for known-answer tests only: NOT for protecting data.
-
-    Output is SHAKE-256 of ``label || counter`` in 64-byte blocks, so two
-    sources with the same label produce the same numbers on every platform.
-    ``randbelow`` uses rejection sampling, so it is exactly uniform.
-    """
+class _ShakeStream:
+    """SHAKE-256 of ``domain || label || counter`` in 64-byte blocks; ``randbelow`` uses
+    rejection sampling, so it is exactly uniform."""
 
     __slots__ = ("_buffer", "_counter", "_label")
+    _domain = b""
 
-    def __init__(self, label: bytes | str) -> None:
-        self._label = label.encode() if isinstance(label, str) else bytes(label)
+    def __init__(self, label: bytes) -> None:
+        self._label = label
         self._counter = 0
         self._buffer = b""
 
@@ -88,7 +88,7 @@ class DeterministicRandom:
             raise ParameterError(f"byte count must be non-negative, got {k}")
         while len(self._buffer) < k:
             block = hashlib.shake_256(
-                b"securetrees/deterministic/" + self._label + self._counter.to_bytes(8, "big")
+                self._domain + self._label + self._counter.to_bytes(8, "big")
             ).digest(64)
             self._counter += 1
             self._buffer += block
@@ -111,5 +111,37 @@ class DeterministicRandom:
             if value < n:
                 return value
 
+class DeterministicRandom(_ShakeStream):
+    """A reproducible stream for known-answer tests only: NOT for protecting data.
+
+    Output is SHAKE-256 of ``label || counter`` in 64-byte blocks, so two
+    sources with the same label produce the same numbers on every platform.
+    ``randbelow`` uses rejection sampling, so it is exactly uniform.
+    """
+
+    __slots__ = ()
+    _domain = b"securetrees/deterministic/"
+
+    def __init__(self, label: bytes | str) -> None:
+        super().__init__(label.encode() if isinstance(label, str) else bytes(label))
+
     def __repr__(self) -> str:
         return f"DeterministicRandom(label={self._label!r})"
+
+
+class KeyedRandom(_ShakeStream):
+    """A pseudorandom stream under a secret key: SHAKE-256 of ``key || label || counter``
+    (the key is 32 bytes drawn from a :class:`RandomSource`, so the stream is a PRF of the
+    label).  A party uses it for choices it must be able to repeat exactly after a restart
+    (the same key and label give the same numbers) yet others must not predict."""
+
+    __slots__ = ()
+    _domain = b"securetrees/keyed/"
+
+    def __init__(self, key: bytes, label: bytes | str) -> None:
+        if not isinstance(key, bytes) or len(key) != 32:
+            raise ParameterError("a KeyedRandom key is 32 bytes")
+        super().__init__(key + (label.encode() if isinstance(label, str) else bytes(label)))
+
+    def __repr__(self) -> str:
+        return "KeyedRandom(key=<hidden>)"

@@ -52,3 +52,25 @@ def test_deterministic_randbelow_is_uniform_over_small_range() -> None:
         counts[rng.randbelow(3)] += 1
     chi2 = sum((c - n / 3) ** 2 / (n / 3) for c in counts)
     assert chi2 < 27.6  # the 1 - 1e-6 quantile of chi-square with 2 degrees of freedom
+
+
+def test_keyed_random_is_a_stream_of_its_key_and_label() -> None:
+    from securetrees.rand import KeyedRandom
+
+    key, other = b"k" * 32, b"q" * 32
+    assert isinstance(KeyedRandom(key, "a"), RandomSource)
+    assert KeyedRandom(key, "a").token_bytes(32) == KeyedRandom(key, b"a").token_bytes(32)
+    assert KeyedRandom(key, "a").token_bytes(32) != KeyedRandom(key, "b").token_bytes(32)
+    assert KeyedRandom(key, "a").token_bytes(32) != KeyedRandom(other, "a").token_bytes(32)
+    # another domain than the known-answer stream with the same bytes as label
+    assert KeyedRandom(key, "a").token_bytes(32) != DeterministicRandom(key + b"a").token_bytes(32)
+    assert "k" * 8 not in repr(KeyedRandom(key, "a")) and "hidden" in repr(KeyedRandom(key, "a"))
+
+
+@pytest.mark.parametrize("key", [b"", b"k" * 31, b"k" * 33, "k" * 32])
+def test_keyed_random_refuses_a_key_that_is_not_32_bytes(key: object) -> None:
+    from securetrees.errors import ParameterError
+    from securetrees.rand import KeyedRandom
+
+    with pytest.raises(ParameterError):
+        KeyedRandom(key, "a")  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from protocols.federated_forest.estimators import (
 )
 from protocols.federated_forest.master import Master
 from protocols.federated_forest.params import ForestParams
-from protocols.federated_forest.skeleton import assemble_tree
+from protocols.federated_forest.skeleton import assemble_tree, model_tree
 
 __all__ = [
     "CheckpointStore",
@@ -30,4 +30,5 @@ __all__ = [
     "Master",
     "assemble_tree",
     "check_partition",
+    "model_tree",
 ]

@@ -108,7 +108,9 @@ class WorkState(Message):
 @message("federated_forest.state.master")
 @dataclass(frozen=True)
 class MasterState(Message):
-    """The master's progress, finished trees, tree in progress and random state (PCG64 integers)."""
+    """The master's progress, finished trees, tree in progress and random state (PCG64 integers);
+    per finished tree and for the tree in progress, which nodes belong to the central forest's
+    tree (the others are cover splits), and the cover streams' key."""
 
     tree: int
     layer: int
@@ -116,6 +118,9 @@ class MasterState(Message):
     work: WorkState | None
     rng_state: tuple[int, int, int, int]
     tree_features: np.ndarray
+    reference: tuple[np.ndarray, ...]
+    work_reference: np.ndarray
+    cover_key: bytes
 
 
 @message("federated_forest.state.client")

@@ -28,13 +28,14 @@ from protocols.federated_forest.checkpoint import (
     TreeState,
     WorkState,
 )
+from protocols.federated_forest.cover import random_valid_splits
 from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
 from protocols.federated_forest.ids import canonical_order, hash_ids
-from protocols.federated_forest.skeleton import LayerState, OwnSplit, TreeSkeleton, check_positions
+from protocols.federated_forest.skeleton import LayerState, OwnSplit, TreeSkeleton, check_positions, forest_output
 from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
-from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.rand import SYSTEM_RANDOM, KeyedRandom, RandomSource
 from securetrees.runtime import Message, Network, Party, encode, handles
 from securetrees.trees import BinMapper, Criterion, Tree, best_splits, build_histograms, make_criterion, node_totals
 from securetrees.trees.grow import goes_left_binned
@@ -146,6 +147,7 @@ class Client(Party):
         self._mode: Mode = paillier_mode
         self._load_pk = public_key_loader
         self._rng = rng
+        self._cover_key = rng.token_bytes(32)  # label holder: its cover-split choices (``cover.py``)
         self._store = checkpoint
         self.counters = CryptoCounters()
         self.trees: list[Tree] = []
@@ -393,14 +395,21 @@ class Client(Party):
 
     @handles(m.NodeStatsRequest)
     def on_node_stats(self, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
-        """Layer step 1 (label holder): value and purity of each frontier node
-        (Reveals: the master learns the complete model's node values and the pure nodes)."""
+        """Layer step 1 (label holder): purity of each frontier node and its value (Reveals:
+        the master learns which nodes are pure; in ``shared`` mode also the node values, the
+        complete model's leaves.  In ``encrypted`` mode the values stay in the label holder's
+        own tree, for prediction's last step)."""
+        setup = self._require_setup()
         state = self._require_tree(msg.tree)
-        if self._stats is None or not self.is_label_holder or self._criterion is None:
+        if self._stats is None or not self.is_label_holder or self._criterion is None or self._skeleton is None:
             raise UnexpectedMessage(f"{self.name} holds no labels")
         totals = node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
         values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
-        return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
+        pure = np.asarray(self._criterion.is_pure(totals))
+        if setup.label_protection == "encrypted":
+            self._skeleton.set_values(state.frontier, values)
+            return m.NodeStats(np.zeros((state.frontier.size, 0)), pure)
+        return m.NodeStats(np.ascontiguousarray(values), pure)
 
     def _node_features(self, msg: m.FindSplits, n_frontier: int) -> tuple[IntArray, IntArray, IntArray]:
         """Requested positions, their own local features (padded by repetition to one width)
@@ -476,9 +485,37 @@ class Client(Party):
         top = int(n_bins[table].max())  # bins above every candidate's count stay empty
         hist = build_histograms(self._binned, node, self._stats, positions.size, top, features, rows=rows,
                                 missing_bin=mapper.missing_bin)
-        res = best_splits(hist, self._criterion, categorical=np.asarray(mapper.categorical, dtype=bool),
-                          n_bins=n_bins, features=features, min_samples_leaf=self._require_setup().min_samples_leaf)
-        return res.found, res.gain, res.feature, res.bin, res.missing_left
+        setup = self._require_setup()
+        cat = np.asarray(mapper.categorical, dtype=bool)
+        res = best_splits(hist, self._criterion, categorical=cat, n_bins=n_bins, features=features,
+                          min_samples_leaf=setup.min_samples_leaf)
+        found, gain, feat = res.found.copy(), res.gain.copy(), res.feature.copy()
+        bins, mleft = res.bin.copy(), res.missing_left.copy()
+        if setup.label_protection == "encrypted":  # the label holder's own nodes without gain
+            fz = np.maximum(features, 0)
+            self._cover(hist, features >= 0, n_bins[fz], cat[fz], positions, found, gain, bins, mleft,
+                        lambda k, j: int(features[k, j]), feat, f"{state.depth}/{self.name}")
+        return found, gain, feat, bins, mleft
+
+    def _cover(self, hist: FloatArray, slots: BoolArray, n_bins: IntArray, categorical: BoolArray,
+               positions: IntArray, found: BoolArray, gain: FloatArray, bins: IntArray, mleft: BoolArray,
+               feature_of: Callable[[int, int], int], feat: IntArray, label: str) -> None:
+        """Cover splits (label holder, ``encrypted``): where no candidate gains, a uniformly random
+        valid candidate is reported as found with gain 0, so the scored client cannot tell a
+        pure or gainless node from one that splits (``specs``, "Cover splits").  In place."""
+        setup = self._require_setup()
+        need = np.flatnonzero(~found)
+        if need.size == 0:
+            return
+        channel = np.ones(hist.shape[-1]) if setup.n_classes else np.eye(hist.shape[-1])[0]
+        streams: list[RandomSource] = [KeyedRandom(self._cover_key, f"split/{self._tree}/{label}/{int(positions[k])}")
+                                       for k in need.tolist()]
+        ok, slot, b, ml = random_valid_splits(hist[need], slots[need], n_bins[need], categorical[need], channel,
+                                              setup.min_samples_leaf, streams)
+        for i, k in enumerate(need.tolist()):
+            if ok[i]:
+                found[k], gain[k], bins[k], mleft[k] = True, 0.0, b[i], ml[i]
+                feat[k] = feature_of(k, int(slot[i]))
 
     def _score_encrypted(self, state: LayerState, positions: IntArray, table: IntArray, msg: m.FindSplits
                          ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
@@ -532,9 +569,9 @@ class Client(Party):
         for k, p in enumerate(positions.tolist()):
             samples = state.rows[groups[k]]
             for f in dict.fromkeys(table[k].tolist()):  # distinct, in increasing global id
-                nb = mapper.n_bins[f]
+                nb = self._padded_bins(f)
                 bins = self._binned[samples, f].astype(np.int64)
-                bins = np.where(bins == mapper.missing_bin, nb, bins)  # missing after the real bins
+                bins = np.where(bins == mapper.missing_bin, nb, bins)  # missing after the padded bins
                 sums = bin_sums(self._weighted, samples, bins, nb, self.counters)
                 cts = pack_bins(sums, per_ct, layout, zero, self.counters, mode=self._mode, rng=self._rng)
                 packed += cts
@@ -543,9 +580,20 @@ class Client(Party):
                 chunks.append(len(cts))
         return m.ScoreRequest(
             msg.tree, msg.layer, np.asarray(entry_node, dtype=np.int64),
-            np.asarray([mapper.n_bins[f] for f in entry_feat], dtype=np.int64),
+            np.asarray([self._padded_bins(f) for f in entry_feat], dtype=np.int64),
             np.asarray([mapper.categorical[f] for f in entry_feat], dtype=bool),
             np.asarray(chunks, dtype=np.int64), tuple(packed))
+
+    def _padded_bins(self, feature: int) -> int:
+        """The bin count a candidate is sent with: this client's largest bin count, the same for
+        every feature, the bins above the feature's own count empty (encryptions of zero), so
+        that the label holder cannot name a candidate by its bin count (it learns that one number
+        per client).  ``best_splits`` reports the same split: the empty bins repeat the partition
+        of the last real bin, and ties go to the lowest bin."""
+        del feature
+        if self._mapper is None:
+            raise UnexpectedMessage(f"{self.name} has no features")
+        return int(max(self._mapper.n_bins))
 
     @handles(m.ScoreRequest)
     def on_score_request(self, sender: str, msg: m.ScoreRequest) -> m.ScoreReply:
@@ -592,10 +640,15 @@ class Client(Party):
         positions, hist, table = candidate_histograms(plain, self._layout, node, nbins, chunks, per_ct, max_bins)
         res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,
                           min_samples_leaf=setup.min_samples_leaf)
-        reply = m.ScoreReply(positions.astype(np.int64), res.found, res.feature.astype(np.int64),
-                             res.bin.astype(np.int64), res.missing_left)
+        found, gain, feat = res.found.copy(), res.gain.copy(), res.feature.astype(np.int64)
+        bins, mleft = res.bin.astype(np.int64), res.missing_left.copy()
+        first = np.ones(table.shape, dtype=bool)  # each entry's first slot (shorter nodes repeat their last)
+        first[:, 1:] = table[:, 1:] != table[:, :-1]
+        self._cover(hist, first, nbins[table], cat[table], positions, found, gain, bins, mleft,
+                    lambda k, j: int(table[k, j]), feat, f"{msg.layer}/{sender}")
+        reply = m.ScoreReply(positions.astype(np.int64), found, feat, bins, mleft)
         self._answered[(msg.tree, msg.layer, sender)] = _Answer(
-            digest, reply, positions[res.found].astype(np.int64), res.gain[res.found].astype(np.float64))
+            digest, reply, positions[found].astype(np.int64), gain[found].astype(np.float64))
         return reply
 
     @handles(m.GainsRequest)
@@ -712,6 +765,23 @@ class Client(Party):
             n_leaves.append(reach.shape[1])
             bits.append(np.packbits(reach, axis=None))
         return m.LeafSets(n_test, np.asarray(n_leaves, dtype=np.int64), tuple(bits))
+
+    @handles(m.LeafValuesRequest)
+    def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
+        """Prediction's last step (label holder, ``encrypted``): the forest output of each test
+        sample from the values it kept (Reveals: the label holder learns the leaf each test
+        sample reaches in each tree; the master learns the forest output only)."""
+        setup = self._require_setup()
+        if not self.is_label_holder or setup.label_protection != "encrypted":
+            raise UnexpectedMessage(f"{self.name} keeps no leaf values")
+        leaves = np.asarray(msg.leaves)
+        n_test = self._X_test.shape[0]
+        if not self.trees or leaves.dtype.kind not in "iu" or leaves.shape != (len(self.trees), n_test):
+            raise ProtocolError("leaf values requested for the wrong trees or test rows")
+        for t, row in zip(self.trees, leaves, strict=True):
+            if row.size and (row.min() < 0 or row.max() >= t.n_nodes or not np.all(np.isfinite(t.value[row]))):
+                raise ProtocolError("leaf values requested for a node without a value")
+        return m.ForestOutput(forest_output(self.trees, leaves.astype(np.int64), classification=bool(setup.n_classes)))
 
     @handles(m.RouteRequest)
     def on_route(self, sender: str, msg: m.RouteRequest) -> m.RouteReply:

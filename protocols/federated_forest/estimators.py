@@ -27,7 +27,7 @@ from protocols.federated_forest.client import Client, LabelSpec
 from protocols.federated_forest.ids import canonical_order, hash_ids
 from protocols.federated_forest.master import Master
 from protocols.federated_forest.params import LABEL_MODES, ForestParams
-from protocols.federated_forest.skeleton import assemble_tree
+from protocols.federated_forest.skeleton import model_tree
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import Mode, PrivateKey, PublicKey
 from securetrees.progress import tracked
@@ -170,7 +170,7 @@ class _FederatedForest:
         ]
         master = Master("master", net, names, params, label_protection=self.label_protection,
                         criterion=self.criterion, max_bins=self.max_bins, checkpoint=stores["master"],
-                        progress=self.progress)
+                        progress=self.progress, rng=self.rng)
         if resume:
             master.resume()
         else:
@@ -222,14 +222,17 @@ class _FederatedForest:
         return out
 
     def complete_forest(self) -> Forest:
-        """The complete trees ``T = T_1 ∪ ... ∪ T_M`` joined from every party (tests, audits)."""
+        """The complete trees ``T = T_1 ∪ ... ∪ T_M`` joined from every party (tests, audits):
+        values from the master (``shared``) or the label holder (``encrypted``), cover
+        subtrees removed."""
         self._fitted()
-        trees = tuple(
-            assemble_tree(t, [c.trees[k] for c in self.clients_], self.partition_)
-            for k, t in enumerate(self.master_.trees)
-        )
+        holder = self.clients_[self.label_holder]
+        encrypted = self.label_protection == "encrypted"
+        trees = [model_tree(t, self.master_.reference[k], [c.trees[k] for c in self.clients_], self.partition_,
+                            values=holder.trees[k].value if encrypted else None)
+                 for k, t in enumerate(self.master_.trees)]
         classes = getattr(self, "classes_", None)
-        return Forest(trees, "classification" if classes is not None else "regression", classes)
+        return Forest(tuple(trees), "classification" if classes is not None else "regression", classes)
 
 
 class FederatedForestClassifier(_FederatedForest):

@@ -23,11 +23,13 @@ __all__ = [
     "DistributeLabels",
     "EncryptedLabels",
     "FindSplits",
+    "ForestOutput",
     "GainsReply",
     "GainsRequest",
     "Hello",
     "LayerPartition",
     "LeafSets",
+    "LeafValuesRequest",
     "LocalBest",
     "NodeStats",
     "NodeStatsRequest",
@@ -137,7 +139,9 @@ class NodeStatsRequest(Message):
 @message("federated_forest.node_stats", reply_to=NodeStatsRequest)
 @dataclass(frozen=True)
 class NodeStats(Message):
-    """Label holder → master: value (class counts or mean) and purity of each frontier node."""
+    """Label holder → master: purity of each frontier node and (``shared`` mode) its value
+    (class counts or mean); in ``encrypted`` mode ``values`` has no column: the values stay
+    with the label holder."""
 
     values: np.ndarray
     pure: np.ndarray
@@ -298,6 +302,24 @@ class LeafSets(Message):
     n_test: int
     n_leaves: np.ndarray
     bits: tuple[np.ndarray, ...]
+
+
+@message("federated_forest.leaf_values_request", sender="master", receiver="client")
+@dataclass(frozen=True)
+class LeafValuesRequest(Message):
+    """Master → label holder (``encrypted`` prediction): ``leaves[t, j]``, the node of tree ``t``
+    whose value test sample ``j`` takes (a leaf of the central forest's tree)."""
+
+    leaves: np.ndarray
+
+
+@message("federated_forest.forest_output", reply_to=LeafValuesRequest)
+@dataclass(frozen=True)
+class ForestOutput(Message):
+    """Label holder → master: the forest's output per test sample (mean over the trees of the
+    leaf class distributions, or of the leaf values)."""
+
+    output: np.ndarray
 
 
 @message("federated_forest.route_request", sender="master", receiver="client")

@@ -12,15 +12,17 @@ the master's tree and the clients' partial trees into the complete tree
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
+from protocols.federated_forest.cover import prune
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.trees import Tree
 
-__all__ = ["LayerState", "OwnSplit", "TreeSkeleton", "assemble_tree", "check_positions"]
+__all__ = ["LayerState", "OwnSplit", "TreeSkeleton", "assemble_tree", "check_positions", "forest_output",
+           "model_tree"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -212,3 +214,29 @@ def assemble_tree(master_tree: Tree, client_trees: Sequence[Tree], partition: Se
                 categorical, missing_left, master_tree.provider.copy(),
                 np.zeros(master_tree.n_nodes, dtype=bool), master_tree.weight.copy(),
                 master_tree.value.copy())
+
+
+def forest_output(trees: Sequence[Tree], leaves: IntArray, *, classification: bool) -> FloatArray:
+    """Forest output from the node whose value each test sample takes in each tree
+    (``leaves[t, j]``), as ``trees.Forest`` computes it: mean over the trees of the class
+    distributions (classification) or of the values."""
+    n_outputs = trees[0].value.shape[1]
+    total = np.zeros((leaves.shape[1], n_outputs), dtype=np.float64)
+    for ti, tree in enumerate(trees):
+        v = tree.value[leaves[ti]]
+        if classification:
+            s = v.sum(axis=1, keepdims=True)
+            v = np.divide(v, s, out=np.zeros_like(v), where=s > 0)
+        total += v
+    return total / len(trees)
+
+
+def model_tree(master_tree: Tree, reference: BoolArray, client_trees: Sequence[Tree],
+               partition: Sequence[Sequence[int]], *, values: FloatArray | None = None) -> Tree:
+    """The model's complete tree (tests, audits): :func:`assemble_tree`, the values of
+    ``values`` (the label holder's tree in ``encrypted`` mode) or the master's, and the cover
+    subtrees removed (``reference``: the master's flags of the central forest's nodes)."""
+    full = assemble_tree(master_tree, client_trees, partition)
+    if values is not None:
+        full = replace(full, value=np.asarray(values, dtype=np.float64).copy())
+    return prune(full, np.asarray(reference, dtype=bool))

@@ -11,7 +11,8 @@ Modules: :mod:`~securetrees.paillier.keys` (keys, modes, decryption),
 :mod:`~securetrees.paillier.ciphertext` (operators, freshness),
 :mod:`~securetrees.paillier.pool` (precomputed randomness),
 :mod:`~securetrees.paillier.batch` (sequences, arrays, executors),
-:mod:`~securetrees.paillier.wire` (byte formats).
+:mod:`~securetrees.paillier.wire` (byte formats),
+:mod:`~securetrees.paillier.phe_interop` (conversions to and from python-paillier).
 """
 
 from __future__ import annotations

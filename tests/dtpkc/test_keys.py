@@ -75,13 +75,24 @@ def test_weak_keys_are_in_range(keys: DTPKCTestKeys) -> None:
         assert pow(keys.params.g, sk.theta, keys.params.n2) == sk.public.h
 
 
-def test_reprs_show_no_secret(keys: DTPKCTestKeys) -> None:
+def check_reprs_hide_the_secrets(keys: DTPKCTestKeys) -> None:
     secrets = [keys.strong.lam, keys.cs_share.share, keys.cc_share.share, keys.weak["u1"].theta]
     for obj in (keys.strong, keys.cs_share, keys.cc_share, keys.weak["u1"], keys.pk("u1")):
         text = repr(obj) + str(obj)
         assert "<secret>" in text or isinstance(obj, PublicKey)
         for sec in secrets:
-            assert str(int(sec)) not in text and hex(int(sec))[2:] not in text
+            assert str(int(sec)) not in text and hex(int(sec))[2:] not in text, f"{type(obj).__name__} prints a secret"
+
+
+def test_reprs_show_no_secret(keys: DTPKCTestKeys) -> None:
+    check_reprs_hide_the_secrets(keys)
+
+
+def test_a_repr_printing_theta_is_caught(keys: DTPKCTestKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: the weak key's repr prints θ (next to the placeholder)."""
+    monkeypatch.setattr(WeakSecretKey, "__repr__", lambda self: f"WeakSecretKey(<secret>, theta={int(self.theta)})")
+    with pytest.raises(AssertionError, match="WeakSecretKey prints a secret"):
+        check_reprs_hide_the_secrets(keys)
 
 
 def test_key_size_policy() -> None:

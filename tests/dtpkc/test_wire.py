@@ -51,13 +51,25 @@ def test_ciphertext_round_trip(m: int) -> None:
     assert decrypt_weak(KEYS.weak["u1"], back) == m
 
 
-def test_stale_ciphertext_is_rerandomised_on_encode() -> None:
-    c = encrypt(PK, 5)
-    stale = c + encrypt(PK, 1)
+def check_stale_ciphertext_leaves_fresh(stale: Ciphertext) -> Ciphertext:
     assert not stale.fresh
     back = decode_ciphertext(encode_ciphertext(stale), PK)
-    assert back != stale and decrypt_weak(KEYS.weak["u1"], back) == 6
+    assert back != stale, "a stale ciphertext was encoded as it is"
+    return back
+
+
+def test_stale_ciphertext_is_rerandomised_on_encode() -> None:
+    c = encrypt(PK, 5)
+    back = check_stale_ciphertext_leaves_fresh(c + encrypt(PK, 1))
+    assert decrypt_weak(KEYS.weak["u1"], back) == 6
     assert decode_ciphertext(encode_ciphertext(c), PK) == c  # a fresh one travels as is
+
+
+def test_a_stale_ciphertext_encoded_as_is_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: the encoder skips the re-randomisation."""
+    monkeypatch.setattr(Ciphertext, "rerandomize", lambda self, **_: self)
+    with pytest.raises(AssertionError, match="encoded as it is"):
+        check_stale_ciphertext_leaves_fresh(encrypt(PK, 5) + encrypt(PK, 1))
 
 
 def test_ciphertext_under_another_key_is_refused() -> None:

@@ -167,3 +167,25 @@ def test_messages_from_the_wrong_party() -> None:
     with pytest.raises(UnexpectedMessage):
         master.call("b", m.EncryptedLabels(b"", 1, 8, ()), expect=m.Ack)
     assert holder.is_label_holder
+
+
+def test_leaf_values_requests_are_checked() -> None:
+    """The label holder answers prediction's last step only in ``encrypted`` mode, only as the
+    label holder, only for its trees and the loaded test rows, only for nodes with a value."""
+    ff = FederatedForestClassifier(2, max_depth=2, random_state=1, **small_key_options())
+    ff.fit(X, Y, [[0, 1, 2], [3, 4, 5]])
+    ff.predict(X[:7])
+    net, trees = ff.network_, ff.clients_[0].trees
+    good = np.zeros((2, 7), dtype=np.int64)
+    assert net.call("master", "client0", m.LeafValuesRequest(good)).output.shape == (7, 2)
+    with pytest.raises(UnexpectedMessage):
+        net.call("master", "client1", m.LeafValuesRequest(good))
+    for bad in (np.zeros((2, 6), dtype=np.int64), np.zeros((1, 7), dtype=np.int64), np.zeros((2, 7)),
+                np.full((2, 7), trees[0].n_nodes + 50, dtype=np.int64), np.full((2, 7), -1, dtype=np.int64)):
+        with pytest.raises(ProtocolError):
+            net.call("master", "client0", m.LeafValuesRequest(bad))
+    shared = FederatedForestClassifier(1, max_depth=2, random_state=1, label_protection="shared")
+    shared.fit(X, Y, [[0, 1, 2], [3, 4, 5]])
+    shared.predict(X[:7])
+    with pytest.raises(UnexpectedMessage):
+        shared.network_.call("master", "client0", m.LeafValuesRequest(np.zeros((1, 7), dtype=np.int64)))

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, assemble_tree
+from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, model_tree
 from protocols.federated_forest import messages as m
 from protocols.federated_forest.checkpoint import CheckpointStore
 from protocols.federated_forest.testing import mixed_data, small_key_options
@@ -87,9 +87,10 @@ def _master(net: KillNet, tmp: Path, checkpoint: str) -> Master:
 
 
 def _model(master: Master, clients: dict[str, Client]) -> tuple[list[Any], np.ndarray]:
-    """The complete trees, and the one-round prediction of the test rows."""
-    trees = [assemble_tree(t, [clients[c].trees[k] for c in ("c0", "c1")], PARTITION)
-             for k, t in enumerate(master.trees)]
+    """The model's complete trees (cover splits removed, the label holder's values), and the
+    one-round prediction of the test rows."""
+    trees = [model_tree(t, master.reference[k], [clients[c].trees[k] for c in ("c0", "c1")], PARTITION,
+                        values=clients["c0"].trees[k].value) for k, t in enumerate(master.trees)]
     for i, c in enumerate(("c0", "c1")):
         clients[c].load_test(X_TEST[:, PARTITION[i]], range(X_TEST.shape[0]))
     master.align_test()

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, assemble_tree
+from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, model_tree
 from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, MasterState
 from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.errors import DecodeError, ProtocolError
@@ -58,7 +58,10 @@ def _parties(tmp: Path | None, mode: str, checkpoint: str, crash: tuple[int, int
 
 
 def _forest(master: Master, clients: list[Client]) -> list[Any]:
-    return [assemble_tree(t, [c.trees[k] for c in clients], PARTITION) for k, t in enumerate(master.trees)]
+    """The model's complete trees: cover splits removed, values from the label holder (``encrypted``)."""
+    encrypted = master.label_protection == "encrypted"
+    return [model_tree(t, master.reference[k], [c.trees[k] for c in clients], PARTITION,
+                       values=clients[0].trees[k].value if encrypted else None) for k, t in enumerate(master.trees)]
 
 
 @pytest.mark.parametrize(("mode", "checkpoint"), [("shared", "layer"), ("shared", "tree"), ("encrypted", "layer")])

@@ -55,13 +55,28 @@ def test_generation_is_reproducible_with_a_deterministic_source() -> None:
     assert a == b and a.key_id == b.key_id
 
 
-def test_reprs_show_no_secret(keys: tuple[PublicKey, PrivateKey]) -> None:
-    pk, sk = keys
+def check_repr_hides_the_factors(sk: PrivateKey) -> None:
     text = repr(sk) + str(sk)
     for secret in (sk._p, sk._q):
-        assert str(int(secret)) not in text and hex(int(secret))[2:10] not in text
+        assert str(int(secret)) not in text and hex(int(secret))[2:10] not in text, "a factor is printed"
     assert "hidden" in text
+
+
+def test_reprs_show_no_secret(keys: tuple[PublicKey, PrivateKey]) -> None:
+    pk, sk = keys
+    check_repr_hides_the_factors(sk)
     assert repr(pk).startswith("PublicKey(bits=512")
+
+
+def test_a_repr_printing_a_factor_is_caught(
+    keys: tuple[PublicKey, PrivateKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planted leak: a debugging repr that prints p."""
+    _, sk = keys
+    monkeypatch.setattr(type(sk), "__repr__", lambda self: f"PrivateKey(hidden, p={int(self._p)})")
+    monkeypatch.setattr(type(sk), "__str__", lambda self: repr(self))
+    with pytest.raises(AssertionError, match="a factor is printed"):
+        check_repr_hides_the_factors(sk)
 
 
 def test_public_key_validation_accepts_a_real_key() -> None:

@@ -27,14 +27,26 @@ def test_ciphertext_round_trip() -> None:
     assert not back.fresh  # received values are re-randomised before they are forwarded
 
 
+def check_stale_ciphertexts_leave_fresh(d: Ciphertext) -> None:
+    b1, b2 = d.to_bytes(), d.to_bytes()
+    assert b1 != b2, "a stale ciphertext was sent twice as the same bytes"  # a new encryption of 0 each time
+    assert Ciphertext.from_bytes(b1, PK).value != d.value, "a stale ciphertext was sent as it is"
+    assert SK.decrypt(Ciphertext.from_bytes(b1, PK)) == SK.decrypt(Ciphertext.from_bytes(b2, PK))
+
+
 def test_to_bytes_rerandomises_unless_fresh() -> None:
     c = PK.encrypt(5)
     assert c.to_bytes() == c.to_bytes()  # fresh: sent as is
     d = c + 1
-    b1, b2 = d.to_bytes(), d.to_bytes()
-    assert b1 != b2  # not fresh: a new encryption of 0 each time
-    assert Ciphertext.from_bytes(b1, PK).value != d.value
-    assert SK.decrypt(Ciphertext.from_bytes(b1, PK)) == SK.decrypt(Ciphertext.from_bytes(b2, PK)) == 6
+    check_stale_ciphertexts_leave_fresh(d)
+    assert SK.decrypt(Ciphertext.from_bytes(d.to_bytes(), PK)) == 6
+
+
+def test_a_stale_ciphertext_sent_as_is_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: re-randomisation skipped on the way out (the result of c + 1 is linkable to c)."""
+    monkeypatch.setattr(Ciphertext, "rerandomize", lambda self, **_: self)
+    with pytest.raises(AssertionError, match="stale ciphertext was sent"):
+        check_stale_ciphertexts_leave_fresh(PK.encrypt(5) + 1)
 
 
 def test_ciphertext_rejections() -> None:

@@ -51,10 +51,20 @@ def test_both_ends_derive_the_same_key_and_contexts_separate() -> None:
     assert ab not in others and len(others) == 4
 
 
+def check_agreement_repr_hides_the_secret(a: AgreementKey) -> None:
+    assert a.secret().hex() not in repr(a) and a.secret().hex()[:16] not in repr(a), "the secret is printed"
+
+
 def test_secret_round_trip_and_repr_hides_secret() -> None:
     a = AgreementKey.generate()
     assert AgreementKey.from_secret(a.secret()).public == a.public
-    assert a.secret().hex() not in repr(a) and a.secret().hex()[:16] not in repr(a)
+    check_agreement_repr_hides_the_secret(a)
+
+
+def test_a_repr_printing_the_agreement_secret_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(AgreementKey, "__repr__", lambda self: f"AgreementKey({self.secret().hex()[:16]})")
+    with pytest.raises(AssertionError, match="secret is printed"):
+        check_agreement_repr_hides_the_secret(AgreementKey.generate())
 
 
 @pytest.mark.parametrize("public", [b"\x00" * 32, b"\x01" + b"\x00" * 31])
@@ -225,6 +235,23 @@ def test_client_round_state_repr_hides_the_seed_and_shares() -> None:
 
     state = _ClientRound(length=3, mask_key=AgreementKey.generate(), seed=b"\x01" * 32,
                          held={"peer": (918273645, 564738291)})
-    text = repr(state)
-    assert "918273645" not in text and "564738291" not in text
-    assert repr(b"\x01" * 32) not in text and "seed" not in text
+    check_round_state_repr_hides_its_secrets(repr(state))
+
+
+def check_round_state_repr_hides_its_secrets(text: str) -> None:
+    assert "918273645" not in text and "564738291" not in text, "a held share is printed"
+    assert repr(b"\x01" * 32) not in text and "seed" not in text, "the seed is printed"
+
+
+def test_a_round_state_repr_with_every_field_is_caught() -> None:
+    """Planted leak: the dataclass repr with every field shown (repr=False forgotten)."""
+    import dataclasses
+
+    from securetrees.secagg.keyagree import AgreementKey
+    from securetrees.secagg.roles import _ClientRound
+
+    state = _ClientRound(length=3, mask_key=AgreementKey.generate(), seed=b"\x01" * 32,
+                         held={"peer": (918273645, 564738291)})
+    text = ", ".join(f"{f.name}={getattr(state, f.name)!r}" for f in dataclasses.fields(state))
+    with pytest.raises(AssertionError, match="is printed"):
+        check_round_state_repr_hides_its_secrets(text)

@@ -74,8 +74,16 @@ def test_secure_server_view_holds_only_masked_vectors_with_the_plain_sum() -> No
         assert set(secure.transcript_.types_received(f"client{i}")) == {
             "histogram_forest.setup", "histogram_forest.keys", "histogram_forest.layer",
         }
-    plain_rounds = list(server_counts(plain.transcript_).values())
-    secure_rounds = list(server_counts(secure.transcript_).values())
+    received = server_counts(secure.transcript_)
+    assert all(v.dtype == np.uint64 for r in received.values() for v in r.values())
+    check_server_sees_only_masked_counts(server_counts(plain.transcript_), received)
+
+
+def check_server_sees_only_masked_counts(plain: dict[int, dict[str, np.ndarray]],
+                                         received: dict[int, dict[str, np.ndarray]]) -> None:
+    """Round by round: no received vector shares more than one entry with the client's true counts
+    (chance 2^-64 per entry), the vectors sum to the true total, and their bytes look uniform."""
+    plain_rounds, secure_rounds = list(plain.values()), list(received.values())
     assert len(plain_rounds) == len(secure_rounds) > 2
     masked_all = []
     for own, masked in zip(plain_rounds, secure_rounds, strict=True):
@@ -83,16 +91,23 @@ def test_secure_server_view_holds_only_masked_vectors_with_the_plain_sum() -> No
         total = sum(v.astype(np.int64) for v in own.values())
         masked_sum = np.zeros_like(total).view(np.uint64)
         for name, vec in masked.items():
-            assert vec.dtype == np.uint64
-            # No client's individual counts: a masked entry equals its true count with chance 2^-64.
-            assert np.count_nonzero(vec.view(np.int64) == own[name]) <= 1
+            vec = np.asarray(vec).astype(np.int64).view(np.uint64)
+            same = int(np.count_nonzero(vec.view(np.int64) == own[name]))
+            assert same <= 1, f"{name}'s vector shows {same} of its true counts"
             masked_sum = masked_sum + vec
             masked_all.append(vec)
         np.testing.assert_array_equal(masked_sum.view(np.int64), total)
     stacked = np.concatenate(masked_all)
     counts = np.bincount(stacked.view(np.uint8), minlength=256).astype(np.float64)
     expected = counts.sum() / 256
-    assert float(((counts - expected) ** 2 / expected).sum()) < CHI2_255
+    assert float(((counts - expected) ** 2 / expected).sum()) < CHI2_255, "masked bytes are not uniform"
+
+
+def test_unmasked_counts_at_the_server_are_caught() -> None:
+    """Planted leak: the clients send their counts without masks (the sum is still right)."""
+    plain = server_counts(fit(histogram="fixed").transcript_)
+    with pytest.raises(AssertionError, match="true counts"):
+        check_server_sees_only_masked_counts(plain, plain)
 
 
 @pytest.mark.parametrize("mode", [dict(secure_aggregation=True), dict(histogram="fixed"),

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from protocols.hybridtree import Guest, Host, HybridTreeClassifier, HybridTreeParams, HybridTreeRegressor
-from protocols.hybridtree.messages import HistogramRequest, MaskedHistogram
+from protocols.hybridtree.messages import Gradients, HistogramRequest, MaskedHistogram
 from protocols.hybridtree.testing import hybrid_data
 from securetrees.errors import ProtocolError
 from securetrees.paillier import Ciphertext
-from securetrees.runtime import InProcessNetwork
+from securetrees.runtime import InProcessNetwork, Record, encode
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 from securetrees.testing.paillier import small_keypair
 from securetrees.trees import BinMapper
@@ -60,15 +60,26 @@ def test_no_label_or_gradient_at_any_guest() -> None:
     assert find_canaries(_guest_views(paper), [grad])  # the control: paper mode leaks it
 
 
+def check_no_guest_feature_at_the_host(view: list[Any]) -> None:
+    assert_no_canaries(view, [FEATURE], frac_bits=(24, 32))
+
+
 def test_no_guest_feature_value_at_the_host() -> None:
     data = hybrid_data()
     X = data.X.copy()
     X[data.guest_rows[2][5], 4] = FEATURE
     m = _fit(HybridTreeClassifier, "secure", X, data.y, data)
-    host_view = m.network_.transcript.view("host")
-    assert_no_canaries(host_view, [FEATURE], frac_bits=(24, 32))
+    check_no_guest_feature_at_the_host(m.network_.transcript.view("host"))
     m.predict(X, data.guest_rows)
-    assert_no_canaries(m.network_.transcript.view("host"), [FEATURE], frac_bits=(24, 32))
+    check_no_guest_feature_at_the_host(m.network_.transcript.view("host"))
+
+
+def test_a_guest_value_in_a_reply_is_caught() -> None:
+    """Planted leak: a guest's histogram reply carries the feature value's fixed-point code."""
+    leak = MaskedHistogram(0, 1, 0, (7, round(FEATURE * 2**24), 9))
+    data = encode(leak)
+    with pytest.raises(AssertionError, match="private values leaked"):
+        check_no_guest_feature_at_the_host([Record(1, "g2", "host", leak.wire_type, len(data), data, leak)])
 
 
 def _decrypted_guest_replies(m: Any) -> tuple[list[int], dict[tuple[int, int, int], list[list[int]]]]:
@@ -119,15 +130,37 @@ SPEC_TYPES = {
 }
 
 
-def test_views_match_the_spec_tables() -> None:
+def check_views_match_the_spec_tables(received: dict[str, set[str]], senders: dict[str, set[str]]) -> None:
+    for party, types in received.items():
+        expected = SPEC_TYPES["host" if party == "host" else "guest"]
+        assert types == expected, f"{party} received {sorted(types ^ expected)}"
+    for guest, who in senders.items():
+        assert who == {"host"}, f"{guest} heard from {sorted(who)}"  # guests talk only to the host
+
+
+def _spec_views() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     data = hybrid_data()
     m = _fit(HybridTreeClassifier, "secure", data.X, data.y, data)
     m.predict(data.X, data.guest_rows)
     t = m.network_.transcript
-    assert {r.type_name for r in t.view("host")} == SPEC_TYPES["host"]
-    for g in m.guests_:
-        assert {r.type_name for r in t.view(g.name)} == SPEC_TYPES["guest"]
-        assert {r.sender for r in t.view(g.name)} == {"host"}  # guests talk only to the host
+    received = {p: {r.type_name for r in t.view(p)} for p in ["host", *(g.name for g in m.guests_)]}
+    senders = {g.name: {r.sender for r in t.view(g.name)} for g in m.guests_}
+    return received, senders
+
+
+def test_views_match_the_spec_tables() -> None:
+    check_views_match_the_spec_tables(*_spec_views())
+
+
+def test_a_view_outside_the_spec_tables_is_caught() -> None:
+    """Planted leaks: a guest receives another guest's masked histogram; a guest hears from a peer."""
+    received, senders = _spec_views()
+    guest = next(p for p in received if p != "host")
+    leaky = {**received, guest: received[guest] | {"hybridtree.masked_histogram"}}
+    with pytest.raises(AssertionError, match=f"{guest} received"):
+        check_views_match_the_spec_tables(leaky, senders)
+    with pytest.raises(AssertionError, match="heard from"):
+        check_views_match_the_spec_tables(received, {**senders, guest: {"host", "g3"}})
 
 
 class DroppingGuest(Guest):
@@ -204,3 +237,60 @@ def test_guest_refuses_to_mask_the_same_request_twice() -> None:
     req = HistogramRequest(0, 1, 0, tuple(g.name for g in guests), 1, ())
     with pytest.raises(ProtocolError):
         guests[0].on_histogram("host", req)
+
+
+# -- re-randomised replies: the key-owning host cannot link a reply to its own ciphertexts ----------
+#
+# A guest's accumulator is the product of the host's ciphertexts of the instances in one bin, times
+# (1 + m·N) for the pairwise mask m.  Since (1 + m·N) ≡ 1 (mod N), without a fresh factor r^N the
+# reply is ≡ that product (mod N): an empty bin answers ≡ 1 and a bin with one instance answers ≡ that
+# instance's ciphertext, so the host learns which of its instances fall into each guest bin.
+
+
+def linked_replies(m: Any) -> list[tuple[str, int]]:
+    """The host's test: every (guest, reply value) that is ≡ 1 or ≡ one of the ciphertexts the host
+    sent that guest (mod N).  A fresh reply matches one of these K values with probability K/N."""
+    n = KEY[0].n
+    t = m.network_.transcript
+    hits = []
+    for g in m.guests_:
+        sent = {1} | {v % n for r in t.view(g.name) if isinstance(r.payload, Gradients)
+                      for block in r.payload.blocks for v in block.values}
+        hits += [(g.name, v) for r in t.view("host") if isinstance(r.payload, MaskedHistogram)
+                 and r.sender == g.name for v in r.payload.values if v % n in sent]
+    return hits
+
+
+def check_replies_are_fresh(m: Any) -> None:
+    hits = linked_replies(m)
+    assert not hits, f"{len(hits)} guest reply values are linked to the host's own ciphertexts"
+
+
+def test_guest_replies_are_unlinkable_to_the_hosts_ciphertexts() -> None:
+    data = hybrid_data()
+    check_replies_are_fresh(_fit(HybridTreeClassifier, "secure", data.X, data.y, data))
+
+
+class _NoFreshFactor:
+    """The host's key as a leaky guest would use it: every obfuscator r^N is 1."""
+
+    def __init__(self, pk: Any) -> None:
+        self._pk = pk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pk, name)
+
+    def obfuscator(self, **_: Any) -> int:
+        return 1
+
+
+def test_a_guest_that_does_not_rerandomise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: the guests skip the re-randomisation (the model and every other view test are
+    unchanged); the host's linking test finds empty and single-instance bins."""
+    real_load = Guest._load_key
+    monkeypatch.setattr(Guest, "_load_key", lambda self, data: _NoFreshFactor(real_load(self, data)))
+    data = hybrid_data()
+    m = _fit(HybridTreeClassifier, "secure", data.X, data.y, data)
+    assert len(linked_replies(m)) > 10
+    with pytest.raises(AssertionError, match="linked to the host's own ciphertexts"):
+        check_replies_are_fresh(m)

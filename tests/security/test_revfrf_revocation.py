@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import numpy as np
 import pytest
 
 from protocols.revfrf import RevFRFClassifier, RevocationRefused, StaleEpochError
 from protocols.revfrf.messages import NodeRef, ParHDecReply, ParHDecRequest, RevokeReply, RevokeRequest
 from protocols.revfrf.signing import revocation_message
-from securetrees.dtpkc import Ciphertext, PublicKey, decrypt_weak, encrypt
+from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, decrypt_weak, encrypt
 from securetrees.errors import EncodingOverflowError, InvalidCiphertext, KeyMismatchError, RevokedError
 
 from ..revfrf.helpers import PARTITION, classifier, make_data
@@ -30,6 +33,12 @@ def _dummy_bit(clf: RevFRFClassifier, provider: str) -> Ciphertext:
     return encrypt(joint, 1)
 
 
+def check_no_node_of(clf: RevFRFClassifier, who: str) -> None:
+    columns = PARTITION[int(who[1:]) - 1]
+    assert all(n.provider != who for t in clf.cs_.trees for n in t.internal()), f"a node of {who} remains"
+    assert all(n.column not in columns for t in clf.cs_.trees for n in t.internal()), f"a column of {who} remains"
+
+
 @pytest.mark.parametrize("level", [1, 2])
 def test_no_node_of_the_revoked_participant_remains(fitted: RevFRFClassifier, level: int) -> None:
     X, _ = make_data(seed=2)
@@ -37,13 +46,27 @@ def test_no_node_of_the_revoked_participant_remains(fitted: RevFRFClassifier, le
     assert before > 0
     rec = fitted.revoke("u1", level=level)
     assert rec.destroyed_splits >= before and rec.epoch == 1
-    assert all(n.provider != "u1" for t in fitted.cs_.trees for n in t.internal())
-    assert all(n.column not in PARTITION[0] for t in fitted.cs_.trees for n in t.internal())
+    check_no_node_of(fitted, "u1")
     plain = fitted.plaintext_forest()
     np.testing.assert_array_equal(fitted.predict(X), plain.predict(X))
     np.testing.assert_array_equal(fitted.predict(X[:4], method="encrypted"), plain.predict(X[:4]))
     # every live node carries the new epoch
     assert {n.epoch for t in fitted.cs_.trees for n in t.internal()} == {1}
+
+
+def test_a_revocation_that_keeps_the_nodes_is_caught(fitted: RevFRFClassifier) -> None:
+    """Planted leak: the revocation's destroy-and-regrow step skipped (the forest as before it)."""
+    with pytest.raises(AssertionError, match="a node of u1 remains"):
+        check_no_node_of(fitted, "u1")
+
+
+def check_revoked_key_opens_none(theta: WeakSecretKey, archived: list[Ciphertext]) -> None:
+    assert archived
+    for c in archived:
+        as_if_old = Ciphertext.from_ints(theta.public, *c.to_ints())
+        with contextlib.suppress(InvalidCiphertext, EncodingOverflowError):
+            decrypt_weak(theta, as_if_old)
+            raise AssertionError("the revoked key opens an archived split")
 
 
 def test_second_level_refresh_defeats_the_revoked_key(fitted: RevFRFClassifier) -> None:
@@ -56,10 +79,15 @@ def test_second_level_refresh_defeats_the_revoked_key(fitted: RevFRFClassifier) 
     fitted.revoke("u2", level=2)
     mine = [c for q, c in fitted.cs_.archive if q == "u2"]
     assert len(mine) == len(own)
-    for c in mine:
-        as_if_old = Ciphertext.from_ints(theta.public, *c.to_ints())
-        with pytest.raises((InvalidCiphertext, EncodingOverflowError)):
-            decrypt_weak(theta, as_if_old)
+    check_revoked_key_opens_none(theta, mine)
+
+
+def test_an_archive_without_the_refresh_is_caught(fitted: RevFRFClassifier) -> None:
+    """Planted leak: the splits archived as they were (no HEncRef): the revoked key opens them."""
+    theta = fitted.participants_["u2"]._weak
+    own = [n.split for t in fitted.cs_.trees for n in t.internal() if n.provider == "u2" and n.split is not None]
+    with pytest.raises(AssertionError, match="revoked key opens"):
+        check_revoked_key_opens_none(theta, own)
 
 
 def test_requests_needing_the_revoked_participant_raise(fitted: RevFRFClassifier) -> None:
@@ -78,6 +106,17 @@ def test_requests_needing_the_revoked_participant_raise(fitted: RevFRFClassifier
         fitted.cs_.holt(encrypt(pk, 1), encrypt(pk, 2))
 
 
+def old_nodes_served(fitted: RevFRFClassifier, old: list[tuple[str, NodeRef]]) -> int:
+    """The replaying CS's attack: how many old-epoch nodes of honest providers still get a ParHDec1."""
+    served = 0
+    for p, ref in old:
+        c = _dummy_bit(fitted, p)
+        with contextlib.suppress(StaleEpochError):
+            fitted.cs_.call(p, ParHDecRequest("requester", (ref,), (int(c.t1),), (int(c.t2),)), expect=ParHDecReply)
+            served += 1
+    return served
+
+
 def test_old_forest_replayed_by_the_cs_is_refused(fitted: RevFRFClassifier) -> None:
     """A CS that kept the old forest (and even u2's key) cannot get honest providers to
     partially decrypt for any old-epoch node."""
@@ -85,17 +124,33 @@ def test_old_forest_replayed_by_the_cs_is_refused(fitted: RevFRFClassifier) -> N
     fitted.revoke("u2")
     honest = [(p, r) for p, r in old if p != "u2"]
     assert honest
-    for p, ref in honest:
-        c = _dummy_bit(fitted, p)
-        with pytest.raises(StaleEpochError):
-            fitted.cs_.call(p, ParHDecRequest("requester", (ref,), (int(c.t1),), (int(c.t2),)),
-                            expect=ParHDecReply)
+    assert old_nodes_served(fitted, honest) == 0
     # the same provider still serves its live, current-epoch nodes
     p, ref = next((n.provider or "", fitted.cs_._ref(t, n)) for t in fitted.cs_.trees for n in t.internal())
     c = _dummy_bit(fitted, p)
     reply = fitted.cs_.call(p, ParHDecRequest("requester", (ref,), (int(c.t1),), (int(c.t2),)),
                             expect=ParHDecReply)
     assert decrypt_weak(fitted.cs_._weak, Ciphertext.from_ints(fitted.cs_.public_key, reply.t1[0], reply.t2[0])) == 1
+
+
+def test_a_provider_ignoring_the_epoch_is_caught(fitted: RevFRFClassifier, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted leak: providers accept a node signed in any epoch (the epoch check skipped)."""
+    old = _old_refs(fitted)
+    fitted.revoke("u2")
+    honest = [(p, r) for p, r in old if p != "u2"]
+    participant = type(fitted.participants_["u1"])
+    real = participant._live
+
+    def any_epoch(self: Any, ref: NodeRef) -> Any:
+        saved = self.epoch
+        self.epoch = ref.epoch
+        try:
+            return real(self, ref)
+        finally:
+            self.epoch = saved
+
+    monkeypatch.setattr(participant, "_live", any_epoch)
+    assert old_nodes_served(fitted, honest) > 0
 
 
 def test_forged_signature_changes_nothing(fitted: RevFRFClassifier) -> None:
@@ -146,10 +201,23 @@ def test_several_participants_revoked_in_turn() -> None:
     assert clf.cs_.epoch == 5
 
 
+def check_archive_off_every_base_key(fitted: RevFRFClassifier, archive: list[Ciphertext]) -> None:
+    keys = {c.pk.key_id for c in archive}
+    base = {pk.key_id for pk in [p.public_key for p in fitted.participants_.values()]}
+    assert keys, "nothing archived"
+    assert keys.isdisjoint(base), "an archived split is still under a participant's key"
+    assert all(isinstance(c.pk, PublicKey) for c in archive)
+
+
 def test_refresh_reaches_joint_key_of_refresher(fitted: RevFRFClassifier) -> None:
     """The archived splits are under h_r·g^ρ_CC·g^ρ_CS: neither the CC's nor the CS's key alone."""
     fitted.revoke("u2", level=2)
-    keys = {c.pk.key_id for _, c in fitted.cs_.archive}
-    base = {pk.key_id for pk in [p.public_key for p in fitted.participants_.values()]}
-    assert keys and keys.isdisjoint(base)
-    assert all(isinstance(c.pk, PublicKey) for _, c in fitted.cs_.archive)
+    check_archive_off_every_base_key(fitted, [c for _, c in fitted.cs_.archive])
+
+
+def test_an_archived_split_under_its_providers_key_is_caught(fitted: RevFRFClassifier) -> None:
+    """Planted leak: one split archived under u2's own key."""
+    own = next(n.split for t in fitted.cs_.trees for n in t.internal() if n.provider == "u2" and n.split is not None)
+    fitted.revoke("u2", level=2)
+    with pytest.raises(AssertionError, match="still under a participant's key"):
+        check_archive_off_every_base_key(fitted, [*(c for _, c in fitted.cs_.archive), own])
