@@ -125,7 +125,7 @@ def _federated_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
 
 
 def _histogram_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
-    import protocols.histogram_forest.classifier as module
+    import protocols.histogram_forest.facade as module
     from protocols.histogram_forest import HistogramForestClassifier
     from securetrees.testing import DeterministicRandom
 

@@ -16,7 +16,8 @@ Tables (the paper's figures are Java at 1024 bits on two laptops, quoted as thei
   scikit-learn's RandomForestClassifier with the same trees, depth and per-node features,
   trained on the remaining columns; and the central reference.
 
-Adult's missing categorical values (``?``) get the code -1 before training (RevFRF refuses NaN).
+Adult's missing categorical values (``?``) get the code -1 before training (as in
+the published figures; RevFRF also accepts NaN, ``specs/revfrf.md`` "Missing values").
 Every party runs in this process on one core.  Times are CPU seconds (``time.thread_time``) of
 each party's own code, so that the load other processes put on a shared machine does not
 inflate them; the floors are timed with the same clock, and wall times are kept in the JSON.

@@ -1,19 +1,21 @@
 """Cross-silo histogram forest (Kalloori and Klingler, SAC 2022) with DP and secure aggregation.
 
 Spec: ``specs/histogram_forest.md``.  Roles :class:`Server` and :class:`Client`;
-one-process facade :class:`HistogramForestClassifier`.
+one-process facades :class:`HistogramForestClassifier` and :class:`HistogramForestRegressor`.
 """
 
 from protocols.histogram_forest.accountant import PrivacyAccountant, Release
 from protocols.histogram_forest.classifier import HistogramForestClassifier
 from protocols.histogram_forest.client import Client
 from protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
+from protocols.histogram_forest.regressor import HistogramForestRegressor
 from protocols.histogram_forest.server import ForestConfig, Server
 
 __all__ = [
     "Client",
     "ForestConfig",
     "HistogramForestClassifier",
+    "HistogramForestRegressor",
     "PrivacyAccountant",
     "Release",
     "Server",

@@ -4,35 +4,29 @@ Spec: ``specs/histogram_forest.md``.  ``fit(parts)`` takes one ``(X_i, y_i)``
 pair per client, starts a :class:`Server` and one :class:`Client` per part on an
 :class:`~securetrees.runtime.InProcessNetwork` (every message goes through the
 wire codec, so ``transcript_`` holds the real bytes and rounds) and keeps the
-forest the server grew.
+forest the server grew (the shared half: :mod:`protocols.histogram_forest.facade`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.accountant import Release
-from protocols.histogram_forest.client import Client
-from protocols.histogram_forest.mechanisms import check_epsilon
-from protocols.histogram_forest.server import ForestConfig, Server
-from securetrees.errors import NotFittedError, ParameterError
+from protocols.histogram_forest.facade import HistogramForestBase, Part
+from securetrees.errors import ParameterError
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import InProcessNetwork, Transcript
-from securetrees.secagg.masker import check_party_count
 from securetrees.trees.forest import Forest
-from securetrees.trees.sampling import resolve_max_features
 from securetrees.trees.tree import Tree
 
 __all__ = ["HistogramForestClassifier"]
 
 FloatArray = npt.NDArray[np.float64]
-Part = tuple[npt.ArrayLike, npt.ArrayLike]
 
 
-class HistogramForestClassifier:
+class HistogramForestClassifier(HistogramForestBase):
     """Cross-silo histogram random forest (Kalloori and Klingler 2022), with optional DP and
     secure aggregation.
 
@@ -40,8 +34,9 @@ class HistogramForestClassifier:
     privacy budget per client, None for no noise), ``secure_aggregation`` (>= 3 clients),
     ``random_state`` (bootstrap and feature draws; noise never depends on it), ``histogram``
     ("auto", "streaming" = the paper's bins, "fixed" = bins agreed up front), ``bin_edges`` for fixed bins
-    ("uniform" over the declared ranges, or "quantile" from a first private round over a grid of
-    ``grid_cells`` cells per numeric feature), ``noise`` ("histogram"
+    ("uniform" over the declared ranges, "quantile" from a first private round over a grid of
+    ``grid_cells`` cells per numeric feature, or "auto" = quantile without ``epsilon`` and uniform with
+    it), ``noise`` ("histogram"
     = the geometric mechanism on every count, "input" = perturb the data once), ``criterion``
     ("gini" or "entropy"), ``max_features`` (per node; "sqrt", "log2", int, fraction, None),
     ``sampling`` ("bootstrap", "subsample" without replacement, "none"), ``subsample_fraction``,
@@ -55,6 +50,9 @@ class HistogramForestClassifier:
     seen in one client's rows would otherwise show in ``classes_`` or in the number of slots.
     """
 
+    task = "classification"
+    criteria = ("gini", "entropy")
+
     def __init__(
         self,
         n_estimators: int = 10,
@@ -65,7 +63,7 @@ class HistogramForestClassifier:
         random_state: int | None = None,
         *,
         histogram: str = "auto",
-        bin_edges: str = "uniform",
+        bin_edges: str = "auto",
         grid_cells: int = 1024,
         noise: str = "histogram",
         criterion: str = "gini",
@@ -104,124 +102,13 @@ class HistogramForestClassifier:
         self.classes = classes
         self.progress = progress
 
-    # -- validation ----------------------------------------------------------------------------
+    # -- task hooks ----------------------------------------------------------------------------
 
-    def _check_parts(self, parts: Sequence[Part]) -> tuple[list[FloatArray], list[npt.NDArray[np.generic]]]:
-        if not isinstance(parts, (list, tuple)) or len(parts) == 0:
-            raise ParameterError("parts must be a non-empty list of (X, y) pairs, one per client")
-        Xs: list[FloatArray] = []
-        ys: list[npt.NDArray[np.generic]] = []
-        for i, part in enumerate(parts):
-            if not isinstance(part, (list, tuple)) or len(part) != 2:
-                raise ParameterError(f"part {i} is not an (X, y) pair")
-            try:
-                X = np.asarray(part[0], dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ParameterError(f"client {i}: X is not numeric") from exc
-            y = np.asarray(part[1])
-            if X.ndim != 2 or X.shape[0] == 0:
-                raise ParameterError(f"client {i} is empty or its X is not 2-dimensional")
-            if y.shape != (X.shape[0],):
-                raise ParameterError(f"client {i}: y must have one label per row of X")
-            if np.isinf(X).any():
-                raise ParameterError(f"client {i}: X holds infinite values")
-            if y.dtype.kind == "f" and np.isnan(y).any():
-                raise ParameterError(f"client {i}: y holds NaN")
-            if y.dtype.kind not in "iufbUS":
-                raise ParameterError(f"client {i}: unsupported label type {y.dtype}")
-            Xs.append(X)
-            ys.append(y)
-        widths = {X.shape[1] for X in Xs}
-        if len(widths) != 1:
-            raise ParameterError(f"clients hold different feature sets (widths {sorted(widths)})")
-        return Xs, ys
-
-    def _check_params(self, n_clients: int) -> None:
-        for name in ("n_estimators", "max_depth", "n_bins", "max_multiplicity"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ParameterError(f"{name} must be a positive int, got {v!r}")
-        if self.n_bins < 2:
-            raise ParameterError("n_bins must be >= 2")
-        if self.epsilon is not None:
-            check_epsilon(self.epsilon)
-        if self.histogram not in ("auto", "streaming", "fixed"):
-            raise ParameterError(f"unknown histogram kind {self.histogram!r}")
-        if self.bin_edges not in ("uniform", "quantile"):
-            raise ParameterError(f"unknown bin_edges {self.bin_edges!r}")
-        if isinstance(self.grid_cells, bool) or not isinstance(self.grid_cells, (int, np.integer)) or not (
-            2 <= self.grid_cells <= 65535
-        ):
-            raise ParameterError("grid_cells must be an int in [2, 65535]")
-        if self.noise not in ("histogram", "input"):
-            raise ParameterError(f"unknown noise placement {self.noise!r}")
-        if self.criterion not in ("gini", "entropy"):
-            raise ParameterError(f"unknown criterion {self.criterion!r}")
-        if self.sampling not in ("bootstrap", "subsample", "none"):
-            raise ParameterError(f"unknown sampling {self.sampling!r}")
-        if not 0.0 < self.subsample_fraction <= 1.0:
-            raise ParameterError("subsample_fraction must be in (0, 1]")
-        if self.secure_aggregation:
-            check_party_count(n_clients)
-
-    def _histogram_kind(self) -> str:
-        dp_hist = self.epsilon is not None and self.noise == "histogram"
-        if self.histogram == "auto":
-            return "fixed" if dp_hist or self.secure_aggregation else "streaming"
-        if self.histogram == "streaming" and (dp_hist or self.secure_aggregation):
-            raise ParameterError(
-                "the paper's streaming bins send means of raw values: they cannot be noised or securely summed; "
-                "use histogram='fixed'"
-            )
-        return self.histogram
-
-    def _schema(
-        self, Xs: list[FloatArray]
-    ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
-        d = Xs[0].shape[1]
-        cat = [False] * d if self.categorical is None else [bool(c) for c in self.categorical]
-        if len(cat) != d:
-            raise ParameterError("categorical mask length differs from the number of features")
-        if self.categories is not None:
-            categories = tuple(int(k) for k in self.categories)
-            if len(categories) != d or any((k >= 2) != c for k, c in zip(categories, cat, strict=True)):
-                raise ParameterError("categories must give k >= 2 for each categorical feature and 0 otherwise")
-        elif self.epsilon is not None and any(cat):
-            raise ParameterError(
-                "with epsilon, declare categories (the number of codes of each categorical feature): "
-                "they are public parameters, never read from the clients' data"
-            )
-        else:
-            ks = []
-            for f in range(d):
-                if not cat[f]:
-                    ks.append(0)
-                    continue
-                col = np.concatenate([X[:, f] for X in Xs])
-                col = col[~np.isnan(col)]
-                if col.size and (col.min() < 0 or np.any(col != np.floor(col))):
-                    raise ParameterError(f"categorical feature {f} must hold integer codes >= 0")
-                ks.append(max(2, int(col.max()) + 1 if col.size else 2))
-            categories = tuple(ks)
-        needs_ranges = self.epsilon is not None
-        if self.feature_ranges is None:
-            if needs_ranges and any(k == 0 for k in categories):
-                raise ParameterError("differential privacy needs declared feature_ranges (data-independent bins)")
-            return categories, None, None
-        if len(self.feature_ranges) != d:
-            raise ParameterError("feature_ranges needs one entry per feature")
-        low = np.full(d, np.nan)
-        high = np.full(d, np.nan)
-        for f, r in enumerate(self.feature_ranges):
-            if categories[f]:
-                continue
-            if r is None:
-                raise ParameterError(f"numeric feature {f} needs a declared range")
-            lo, hi = float(r[0]), float(r[1])
-            if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-                raise ParameterError(f"feature {f}: a range needs finite low < high")
-            low[f], high[f] = lo, hi
-        return categories, low, high
+    def _check_targets(self, i: int, y: npt.NDArray[Any]) -> None:
+        if y.dtype.kind == "f" and np.isnan(y).any():
+            raise ParameterError(f"client {i}: y holds NaN")
+        if y.dtype.kind not in "iufbUS":
+            raise ParameterError(f"client {i}: unsupported label type {y.dtype}")
 
     def _classes(self, ys: list[npt.NDArray[np.generic]]) -> npt.NDArray[np.generic]:
         """The sorted labels: declared (required with ``epsilon``; every client's labels must be among
@@ -248,76 +135,36 @@ class HistogramForestClassifier:
             raise ParameterError("a classifier needs at least two classes")
         return classes
 
-    # -- fitting -------------------------------------------------------------------------------
+    def _task_config(self, ys: list[npt.NDArray[Any]], n_rows: list[int]) -> dict[str, Any]:
+        self.classes_ = self._classes(ys)
+        return {"n_classes": int(self.classes_.size)}
+
+    def _client_targets(self, y: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return np.searchsorted(self.classes_, y)
+
+    def _forest(self, trees: tuple[Tree, ...]) -> Forest:
+        return Forest(trees, "classification", self.classes_)
 
     def fit(self, parts: Sequence[Part], *, rng: RandomSource = SYSTEM_RANDOM) -> HistogramForestClassifier:
         """Train on one ``(X_i, y_i)`` per client.  ``rng`` is the cryptographic source of noise,
         keys and the session id (tests pass a DeterministicRandom)."""
-        Xs, ys = self._check_parts(parts)
-        self._check_params(len(Xs))
-        kind = self._histogram_kind()
-        categories, low, high = self._schema(Xs)
-        classes = self._classes(ys)
-        d = Xs[0].shape[1]
-        config = ForestConfig(
-            n_features=d,
-            categories=categories,
-            n_classes=int(classes.size),
-            n_trees=int(self.n_estimators),
-            max_depth=int(self.max_depth),
-            n_bins=int(self.n_bins),
-            histogram=kind,
-            features_per_node=resolve_max_features(self.max_features, d),
-            criterion=self.criterion,
-            sampling=self.sampling,
-            subsample_fraction=float(self.subsample_fraction),
-            max_multiplicity=int(self.max_multiplicity),
-            grid_cells=int(self.grid_cells) if kind == "fixed" and self.bin_edges == "quantile" else 0,
-            min_samples_split=float(self.min_samples_split),
-            min_samples_leaf=float(self.min_samples_leaf),
-            epsilon=None if self.epsilon is None or self.noise == "input" else float(self.epsilon),
-            input_epsilon=float(self.epsilon) if self.epsilon is not None and self.noise == "input" else None,
-            secure=bool(self.secure_aggregation),
-            low=low,
-            high=high,
-        )
-        seeds = np.random.SeedSequence(self.random_state).spawn(len(Xs) + 1)
-        network = InProcessNetwork()
-        names = [f"client{i}" for i in range(len(Xs))]
-        clients = [
-            Client(
-                name, network, X, np.searchsorted(classes, y),
-                seed=int(seed.generate_state(1)[0]), max_epsilon=self.epsilon, rng=rng,
-            )
-            for name, X, y, seed in zip(names, Xs, ys, seeds[1:], strict=True)
-        ]
-        server = Server(
-            "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
-        )
-        self.trees_: list[Tree] = server.train(progress=self.progress)
-        self.forest_ = Forest(tuple(self.trees_), "classification", classes)
-        self.classes_ = classes
-        self.n_features_in_ = d
-        self.config_ = config
-        self.transcript_: Transcript = network.transcript
-        self.privacy_ledger_: list[Release] = [] if server.accountant is None else list(server.accountant.releases)
-        if config.input_epsilon is not None:
-            self.epsilon_spent_ = float(config.input_epsilon)
-        else:
-            self.epsilon_spent_ = 0.0 if server.accountant is None else server.accountant.spent
-        self.client_epsilon_spent_ = [c.privacy_spent for c in clients]
+        self._fit(parts, rng)
         return self
 
     # -- prediction ----------------------------------------------------------------------------
 
     def predict_proba(self, X: npt.ArrayLike) -> FloatArray:
-        if not hasattr(self, "trees_"):
-            raise NotFittedError("fit the forest first")
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
-            raise ParameterError(f"X must have shape (n, {self.n_features_in_})")
+        Xa = self._checked_X(X)
         return self.forest_.predict_proba(Xa)
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.generic]:
         proba = self.predict_proba(X)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
+
+    def score(self, X: npt.ArrayLike, y: npt.ArrayLike) -> float:
+        """Accuracy of :meth:`predict` on ``(X, y)``."""
+        ya = np.asarray(y)
+        pred = self.predict(X)
+        if ya.shape != pred.shape:
+            raise ParameterError("y must have one label per row of X")
+        return float(np.mean(pred == ya))

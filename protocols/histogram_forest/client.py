@@ -18,6 +18,7 @@ import numpy.typing as npt
 from protocols.histogram_forest.accountant import PrivacyAccountant, Release, budget_split, layer_sensitivity
 from protocols.histogram_forest.mechanisms import check_epsilon, geometric_noise, laplace_noise, randomized_response
 from protocols.histogram_forest.messages import (
+    TASKS,
     Ack,
     BinsReply,
     CountsReply,
@@ -30,15 +31,15 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
+from protocols.histogram_forest.ring import RING, check_capacity, encode_targets
 from protocols.histogram_forest.sampling import RowLaw, dp_row_law
 from protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
 from protocols.histogram_forest.streaming import build_node_bins
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.errors import EncodingOverflowError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles
 from securetrees.secagg.keyagree import AgreementKey
 from securetrees.secagg.masker import PairwiseMasker
-from securetrees.secagg.rings import Z2k
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.histogram import build_histograms
 from securetrees.trees.sampling import TreeDraws, tree_generators
@@ -50,7 +51,6 @@ IntArray = npt.NDArray[np.int64]
 
 MASK_PURPOSE = "histogram_forest/layer"
 GRID_PURPOSE = "histogram_forest/grid"
-RING = Z2k(64)
 
 
 def perturb_inputs(
@@ -91,9 +91,10 @@ def perturb_inputs(
 
 class Client(Party):
     """One data holder.  ``X`` float (NaN = missing; categorical columns hold integer codes),
-    ``y`` class indices ``0..n_classes-1``; ``seed`` seeds its bootstrap draws without DP (ML
-    randomness); ``rng`` supplies noise, key material and, under DP, the row sampling (cryptographic).
-    Every request is admitted from the server role only (the message declarations)."""
+    ``y`` class indices ``0..n_classes-1`` (``task="classification"``) or finite real targets
+    (``task="regression"``); ``seed`` seeds its bootstrap draws without DP (ML randomness); ``rng``
+    supplies noise, key material and, under DP, the row sampling (cryptographic).  Every request is
+    admitted from the server role only (the message declarations)."""
 
     role = "client"
 
@@ -107,18 +108,28 @@ class Client(Party):
         seed: int | None = None,
         max_epsilon: float | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
+        task: str = "classification",
     ) -> None:
         super().__init__(name, network)
         Xa = np.asarray(X, dtype=np.float64)
         ya = np.asarray(y)
         if Xa.ndim != 2 or Xa.shape[0] == 0 or Xa.shape[1] == 0:
             raise ParameterError(f"client {name}: X must be a non-empty 2-d array")
-        if ya.shape != (Xa.shape[0],) or ya.dtype.kind not in "iu":
+        if task not in TASKS:
+            raise ParameterError(f"unknown task {task!r}")
+        if task == "classification" and (ya.shape != (Xa.shape[0],) or ya.dtype.kind not in "iu"):
             raise ParameterError(f"client {name}: y must hold one integer class index per row")
+        if task == "regression" and (
+            ya.shape != (Xa.shape[0],) or ya.dtype.kind not in "iuf" or not np.all(np.isfinite(ya))
+        ):
+            raise ParameterError(f"client {name}: y must hold one finite real target per row")
         if np.isinf(Xa).any():
             raise ParameterError(f"client {name}: infinite feature values")
         self._X = Xa.copy()
-        self._y = ya.astype(np.int64)
+        self._task = task
+        self._y = ya.astype(np.int64) if task == "classification" else np.zeros(Xa.shape[0], dtype=np.int64)
+        self._targets = ya.astype(np.float64) if task == "regression" else np.zeros(0, dtype=np.float64)
+        self._encoded = np.zeros((0, 2), dtype=np.int64)  # regression: (t1, t2) per row, set at setup
         self._seed = seed
         self._max_epsilon = None if max_epsilon is None else check_epsilon(max_epsilon)
         self._eps_release: float | None = None
@@ -177,7 +188,11 @@ class Client(Party):
             raise UnexpectedMessage("this client is already set up")
         if msg.n_features != self._X.shape[1]:
             raise ProtocolError(f"{self.name} holds {self._X.shape[1]} features, the schema {msg.n_features}")
-        if self._y.min() < 0 or self._y.max() >= msg.n_classes:
+        if msg.task != self._task:
+            raise ProtocolError(f"{self.name} holds {self._task} data, the session is {msg.task}")
+        if msg.task == "regression":
+            self._check_regression(msg)
+        elif self._y.min() < 0 or self._y.max() >= msg.n_classes:
             raise ProtocolError(f"{self.name} holds labels outside the {msg.n_classes} declared classes")
         for f, k in enumerate(msg.categories):
             col = self._X[:, f]
@@ -217,6 +232,22 @@ class Client(Party):
             public = self._key.public
         self._setup = msg
         return SetupReply(n_features=self._X.shape[1], public_key=public)
+
+    def _check_regression(self, msg: SetupRequest) -> None:
+        """Regression setup: fixed bins, no DP (not implemented for sums, spec "Regression"), targets
+        inside the public range, and no sum of any cell able to overflow the ring (:func:`check_capacity`).
+        Encodes the targets once."""
+        if msg.histogram != "fixed":
+            raise ProtocolError("regression needs fixed bins (streaming bins carry class counts)")
+        if msg.epsilon is not None or msg.input_epsilon is not None:
+            raise ProtocolError("differential privacy is not implemented for regression")
+        try:
+            check_capacity(self._X.shape[0], msg.n_clients, msg.y_bits)
+            self._encoded = encode_targets(self._targets, msg.y_low, msg.y_high, msg.y_bits)
+        except EncodingOverflowError as exc:
+            raise EncodingOverflowError(f"{self.name}: {exc}") from exc
+        except ParameterError as exc:
+            raise ProtocolError(f"{self.name}: {exc}") from exc
 
     @handles(KeysRequest)
     def on_keys(self, sender: str, msg: KeysRequest) -> Ack:
@@ -403,14 +434,17 @@ class Client(Party):
         setup, mapper, binned = self._setup, self._mapper, self._binned
         if setup is None or mapper is None or binned is None:  # pragma: no cover - checked by the caller
             raise UnexpectedMessage("no setup")
-        C = setup.n_classes
         rows = np.flatnonzero(self._pos >= 0)
-        stats = np.zeros((rows.size, C), dtype=np.float64)
-        stats[np.arange(rows.size), self._y[rows]] = self._weights[rows]
-        used = np.flatnonzero(msg.features.any(axis=0)).astype(np.int64)
-        hist = build_histograms(binned[rows], self._pos[rows], stats, int(msg.keep.size), mapper.max_bins, used)
         node, feature = self._pairs(msg)
-        counts = np.rint(hist[node, feature]).astype(np.int64)  # (pairs, slots + 1, classes)
+        if setup.task == "regression":
+            counts = self._sum_histograms(binned, rows, node, feature, mapper.max_bins)
+        else:
+            C = setup.n_classes
+            stats = np.zeros((rows.size, C), dtype=np.float64)
+            stats[np.arange(rows.size), self._y[rows]] = self._weights[rows]
+            used = np.flatnonzero(msg.features.any(axis=0)).astype(np.int64)
+            hist = build_histograms(binned[rows], self._pos[rows], stats, int(msg.keep.size), mapper.max_bins, used)
+            counts = np.rint(hist[node, feature]).astype(np.int64)  # (pairs, slots + 1, classes)
         eps = self._eps_release
         if eps is not None and self._accountant is not None:
             if self._row_law is None:  # pragma: no cover - set with the accountant in on_setup
@@ -422,3 +456,28 @@ class Client(Party):
             counts = counts + geometric_noise(counts.shape, eps, delta, rng=self._rng)
         return self._seal(counts.reshape(-1), round=msg.step, purpose=MASK_PURPOSE)
 
+
+    def _sum_histograms(
+        self,
+        binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]],
+        rows: IntArray,
+        node: IntArray,
+        feature: IntArray,
+        max_bins: int,
+    ) -> IntArray:
+        """Regression statistics ``(Σw, Σw·t1, Σw·t2)`` per (pair, bin slot), in exact int64 arithmetic
+        (shape ``(pairs, max_bins + 1, 3)``; the same layout as the class counts).  Reveals nothing by
+        itself (the caller masks it in secure mode)."""
+        width = max_bins + 1
+        w = self._weights[rows]
+        per_row = np.column_stack([w, w * self._encoded[rows, 0], w * self._encoded[rows, 1]])
+        pair_of = np.full((self._n_kept, self._X.shape[1]), -1, dtype=np.int64)
+        pair_of[node, feature] = np.arange(node.size)
+        out = np.zeros((node.size * width, 3), dtype=np.int64)
+        pos = self._pos[rows]
+        for f in np.unique(feature).tolist():
+            pair = pair_of[pos, f]
+            sel = np.flatnonzero(pair >= 0)
+            flat = pair[sel] * width + binned[rows[sel], f].astype(np.int64)
+            np.add.at(out, flat, per_row[sel])
+        return out.reshape(node.size, width, 3)

@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 HISTOGRAM_KINDS = ("streaming", "fixed")
+TASKS = ("classification", "regression")
 SAMPLING_KINDS = ("bootstrap", "subsample", "none")
 
 
@@ -78,7 +79,7 @@ class SetupRequest(Message):
     session: bytes
     n_features: int
     categories: tuple[int, ...]  # 0 for numeric, k >= 2 for a categorical feature with codes 0..k-1
-    n_classes: int
+    n_classes: int  # classification: >= 2; regression: 0
     n_trees: int
     histogram: str
     n_bins: int
@@ -93,6 +94,11 @@ class SetupRequest(Message):
     epsilon: float | None  # total ε of the histogram noise over the forest; None: no noise
     input_epsilon: float | None  # ε of input perturbation; None: none
     secure: bool
+    task: str = "classification"
+    y_low: float = 0.0  # regression: the public target range and the fixed-point bits (spec "Regression")
+    y_high: float = 1.0
+    y_bits: int = 0
+    n_clients: int = 0  # regression: the number of clients (each checks the ring cannot overflow)
 
     def __post_init__(self) -> None:
         if len(self.session) < 16:
@@ -101,8 +107,19 @@ class SetupRequest(Message):
             raise ParameterError("categories must have one entry per feature")
         if any(c < 0 or c == 1 for c in self.categories):
             raise ParameterError("a categorical feature has at least two values")
-        if self.n_classes < 2 or self.n_trees < 1 or self.n_bins < 2:
-            raise ParameterError("need n_classes >= 2, n_trees >= 1, n_bins >= 2")
+        if self.task not in TASKS:
+            raise ParameterError(f"unknown task {self.task!r}")
+        if (self.n_classes < 2) if self.task == "classification" else (self.n_classes != 0):
+            raise ParameterError("need n_classes >= 2 for classification and 0 for regression")
+        if self.n_trees < 1 or self.n_bins < 2:
+            raise ParameterError("need n_trees >= 1, n_bins >= 2")
+        if self.task == "regression" and not (
+            np.isfinite(self.y_low) and np.isfinite(self.y_high) and self.y_low < self.y_high
+            and 0 <= self.y_bits <= 60 and self.n_clients >= 1
+        ):
+            raise ParameterError(
+                "regression needs a finite target range low < high, 0 <= y_bits <= 60 and n_clients >= 1"
+            )
         if self.histogram not in HISTOGRAM_KINDS or self.sampling not in SAMPLING_KINDS:
             raise ParameterError("unknown histogram or sampling kind")
         _check_array("low", self.low, "f", 1)

@@ -15,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 
 from protocols.histogram_forest.accountant import PrivacyAccountant, Release, budget_split, layer_sensitivity
-from protocols.histogram_forest.client import RING
 from protocols.histogram_forest.messages import (
     Ack,
     BinsReply,
@@ -29,6 +28,7 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
+from protocols.histogram_forest.ring import RING, check_capacity
 from protocols.histogram_forest.sampling import dp_row_law
 from protocols.histogram_forest.schema import fixed_mapper, grid_quantile_edges, mapper_from_edges, slot_count
 from protocols.histogram_forest.streaming import group_bins
@@ -58,6 +58,8 @@ class ForestConfig:
     ``low``/``high`` are declared numeric ranges (NaN for categorical features),
     or None to ask the clients (fixed bins without DP only).  ``grid_cells > 0``
     replaces the equal-width bins by quantile bins from a first private round.
+    ``task="regression"`` (``n_classes = 0``, criterion ``"squared_error"``) bins the statistics
+    ``(Σw, Σw·t1, Σw·t2)`` of targets encoded over ``[y_low, y_high]`` with ``y_bits`` fractional bits.
     """
 
     n_features: int
@@ -80,11 +82,15 @@ class ForestConfig:
     secure: bool = False
     low: FloatArray | None = field(default=None, compare=False)
     high: FloatArray | None = field(default=None, compare=False)
+    task: str = "classification"
+    y_low: float = 0.0
+    y_high: float = 1.0
+    y_bits: int = 0
 
-
-def _leaf(stats: FloatArray) -> FloatArray:
-    """A node's class counts, clipped at zero (noisy differences can go negative; post-processing)."""
-    return np.maximum(np.asarray(stats, dtype=np.float64), 0.0)
+    @property
+    def n_stats(self) -> int:
+        """Statistics per histogram cell: the class counts, or ``(Σw, Σw·t1, Σw·t2)``."""
+        return self.n_classes if self.task == "classification" else 3
 
 
 class Server(Party):
@@ -108,6 +114,13 @@ class Server(Party):
             raise ParameterError("the server needs at least one client, each named once")
         if config.secure:
             check_party_count(len(clients))
+        if config.task == "regression" and (
+            config.histogram != "fixed" or config.epsilon is not None or config.input_epsilon is not None
+            or config.criterion != "squared_error"
+        ):
+            raise ParameterError("regression needs fixed bins, the squared error and no differential privacy")
+        if config.task == "regression":
+            check_capacity(0, len(clients), config.y_bits)
         self.clients = tuple(clients)
         self.config = config
         self._random_state = random_state
@@ -172,6 +185,11 @@ class Server(Party):
             epsilon=cfg.epsilon,
             input_epsilon=cfg.input_epsilon,
             secure=cfg.secure,
+            task=cfg.task,
+            y_low=cfg.y_low,
+            y_high=cfg.y_high,
+            y_bits=cfg.y_bits,
+            n_clients=len(self.clients) if cfg.task == "regression" else 0,
         )
         replies = self.call_many({c: request for c in self.clients}, expect=SetupReply)
         for name, reply in replies.items():
@@ -232,7 +250,7 @@ class Server(Party):
         cfg = self.config
         self.logger.debug("tree %d of %d", tree + 1, cfg.n_trees)
         draws = TreeDraws(gen, 1, cfg.n_features, max_features=cfg.features_per_node)
-        builder = TreeBuilder(cfg.n_features, cfg.n_classes)
+        builder = TreeBuilder(cfg.n_features, cfg.n_classes if cfg.task == "classification" else 1)
         features = self._draw_features(draws, 1)
         empty_i, empty_f, empty_b = np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, bool)
         request = LayerRequest(
@@ -245,7 +263,7 @@ class Server(Party):
             hist, thresholds = self._layer_histograms(request)
             if layer == 0:
                 root = self._node_totals(hist, request.features)[0]
-                node_ids = [builder.add_root(float(self._criterion.weight(root)), _leaf(root))]
+                node_ids = [builder.add_root(float(self._criterion.weight(root)), self._leaf(root))]
                 if not self._splittable(0, root[None, :])[0]:
                     break
             res = best_splits(
@@ -265,8 +283,8 @@ class Server(Party):
                 lid, rid = builder.split(
                     node_ids[i], feature=f, threshold=thr, categorical=bool(self._categorical[f]),
                     missing_left=bool(res.missing_left[i]), provider=-1,
-                    left=(float(self._criterion.weight(ls)), _leaf(ls)),
-                    right=(float(self._criterion.weight(rs)), _leaf(rs)),
+                    left=(float(self._criterion.weight(ls)), self._leaf(ls)),
+                    right=(float(self._criterion.weight(rs)), self._leaf(rs)),
                 )
                 split_feature[i], split_threshold[i] = f, thr
                 split_categorical[i], split_missing_left[i] = self._categorical[f], res.missing_left[i]
@@ -288,6 +306,15 @@ class Server(Party):
             )
         self._step += 1
         return builder.build()
+
+    def _leaf(self, stats: FloatArray) -> FloatArray:
+        """A node's value: its class counts clipped at zero (noisy differences can go negative;
+        post-processing), or the mean target ``y_low + (y_high - y_low) · Σw·u / Σw``."""
+        if self.config.task == "classification":
+            return np.maximum(np.asarray(stats, dtype=np.float64), 0.0)
+        cfg = self.config
+        mean_u = stats[1] / stats[0] if stats[0] > 0 else 0.5
+        return np.array([cfg.y_low + (cfg.y_high - cfg.y_low) * mean_u], dtype=np.float64)
 
     def _splittable(self, depth: int, stats: FloatArray) -> BoolArray:
         weight = self._criterion.weight(stats)
@@ -330,7 +357,7 @@ class Server(Party):
         masked out by ``feature_mask``)."""
         cfg = self.config
         n_kept = int(request.keep.size)
-        C = cfg.n_classes
+        C = cfg.n_stats
         width = self._slots + 1
         feat, node = np.nonzero(request.features.T)  # wire order: by feature, then by node
         hist = np.zeros((n_kept, cfg.n_features, width, C), dtype=np.float64)
@@ -343,6 +370,8 @@ class Server(Party):
             self._charge(request)
             replies_c = self.call_many({c: request for c in self.clients}, expect=CountsReply)
             hist[node, feat] = self._merge_counts(replies_c, node.size * width * C).reshape(node.size, width, C)
+            if cfg.task == "regression":  # fixed point back to units of u (a power of two: exact)
+                hist[..., 1:] *= 2.0 ** -cfg.y_bits
         np.maximum(hist, 0.0, out=hist)  # noisy counts: clipping is post-processing
         return hist, thresholds
 

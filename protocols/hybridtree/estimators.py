@@ -4,29 +4,31 @@
 columns ``host_features`` of every row; guest ``u`` holds the rows
 ``guest_rows[u]`` of the columns ``guest_features`` (one list shared by all
 guests, or one list per guest for heterogeneous feature spaces, Appendix C.4).
-The parties are real runtime roles on an :class:`InProcessNetwork`; after
-``fit`` they stay alive for ``predict`` (inference, Section 4.2), and the
-network (with its transcript) is ``network_``.
+The facade only splits the table into each party's data, builds the
+:class:`InProcessNetwork`, the :class:`Host` and the :class:`Guest` roles, and
+calls :meth:`Host.fit`: the host bins its columns and runs every boosting round,
+the guests bin theirs with the agreed bins (:func:`agree_bins`).  After ``fit``
+the parties stay alive for ``predict`` (inference, Section 4.2, run by the
+host), and the network (with its transcript) is ``network_``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.guest import Guest
-from protocols.hybridtree.host import Host, sigmoid, softmax
+from protocols.hybridtree.boosting import FitProgress, Loss, probabilities
+from protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
+from protocols.hybridtree.host import Host, owners
 from protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
+from protocols.hybridtree.progress import ProgressBar
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
-from securetrees.progress import progress as progress_bar
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork
-from securetrees.trees import BinMapper
 
 __all__ = ["HybridTreeClassifier", "HybridTreeRegressor", "check_layout"]
 
@@ -90,14 +92,6 @@ def check_layout(
     return host, space, per_guest, rows
 
 
-def _owner(n_rows: int, rows: list[IntArray]) -> IntArray:
-    """The owning guest of each row: the lowest-numbered guest holding it, or -1."""
-    owner = np.full(n_rows, -1, dtype=np.int64)
-    for u in range(len(rows) - 1, -1, -1):
-        owner[rows[u]] = u
-    return owner
-
-
 def _check_X(X: npt.ArrayLike) -> FloatArray:
     Xa = np.asarray(X, dtype=np.float64)
     if Xa.ndim != 2:
@@ -109,6 +103,7 @@ def _check_X(X: npt.ArrayLike) -> FloatArray:
 
 class _HybridTree:
     _classifier = False
+    _loss: Loss = "squared"
     #: The host role's class (the leakage measurement substitutes a recording subclass).
     _host_class: type[Host] = Host
 
@@ -123,7 +118,7 @@ class _HybridTree:
         few_guests: Literal["leaf", "raise"] = "leaf",
         categorical_features: Sequence[int] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
-        random_state: int | None = None, progress: bool = False,
+        random_state: int | None = None, progress: bool | Callable[[FitProgress], None] = False,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         self.n_estimators = n_estimators
@@ -178,35 +173,11 @@ class _HybridTree:
             return self.keypair
         return generate_keypair(self.key_bits, allow_insecure=self.allow_insecure, rng=self.rng)
 
-    def _targets(self, y: npt.ArrayLike, n: int) -> tuple[FloatArray, FloatArray]:
-        """Targets per output and the base score."""
-        ya = np.asarray(y)
-        if ya.shape != (n,):
-            raise ParameterError("y must have one value per row of X")
-        if ya.dtype.kind == "f" and np.isnan(ya).any():
-            raise ParameterError("y holds NaN")
-        if not self._classifier:
-            yf = ya.astype(np.float64)
-            if not np.isfinite(yf).all():
-                raise ParameterError("y must be finite")
-            base = np.array([yf.mean() if self.base_score == "prior" else 0.0])
-            return yf[:, None], base
-        self.classes_, codes = np.unique(ya, return_inverse=True)
-        k = self.classes_.size
-        if k < 2:
-            raise ParameterError("classification needs at least two classes")
-        onehot = np.zeros((n, k))
-        onehot[np.arange(n), codes] = 1.0
-        prior = np.clip(onehot.mean(axis=0), 1e-12, 1.0)
-        if k == 2:
-            logit = np.log(prior[1] / prior[0])
-            return onehot[:, 1:], np.array([logit if self.base_score == "prior" else 0.0])
-        return onehot, (np.log(prior) if self.base_score == "prior" else np.zeros(k))
-
     def fit(
         self, X: npt.ArrayLike, y: npt.ArrayLike, host_features: Sequence[int],
         guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike],
     ) -> _HybridTree:
+        """Build the network, the host and the guests from the layout, and let the host train."""
         if self.base_score not in ("prior", "zero"):
             raise ParameterError("base_score must be 'prior' or 'zero'")
         if isinstance(self.n_estimators, bool) or not isinstance(self.n_estimators, int) or (
@@ -221,47 +192,34 @@ class _HybridTree:
         if params.mode != "paper" and len(rows) < params.min_guests:
             raise ParameterError(f"HybridTree needs at least {params.min_guests} guests "
                                  f"(got {len(rows)}): the masked sums would expose a guest")
-        target, base = self._targets(y, n)
         cat = set(_columns("categorical_features", self.categorical_features or [], d))
         keys = self._keys(params)
         net = InProcessNetwork(keep_payloads=self.record_payloads)
-        host_mapper = BinMapper.fit(Xa[:, host_cols], max_bins=params.max_bins,
-                                    categorical=[c in cat for c in host_cols])
-        guest_X = [self._guest_matrix(Xa[r], space, cols) for r, cols in zip(rows, per_guest, strict=True)]
-        # The guests agree on common bins for their feature space (spec, "Bin edges").
-        guest_mapper = BinMapper.fit(np.vstack(guest_X), max_bins=params.max_bins,
-                                     categorical=[c in cat for c in space])
+        guest_X = [guest_matrix(Xa[r], space, cols) for r, cols in zip(rows, per_guest, strict=True)]
+        guest_bins = agree_bins(guest_X, max_bins=params.max_bins, categorical=[c in cat for c in space])
         names = [f"guest{u}" for u in range(len(rows))]
-        owner = _owner(n, rows)
-        host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols], owner=owner,
-                    mapper=host_mapper, keypair=keys, rng=self.rng)
+        host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols],
+                                owner=owners(n, rows), categorical=[c in cat for c in host_cols],
+                                keypair=keys, rng=self.rng)
         guests = [
-            Guest(name, net, params=params, ids=r, X=gx, mapper=guest_mapper,
+            Guest(name, net, params=params, ids=r, X=gx, mapper=guest_bins,
                   host_key=keys[0] if keys is not None else None,
                   allow_insecure=self.allow_insecure, rng=self.rng)
             for name, r, gx in zip(names, rows, guest_X, strict=True)
         ]
-        host.setup()
-        k = target.shape[1]
-        raw = np.tile(base, (n, 1))
-        rounds = progress_bar(range(self.n_estimators), desc="hybridtree", total=self.n_estimators,
-                              enabled=self.progress)
-        tree_cpu: list[float] = []
-        for r in rounds:
-            if self._classifier:
-                p = sigmoid(raw) if k == 1 else softmax(raw)
-                grad, hess = p - target, p * (1.0 - p)
-            else:
-                grad, hess = raw - target, np.ones_like(raw)
-            for j in range(k):
-                start = time.process_time()
-                rec, values = host.grow(r * k + j, grad[:, j], hess[:, j])
-                tree_cpu.append(time.process_time() - start)
-                host.records.append(rec)
-                raw[:, j] += params.learning_rate * values
+        bar = ProgressBar() if self.progress is True else None
+        callback = self.progress if callable(self.progress) else bar
+        try:
+            host.fit(y, n_estimators=self.n_estimators, loss=self._loss,
+                     base_score=self.base_score, progress=callback)
+        finally:
+            if bar is not None:
+                bar.close()
         self.params_ = params
-        self.base_score_ = base
-        self.n_outputs_ = k
+        if self._classifier:
+            self.classes_ = host.classes_
+        self.base_score_ = host.base_score_
+        self.n_outputs_ = host.n_outputs_
         self.n_features_in_ = d
         self.host_features_, self.guest_features_ = host_cols, space
         self.guest_feature_lists_ = per_guest
@@ -270,17 +228,8 @@ class _HybridTree:
         self.small_nodes_ = host.small_nodes
         self.dropped_guests_ = list(host.dropped)
         #: CPU seconds of this process per tree: every party's work, since all run here.
-        self.tree_cpu_seconds_ = tree_cpu
+        self.tree_cpu_seconds_ = host.tree_cpu_seconds
         return self
-
-    @staticmethod
-    def _guest_matrix(X: FloatArray, space: list[int], cols: list[int]) -> FloatArray:
-        held = set(cols)
-        out = np.full((X.shape[0], len(space)), np.nan)
-        for j, c in enumerate(space):
-            if c in held:
-                out[:, j] = X[:, c]
-        return out
 
     # -- prediction ------------------------------------------------------------------------
     def decision_function(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:
@@ -295,13 +244,8 @@ class _HybridTree:
         _, _, _, rows = check_layout(Xa.shape[0], Xa.shape[1], self.host_features_,
                                      self.guest_feature_lists_, guest_rows)
         for guest, r, cols in zip(self.guests_, rows, self.guest_feature_lists_, strict=True):
-            guest.load_test(r, self._guest_matrix(Xa[r], self.guest_features_, cols))
-        values = self.host_.predict_values(Xa[:, self.host_features_], _owner(Xa.shape[0], rows))
-        k = self.n_outputs_
-        raw = np.tile(self.base_score_, (Xa.shape[0], 1))
-        for j in range(k):
-            raw[:, j] += self.params_.learning_rate * values[:, j::k].sum(axis=1)
-        return raw[:, 0] if k == 1 else raw
+            guest.load_test(r, guest_matrix(Xa[r], self.guest_features_, cols))
+        return self.host_.decision_function(Xa[:, self.host_features_], owners(Xa.shape[0], rows))
 
 
 _PARAM_NAMES = tuple(
@@ -316,13 +260,10 @@ class HybridTreeClassifier(_HybridTree):
     """HybridTree with logistic loss (sigmoid; softmax with one tree per class and round)."""
 
     _classifier = True
+    _loss: Loss = "logistic"
 
     def predict_proba(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:
-        raw = self.decision_function(X, guest_rows)
-        if raw.ndim == 1:
-            p = sigmoid(raw)
-            return np.column_stack([1.0 - p, p])
-        return softmax(raw)
+        return probabilities(self.decision_function(X, guest_rows))
 
     def predict(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> npt.NDArray[Any]:
         proba = self.predict_proba(X, guest_rows)

@@ -10,6 +10,7 @@ gradients (the authors' simulation).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ from securetrees.runtime import Network, Party, handles
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree
 
-__all__ = ["Guest", "GuestSplit"]
+__all__ = ["Guest", "GuestSplit", "agree_bins", "guest_matrix"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -64,6 +65,32 @@ class GuestSplit:
         nan = np.isnan(x)
         test = x == self.threshold if self.categorical else x <= self.threshold
         return np.asarray(np.where(nan, self.missing_left, test))
+
+
+def guest_matrix(X: npt.ArrayLike, space: Sequence[int], held: Sequence[int]) -> FloatArray:
+    """A guest's rows in the guest feature space: column ``j`` is the guest's column ``space[j]``
+    if it holds it (``held``), else all NaN (a feature it lacks is missing, spec "Roles").
+    ``X`` is indexed by the original column numbers."""
+    Xa = np.asarray(X, dtype=np.float64)
+    mine = set(held)
+    out = np.full((Xa.shape[0], len(space)), np.nan)
+    for j, c in enumerate(space):
+        if c in mine:
+            out[:, j] = Xa[:, c]
+    return out
+
+
+def agree_bins(
+    guest_X: Sequence[npt.ArrayLike], *, max_bins: int, categorical: Sequence[bool] | None = None,
+) -> BinMapper:
+    """The guests' common bins of the guest feature space (spec, "Bin edges"): quantile edges of
+    the pooled guest training columns, the one-process setup shortcut, which shows the edges
+    to every guest and never to the host.  A deployment can give every guest the same
+    data-independent edges instead (``BinMapper.fit(strategy="uniform", ranges=...)``)."""
+    if len(guest_X) == 0:
+        raise ParameterError("bins are agreed among at least one guest")
+    pooled = np.vstack([np.asarray(x, dtype=np.float64) for x in guest_X])
+    return BinMapper.fit(pooled, max_bins=max_bins, categorical=categorical)
 
 
 def _sorted_ids(ids: npt.ArrayLike) -> IntArray:

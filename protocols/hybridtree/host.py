@@ -5,16 +5,36 @@ and encrypts each instance's count, gradient and hessian (H2, H3), and for each
 guest layer asks every guest for masked encrypted histograms (G1), decrypts only
 their aggregate, chooses the splits with the central trainer's code (G2) and
 collects the routing (G3).  Inference follows Section 4.2.
+
+The host drives the whole run: :meth:`Host.fit` bins its own columns, sets up the
+guests, and runs every boosting round (gradients, host layers, guest layers,
+score update); :meth:`Host.predict` runs inference.  It needs only its own data
+(host columns, labels, which guest holds which instance ID) and the network, so
+it runs alone in its own process.  Progress goes to the logger
+``securetrees.hybridtree.host`` and to an optional callback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from protocols.hybridtree.boosting import (
+    FitProgress,
+    Loss,
+    Targets,
+    gradients,
+    probabilities,
+    sigmoid,
+    softmax,
+    targets,
+)
 from protocols.hybridtree.layout import SlotLayout
 from protocols.hybridtree.messages import (
     Ack,
@@ -40,6 +60,7 @@ from securetrees._nt import mpz
 from securetrees.encoding import FixedPoint
 from securetrees.errors import (
     EncodingOverflowError,
+    NotFittedError,
     ParameterError,
     ProtocolError,
     UnexpectedMessage,
@@ -49,12 +70,16 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree
 
-__all__ = ["Host", "TreeRecord"]
+__all__ = ["ENCRYPT_CHUNK", "Host", "TreeRecord", "owners", "sigmoid", "softmax"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 STATS = 3  # (count, G·2^f, H·2^f)
+#: Gradients encrypted between two progress events (about 1.5 s of CPU at 2048 bits).
+ENCRYPT_CHUNK = 2048
+_log = logging.getLogger("securetrees.hybridtree.host")
+ProgressCallback = Callable[[FitProgress], None]
 
 
 @dataclass
@@ -123,24 +148,38 @@ class _Layer:
     known: dict[int, BoolArray] = field(default_factory=dict)
 
 
-def sigmoid(x: FloatArray) -> FloatArray:
-    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float64)
+def owners(n_rows: int, guest_rows: Sequence[npt.ArrayLike]) -> IntArray:
+    """The owning guest of each instance ID ``0..n_rows-1`` from the ID linkage (which IDs each
+    guest holds): the lowest-numbered guest holding it, or -1 (spec, "Roles")."""
+    owner = np.full(n_rows, -1, dtype=np.int64)
+    for u in range(len(guest_rows) - 1, -1, -1):
+        owner[np.asarray(guest_rows[u], dtype=np.int64)] = u
+    return owner
 
 
-def softmax(x: FloatArray) -> FloatArray:
-    z = np.exp(x - x.max(axis=1, keepdims=True))
-    return np.asarray(z / z.sum(axis=1, keepdims=True), dtype=np.float64)
+def _host_matrix(X: npt.ArrayLike) -> FloatArray:
+    Xa = np.asarray(X, dtype=np.float64)
+    if Xa.ndim != 2:
+        raise ParameterError("the host's X must be two-dimensional")
+    if np.isinf(Xa).any():
+        raise ParameterError("X holds infinite values (NaN means missing; infinities are refused)")
+    return Xa
 
 
 class Host(Party):
     """The label holder.  ``owner[i]`` is the index (into ``guests``) of the guest that owns
-    training instance ``i`` (ID ``i``), or -1 if no guest holds it."""
+    training instance ``i`` (ID ``i``), or -1 if no guest holds it (see :func:`owners`).
+
+    The host bins its own columns ``X`` (quantile bins, ``params.max_bins``; ``categorical``
+    flags per column) unless given ``mapper``.  Secure mode needs the host's Paillier key
+    pair ``keypair``; :meth:`fit` then trains and :meth:`predict` infers."""
 
     role = "host"
 
     def __init__(
         self, name: str, network: Network, *, params: HybridTreeParams, guests: Sequence[str],
-        X: npt.ArrayLike, owner: npt.ArrayLike, mapper: BinMapper,
+        X: npt.ArrayLike, owner: npt.ArrayLike, mapper: BinMapper | None = None,
+        categorical: Sequence[bool] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         super().__init__(name, network)
@@ -153,10 +192,14 @@ class Host(Party):
                 f"HybridTree's masked aggregation needs at least {params.min_guests} guests, "
                 f"got {len(self.guests)}"
             )
-        self._X = np.asarray(X, dtype=np.float64)
+        self._X = _host_matrix(X)
         self._owner = np.asarray(owner, dtype=np.int64)
         if self._owner.shape != (self._X.shape[0],) or self._owner.max(initial=-1) >= len(guests):
             raise ParameterError("owner must give one guest index (or -1) per instance")
+        if mapper is None:
+            mapper = BinMapper.fit(self._X, max_bins=params.max_bins, categorical=categorical)
+        elif categorical is not None:
+            raise ParameterError("give the host's bins (mapper) or its categorical flags, not both")
         self._mapper = mapper
         self._binned = mapper.transform(self._X)
         self._rng = rng
@@ -178,11 +221,18 @@ class Host(Party):
         self.small_nodes = 0
         self.dropped: list[str] = []
         self._batch = 0
+        self._set_up = False
+        self._progress: ProgressCallback | None = None
+        self._position = (0, 0)  # (tree, trees) of the run in progress, for the progress events
+        self._targets: Targets | None = None
+        self._loss: Loss = "logistic"
+        #: CPU seconds of this process per tree (in one process: every party's work).
+        self.tree_cpu_seconds: list[float] = []
 
     # -- setup -----------------------------------------------------------------------------
     def setup(self) -> None:
         """Setup steps 1-2: send the key and roster, relay the guests' agreement keys."""
-        self.logger.info("setting up with %d guests (mode %s)", len(self.guests), self.params.mode)
+        self._set_up = True
         session = self._rng.token_bytes(16)
         pk_bytes = self._pk.to_bytes() if self._pk is not None else b""
         replies = self.call_many(
@@ -239,6 +289,54 @@ class Host(Party):
         else:
             self._count_fallback(1)
 
+    # -- progress --------------------------------------------------------------------------
+    def _report(self, step: str, done: int = 1, total: int = 1) -> None:
+        """One progress event: to the logger (INFO when a tree is done, DEBUG otherwise) and to
+        the callback of :meth:`fit`, if any."""
+        event = FitProgress(self._position[0], self._position[1], step, done, total)
+        _log.log(logging.INFO if step == "tree done" else logging.DEBUG, "%s", event.describe())
+        if self._progress is not None:
+            self._progress(event)
+
+    # -- the boosting loop -----------------------------------------------------------------
+    def fit(
+        self, y: npt.ArrayLike, *, n_estimators: int, loss: Loss = "logistic",
+        base_score: str = "prior", progress: ProgressCallback | None = None,
+    ) -> Host:
+        """Train: set up the guests, then ``n_estimators`` rounds of one tree per output (H1-G3),
+        each adding ``learning_rate`` times its leaf values to the scores.  ``y`` holds the label
+        of each training instance (ID ``i`` in row ``i``); ``loss`` is ``"logistic"`` (classes,
+        softmax for more than two) or ``"squared"``.  ``progress`` receives a
+        :class:`FitProgress` after each step (and during encryption)."""
+        if isinstance(n_estimators, bool) or not isinstance(n_estimators, int) or n_estimators < 1:
+            raise ParameterError("n_estimators must be a positive integer")
+        if self.records:
+            raise ParameterError("this host has already trained a model")
+        t = targets(y, self._X.shape[0], loss, base_score)  # type: ignore[arg-type]
+        self._progress = progress
+        try:
+            if not self._set_up:
+                self.setup()
+            self._boost(t, loss, n_estimators)
+        finally:
+            self._progress = None
+        self._targets, self._loss = t, loss
+        return self
+
+    def _boost(self, t: Targets, loss: Loss, n_estimators: int) -> None:
+        k = t.n_outputs
+        raw = np.tile(t.base, (self._X.shape[0], 1))
+        for r in range(n_estimators):
+            grad, hess = gradients(raw, t.target, loss)
+            for j in range(k):
+                self._position = (r * k + j, n_estimators * k)
+                start = time.process_time()
+                rec, values = self.grow(r * k + j, grad[:, j], hess[:, j])
+                self.tree_cpu_seconds.append(time.process_time() - start)
+                self.records.append(rec)
+                raw[:, j] += self.params.learning_rate * values
+                self._report("tree done")
+
     # -- training --------------------------------------------------------------------------
     def grow(self, tree_index: int, g: FloatArray, h: FloatArray) -> tuple[TreeRecord, FloatArray]:
         """One tree (H1-G3) on gradients ``g`` and hessians ``h``; returns the record and each
@@ -249,6 +347,7 @@ class Host(Party):
                               GrowParams(max_depth=p.host_depth,
                                          min_samples_leaf=float(p.min_samples_leaf)))
         leaf_of = host_tree.apply(self._X)
+        self._report("host layers")
         if p.mode == "paper":
             return self._grow_paper(tree_index, host_tree, leaf_of, g, h)
         rec = TreeRecord.from_host_tree(host_tree)
@@ -269,6 +368,7 @@ class Host(Party):
             else:
                 self._withheld(rules, every)
         layout = self._send_gradients(tree_index, nodes, eligible, g, h, g_fix, h_fix, owner)
+        self._report("gradients sent")
         layer = _Layer(frontier=eligible, known={k: every for k in eligible})
         parents: dict[int, int] = {}
         for depth in range(1, p.guest_depth + 1):
@@ -276,6 +376,7 @@ class Host(Party):
                 break
             layer = self._guest_layer(tree_index, depth, rec, layer, parents, nodes, layout,
                                       g_fix, h_fix)
+            self._report("guest layer", depth, p.guest_depth)
         values = np.zeros(g.size)
         for node, ids in nodes.items():
             if rec.is_leaf(node):
@@ -325,14 +426,7 @@ class Host(Party):
                 plain.append((self.guests[gi], k, sel, layout.encode(k, g_fix[sel], h_fix[sel])))
         flat = [v for *_, vals in plain for v in vals]
         self.op_counts["encrypt"] += len(flat)
-        if self._pk is not None and self._sk is not None:
-            if p.encryption == "key-owner":
-                cts = self._sk.encrypt_many(flat, rng=self._rng)
-            else:
-                cts = self._pk.encrypt_many(flat, mode=p.encryption, rng=self._rng)
-            wire = [c.value for c in cts]
-        else:
-            wire = flat
+        wire = self._encrypt(flat)
         at = 0
         for gname, k, sel, vals in plain:
             chunk = tuple(wire[at : at + len(vals)])
@@ -343,6 +437,23 @@ class Host(Party):
                                  expect=Ack, allow_missing=True)
         self._live(dict(replies), asked)
         return layout
+
+    def _encrypt(self, flat: list[int]) -> list[int]:
+        """H3's encryptions (wire values), ``ENCRYPT_CHUNK`` at a time with a progress event after
+        each chunk; the plaintexts themselves outside secure mode."""
+        p = self.params
+        if self._pk is None or self._sk is None:
+            return flat
+        wire: list[int] = []
+        for at in range(0, len(flat), ENCRYPT_CHUNK):
+            chunk = flat[at : at + ENCRYPT_CHUNK]
+            if p.encryption == "key-owner":
+                cts = self._sk.encrypt_many(chunk, rng=self._rng)
+            else:
+                cts = self._pk.encrypt_many(chunk, mode=p.encryption, rng=self._rng)
+            wire += [c.value for c in cts]
+            self._report("encrypting", len(wire), len(flat))
+        return wire
 
     def _aggregate(self, replies: dict[str, MaskedHistogram], length: int) -> list[int]:
         """G2: multiply the guests' accumulators position-wise, decrypt each product once."""
@@ -576,6 +687,52 @@ class Host(Party):
         return rec, values
 
     # -- inference -------------------------------------------------------------------------
+    def decision_function(self, X: npt.ArrayLike, owner: npt.ArrayLike) -> FloatArray:
+        """Raw scores of test instances (row ``i`` of the host's columns ``X`` is test ID ``i``;
+        ``owner`` as in training, see :func:`owners`): the base score plus ``learning_rate``
+        times each tree's leaf value.  Shape ``(n,)`` for one output, else ``(n, outputs)``.
+        The guests must have loaded their test rows (:meth:`Guest.load_test`)."""
+        if self._targets is None:
+            raise NotFittedError("fit the host before predicting")
+        Xa = _host_matrix(X)
+        values = self.predict_values(Xa, owner)
+        k = self._targets.n_outputs
+        raw = np.tile(self._targets.base, (Xa.shape[0], 1))
+        for j in range(k):
+            raw[:, j] += self.params.learning_rate * values[:, j::k].sum(axis=1)
+        return raw[:, 0] if k == 1 else raw
+
+    def predict_proba(self, X: npt.ArrayLike, owner: npt.ArrayLike) -> FloatArray:
+        """Class probabilities (logistic loss only), one column per class of :attr:`classes_`."""
+        if self._loss != "logistic":
+            raise ParameterError("predict_proba needs the logistic loss")
+        return probabilities(self.decision_function(X, owner))
+
+    def predict(self, X: npt.ArrayLike, owner: npt.ArrayLike) -> npt.NDArray[Any]:
+        """Predicted class (logistic loss) or value (squared loss) of each test instance."""
+        if self._loss == "squared":
+            return np.asarray(self.decision_function(X, owner), dtype=np.float64)
+        return np.asarray(self.classes_[np.argmax(self.predict_proba(X, owner), axis=1)])
+
+    @property
+    def classes_(self) -> npt.NDArray[Any]:
+        """The class labels of a logistic-loss model."""
+        if self._targets is None or self._targets.classes is None:
+            raise NotFittedError("no classes: not fitted, or fitted with the squared loss")
+        return self._targets.classes
+
+    @property
+    def base_score_(self) -> FloatArray:
+        if self._targets is None:
+            raise NotFittedError("fit the host first")
+        return self._targets.base
+
+    @property
+    def n_outputs_(self) -> int:
+        if self._targets is None:
+            raise NotFittedError("fit the host first")
+        return self._targets.n_outputs
+
     def predict_values(self, X: npt.ArrayLike, owner: npt.ArrayLike) -> FloatArray:
         """Inference (Section 4.2): each tree's leaf value per test instance, shape (n, trees)."""
         Xa = np.asarray(X, dtype=np.float64)

@@ -10,6 +10,8 @@ Two proposers (``specs/revfrf.md``, construction step 3):
 
 Each sample gets its *candidate code* ``c = #{i : s_i < x}``, so candidate ``b`` sends
 ``x ≤ s_b ⇔ c ≤ b`` to the left: the codes hold exactly the split vectors' information.
+A missing value (NaN) gets :data:`~protocols.revfrf.missing.MISSING_CODE`; candidates come
+from the present values only.
 :class:`CoarseCodes` (``code_resolution`` = k) keeps at most k − 1 candidates per (node,
 column), near the node's quantiles j/k, so the CS sees at most k codes per node and codes that
 are group indices of the node, not the column's global bins (``specs/revfrf.md``, "What the CS
@@ -24,6 +26,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from protocols.revfrf.missing import MISSING_CODE
 from securetrees.errors import ParameterError
 from securetrees.trees import BinMapper
 
@@ -47,8 +50,10 @@ class CandidateSet:
 
 
 def candidate_codes(thresholds: FloatArray, x: FloatArray) -> npt.NDArray[np.uint16]:
-    """``#{i : s_i < x}`` per value (``searchsorted(s, x, "left")``)."""
-    return np.searchsorted(thresholds, x, side="left").astype(CODE_DTYPE)
+    """``#{i : s_i < x}`` per value (``searchsorted(s, x, "left")``); ``MISSING_CODE`` for NaN."""
+    missing = np.isnan(x)
+    codes = np.searchsorted(thresholds, np.where(missing, 0.0, x), side="left")
+    return np.where(missing, MISSING_CODE, codes).astype(CODE_DTYPE)
 
 
 class Proposer(Protocol):
@@ -72,7 +77,11 @@ class RandomRange:
         """FLE-Expan lines 8-11 for one node's values ``x`` of one column."""
         if x.size == 0:
             raise ParameterError("a node without samples has no candidates")
-        pick = x if x.size <= self.rho else x[rng.choice(x.size, size=self.rho, replace=False)]
+        present = x[~np.isnan(x)]
+        if present.size == 0:  # every value missing: no candidate but "missing apart"
+            return CandidateSet(np.zeros(0, dtype=np.float64), candidate_codes(np.zeros(0), x))
+        pick = present if present.size <= self.rho else present[rng.choice(present.size, size=self.rho,
+                                                                           replace=False)]
         lo, hi = float(pick.min()), float(pick.max())
         i = np.arange(1, self.n_candidates + 1, dtype=np.float64)
         s = np.clip(lo + i * (hi - lo) / (self.n_candidates + 1), lo, hi).astype(np.float64)
@@ -110,6 +119,7 @@ def coarsen(cands: CandidateSet, k: int) -> CandidateSet:
     sides non-empty); candidates giving the same partition are kept once.  So the node's
     samples fall into at most k ordered groups of about m/k samples each, and the codes are
     group indices *of this node*: they are not the column's global bins or grid positions.
+    Missing values keep their code and are not counted in m.
 
     Reveals to the CS (who receives the codes): for each sample of the node, which of at most
     k ordered groups of the node it falls in.  Deterministic in the node's values; no
@@ -117,10 +127,12 @@ def coarsen(cands: CandidateSet, k: int) -> CandidateSet:
     """
     if k < 2:
         raise ParameterError("code_resolution must be at least 2")
-    m = cands.codes.size
+    missing = cands.codes == MISSING_CODE
+    present = cands.codes[~missing]
+    m = present.size
     if cands.n_codes <= k or m == 0:
         return cands
-    left = np.cumsum(np.bincount(cands.codes, minlength=cands.n_codes))[:-1]  # #{x ≤ s_b} per candidate b
+    left = np.cumsum(np.bincount(present, minlength=cands.n_codes))[:-1]  # #{x ≤ s_b} per candidate b
     useful = np.flatnonzero((left > 0) & (left < m))
     targets = np.arange(1, k, dtype=np.float64) * m / k
     if useful.size == 0:
@@ -129,7 +141,8 @@ def coarsen(cands: CandidateSet, k: int) -> CandidateSet:
         pick = np.unique(useful[np.abs(left[useful][None, :] - targets[:, None]).argmin(axis=1)])
     kept = np.zeros(cands.n_codes, dtype=np.int64)
     kept[pick + 1] = 1  # new code = #{kept b : c > b}
-    return CandidateSet(cands.thresholds[pick], np.cumsum(kept)[cands.codes].astype(CODE_DTYPE))
+    codes = np.where(missing, MISSING_CODE, np.cumsum(kept)[np.where(missing, 0, cands.codes)])
+    return CandidateSet(cands.thresholds[pick], codes.astype(CODE_DTYPE))
 
 
 @dataclass(frozen=True)

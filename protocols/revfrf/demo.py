@@ -3,7 +3,8 @@
 some columns, encrypted prediction requests (FRF-Predict), the revocation of a participant
 (FRF-Revoc with a new forest epoch), and accuracy against scikit-learn with the same settings.
 
-Adult's missing categorical values (``?``) get the code -1 before training (RevFRF refuses NaN).
+Adult's missing categorical values (``?``) get the code -1 before training (as in
+the published figures; RevFRF also accepts NaN, ``specs/revfrf.md`` "Missing values").
 """
 
 from __future__ import annotations

@@ -27,10 +27,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from protocols.revfrf.cc import ComputationServer
+from protocols.revfrf.cs import CentralServer
 from protocols.revfrf.facade import make_proposer, plan_run
+from protocols.revfrf.kgc import KeyCentre
 from protocols.revfrf.participant import Participant
 from protocols.revfrf.requester import Requester
-from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes

@@ -20,9 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
+from protocols.revfrf.cc import ComputationServer
+from protocols.revfrf.cs import CentralServer
+from protocols.revfrf.kgc import KeyCentre
 from protocols.revfrf.participant import Participant
 from protocols.revfrf.requester import Requester
-from protocols.revfrf.server import CentralServer, ComputationServer, KeyCentre, RevocationRecord
+from protocols.revfrf.revocation import RevocationRecord
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
@@ -58,8 +61,8 @@ def _check_X(X: npt.ArrayLike, n_features: int | None = None) -> FloatArray:
         raise ParameterError("X must be a non-empty 2-D array")
     if n_features is not None and Xa.shape[1] != n_features:
         raise ParameterError(f"X must have {n_features} columns, got {Xa.shape[1]}")
-    if not np.all(np.isfinite(Xa)):
-        raise ParameterError("RevFRF refuses NaN or infinite feature values (impute them first)")
+    if np.any(np.isinf(Xa)):
+        raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
     return Xa
 
 

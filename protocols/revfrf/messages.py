@@ -9,7 +9,7 @@ dtype and shape).  No message carries a key or a secret.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -81,7 +81,8 @@ class ExpandReply(Message):
 @dataclass(frozen=True)
 class SplitRequest(Message):
     """FOS-Find line 7, CS → winning participant: upload the split of candidate
-    ``candidate[i]`` of task ``task[i]`` as node ``(tree[i], node[i])`` in ``epoch``."""
+    ``candidate[i]`` of task ``task[i]`` as node ``(tree[i], node[i])`` in ``epoch``;
+    missing values go left at that node where ``missing_left[i]`` (one bool per split)."""
 
     round: int
     epoch: int
@@ -89,6 +90,7 @@ class SplitRequest(Message):
     candidate: np.ndarray
     tree: np.ndarray
     node: np.ndarray
+    missing_left: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 @message("revfrf.split.reply", reply_to=SplitRequest)
@@ -117,10 +119,18 @@ class NodeRef(Message):
 @message("revfrf.predict.request", sender="requester", receiver="cs")
 @dataclass(frozen=True)
 class PredictRequest(Message):
-    """FRF-Predict line 1, requester → CS: every feature, fixed point, HoEnc under pk_0."""
+    """FRF-Predict line 1, requester → CS: every feature, fixed point, HoEnc under pk_0.
+
+    ``(t1, t2)``: the value compared at nodes whose missing values go right (a missing value
+    as ``+B``), ``(low_t1, low_t2)``: at nodes whose missing values go left (``-B``); both
+    encrypt the value itself when it is present (``protocols.revfrf.missing``).  Empty low
+    fields mean the same ciphertexts at every node (a request that reveals it has no missing
+    value; :class:`~protocols.revfrf.requester.Requester` always sends both)."""
 
     t1: tuple[int, ...]
     t2: tuple[int, ...]
+    low_t1: tuple[int, ...] = ()
+    low_t2: tuple[int, ...] = ()
 
 
 @message("revfrf.predict.reply", reply_to=PredictRequest)

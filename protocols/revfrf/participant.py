@@ -5,13 +5,15 @@ Steps (``specs/revfrf.md``): FLE-Expan lines 7-11 (:meth:`Participant.on_expand`
 FOS-Find line 8 (:meth:`Participant.on_split`), FT-Predict line 6 (:meth:`on_parhdec`,
 consent and epoch checks), FT-Test (:meth:`on_test`), ``predict(X)`` path bits
 (:meth:`on_path`), FRF-Revoc line 1 (:meth:`request_revocation`) and line 16 with the
-epoch re-signing (:meth:`on_epoch`).
+epoch re-signing (:meth:`on_epoch`).  Missing values (NaN) are routed as the shared trees
+route them (:mod:`protocols.revfrf.missing`): the provider keeps each split's missing side.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +38,8 @@ from protocols.revfrf.messages import (
     TestReply,
     TestRequest,
 )
-from protocols.revfrf.signing import node_message, revocation_message
+from protocols.revfrf.missing import threshold_plaintext, value_plaintext
+from protocols.revfrf.signing import node_message, revocation_message, verify_revocation
 from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
@@ -45,17 +48,27 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.signing import SigningKey, verify
 
-__all__ = ["OwnNode", "Participant"]
+__all__ = ["BatchValues", "OwnNode", "Participant"]
 
 FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
 class OwnNode:
-    """What a provider keeps about a node it provided: its column and plaintext threshold."""
+    """What a provider keeps about a node it provided: its column, plaintext threshold
+    (``+inf`` for a split that isolates the missing values) and where missing values go."""
 
     column: int
     threshold: float
+    missing_left: bool = False
+
+
+class BatchValues(NamedTuple):
+    """This participant's side of the (row, node) pairs of a prediction request."""
+
+    x: FloatArray
+    threshold: FloatArray
+    missing_left: npt.NDArray[np.bool_]
 
 
 class Participant(Party):
@@ -89,8 +102,8 @@ class Participant(Party):
         cols = tuple(int(c) for c in columns)
         if X.ndim != 2 or X.shape[1] != len(cols) or not cols:
             raise ParameterError("X_own must have one column per owned feature")
-        if not np.all(np.isfinite(X)):
-            raise ParameterError("RevFRF refuses NaN or infinite feature values")
+        if np.any(np.isinf(X)):
+            raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
         super().__init__(name, network)
         self.columns = cols
         self._col = {c: j for j, c in enumerate(cols)}
@@ -153,7 +166,10 @@ class Participant(Party):
 
     @handles(SplitRequest)
     def on_split(self, sender: str, msg: SplitRequest) -> SplitReply:
-        """FOS-Find line 8: ``HoEnc(pk_u, s)`` of each winning candidate, signed with the epoch."""
+        """FOS-Find line 8: ``HoEnc(pk_u, s)`` of each winning candidate, signed with the epoch;
+        keeps the threshold and the split's missing side.  Candidate ``n_codes - 1`` (every
+        present value left) has threshold ``+inf``.  Learns: which candidates won, and where
+        missing values go at each of its nodes."""
         self._check_active()
         if msg.epoch != self.epoch:
             raise StaleEpochError("split request for another epoch")
@@ -161,14 +177,18 @@ class Participant(Party):
         cols = self._pending_cols.pop(msg.round, None)
         if sets is None or cols is None:
             raise UnexpectedMessage("split request for an unknown round")
+        missing_left = np.asarray(msg.missing_left)
+        if missing_left.shape != np.asarray(msg.task).shape or missing_left.dtype != np.bool_:
+            raise UnexpectedMessage("one missing side per split")
         t1, t2, sig = [], [], []
-        for t, b, tree, node in zip(msg.task.tolist(), msg.candidate.tolist(), msg.tree.tolist(),
-                                    msg.node.tolist(), strict=True):
-            if not 0 <= t < len(sets) or not 0 <= b < sets[t].thresholds.size:
+        for t, b, tree, node, ml in zip(msg.task.tolist(), msg.candidate.tolist(), msg.tree.tolist(),
+                                        msg.node.tolist(), missing_left.tolist(), strict=True):
+            if not 0 <= t < len(sets) or not 0 <= b < sets[t].n_codes:
                 raise UnexpectedMessage("split request names an unknown candidate")
-            thr = float(sets[t].thresholds[b])
-            c = encrypt(self._weak.public, self._fx.encode_scalar(thr), rng=self._rng, signed=self._range)
-            self._nodes[(tree, node)] = OwnNode(int(cols[t]), thr)
+            thr = float(sets[t].thresholds[b]) if b < sets[t].thresholds.size else float("inf")
+            c = encrypt(self._weak.public, threshold_plaintext(self._fx, self._range, thr), rng=self._rng,
+                        signed=self._range)
+            self._nodes[(tree, node)] = OwnNode(int(cols[t]), thr, bool(ml))
             t1.append(int(c.t1))
             t2.append(int(c.t2))
             sig.append(self._sign_node(tree, node, msg.epoch, c))
@@ -211,15 +231,16 @@ class Participant(Party):
         X = np.asarray(X_own, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != len(self.columns):
             raise ParameterError("rows must have one column per owned feature")
-        if not np.all(np.isfinite(X)):
-            raise ParameterError("RevFRF refuses NaN or infinite feature values")
+        if np.any(np.isinf(X)):
+            raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
         self._batches[batch] = X
 
     def drop_rows(self, batch: str) -> None:
         self._batches.pop(batch, None)
 
-    def _batch_values(self, msg: PathRequest | TestRequest) -> tuple[FloatArray, FloatArray]:
-        """This participant's values and thresholds for the (row, node) pairs of a request."""
+    def _batch_values(self, msg: PathRequest | TestRequest) -> BatchValues:
+        """This participant's values, thresholds and missing sides for the (row, node) pairs
+        of a request."""
         X = self._batches.get(msg.batch)
         if X is None:
             raise UnexpectedMessage(f"unknown batch {msg.batch!r}")
@@ -232,6 +253,7 @@ class Participant(Party):
         keys = np.unique(np.stack([trees, nodes], axis=1), axis=0) if rows.size else np.zeros((0, 2), np.int64)
         col = np.empty(rows.size, dtype=np.int64)
         thr = np.empty(rows.size, dtype=np.float64)
+        miss = np.zeros(rows.size, dtype=bool)
         for t, n in keys.tolist():
             own = self._nodes.get((t, n))
             if own is None:
@@ -239,23 +261,25 @@ class Participant(Party):
             at = (trees == t) & (nodes == n)
             col[at] = self._col[own.column]
             thr[at] = own.threshold
-        return np.asarray(X[rows, col], dtype=np.float64), thr
+            miss[at] = own.missing_left
+        return BatchValues(np.asarray(X[rows, col], dtype=np.float64), thr, miss)
 
     @handles(PathRequest)
     def on_path(self, sender: str, msg: PathRequest) -> PathReply:
-        """``predict(X)``: ``x ≤ s`` on its own column and threshold.  Learns: which of its
-        nodes each row reaches."""
+        """``predict(X)``: ``x ≤ s`` on its own column and threshold, a missing value to the
+        split's missing side.  Learns: which of its nodes each row reaches."""
         self._check_active()
-        x, thr = self._batch_values(msg)
-        return PathReply(np.asarray(x <= thr, dtype=bool))
+        v = self._batch_values(msg)
+        return PathReply(np.asarray(np.where(np.isnan(v.x), v.missing_left, v.x <= v.threshold), dtype=bool))
 
     @handles(TestRequest)
     def on_test(self, sender: str, msg: TestRequest) -> TestReply:
-        """FT-Test (erratum 7): ``[[x]]_{pk_u}`` of its own value for each (row, node)."""
+        """FT-Test (erratum 7): ``[[x]]_{pk_u}`` of its own value for each (row, node); a
+        missing value as the stand-in of the node's missing side (:mod:`~protocols.revfrf.missing`)."""
         self._check_active()
-        x, _ = self._batch_values(msg)
-        cts = [encrypt(self._weak.public, self._fx.encode_scalar(float(v)), rng=self._rng, signed=self._range)
-               for v in x.tolist()]
+        v = self._batch_values(msg)
+        cts = [encrypt(self._weak.public, value_plaintext(self._fx, self._range, x, ml), rng=self._rng,
+                       signed=self._range) for x, ml in zip(v.x.tolist(), v.missing_left.tolist(), strict=True)]
         return TestReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))
 
     # ------------------------------------------------------------------ revocation
@@ -281,11 +305,7 @@ class Participant(Party):
         forget destroyed nodes, re-sign the surviving ones."""
         self._check_active()
         rev = msg.revocation
-        key = self._verify_keys.get(rev.participant)
-        if key is None:
-            raise RevocationRefused(f"unknown participant {rev.participant!r}")
-        verify(key, rev.signature, revocation_message(self._session, rev.participant, rev.epoch, rev.level,
-                                                      rev.nonce), RevocationRefused, "revocation request")
+        verify_revocation(self._verify_keys, self._session, rev)
         if rev.epoch != self.epoch or msg.epoch != self.epoch + 1:
             raise RevocationRefused("epoch notice out of order")
         self.logger.info("%s: epoch %d after revoking %s, %d nodes to re-sign", self.name, msg.epoch,

@@ -1,4 +1,6 @@
-"""A prediction requester (FRF-Predict line 1): encrypts its whole request under its own key."""
+"""A prediction requester (FRF-Predict line 1): encrypts its whole request under its own key,
+each feature twice: as compared at missing-left and at missing-right nodes
+(:mod:`protocols.revfrf.missing`), so the CS cannot tell a missing value from a present one."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import numpy.typing as npt
 
 from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
 from protocols.revfrf.messages import PredictReply, PredictRequest
-from securetrees.dtpkc import WeakSecretKey, encrypt
+from protocols.revfrf.missing import value_plaintext
+from securetrees.dtpkc import Ciphertext, WeakSecretKey, encrypt
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError
@@ -32,15 +35,20 @@ class Requester(Party):
         self._rng = rng
 
     def request(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """FRF-Predict: one encrypted request; returns the CS's output (class distribution or value)."""
+        """FRF-Predict: one encrypted request (NaN: a missing value); returns the CS's output
+        (class distribution or value)."""
         v = np.asarray(x, dtype=np.float64)
         if v.ndim != 1:
             raise ParameterError("a request is one feature vector")
-        if not np.all(np.isfinite(v)):
-            raise ParameterError("RevFRF refuses NaN or infinite feature values")
-        cts = [encrypt(self._weak.public, self._fx.encode_scalar(float(a)), rng=self._rng, signed=self._range)
-               for a in v.tolist()]
+        if np.any(np.isinf(v)):
+            raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
+        high = [self._encrypt(value_plaintext(self._fx, self._range, a, False)) for a in v.tolist()]
+        low = [self._encrypt(value_plaintext(self._fx, self._range, a, True)) for a in v.tolist()]
         self.logger.info("%s: encrypted prediction request (%d features)", self.name, v.size)
-        reply = self.call(self._cs, PredictRequest(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts)),
+        reply = self.call(self._cs, PredictRequest(tuple(int(c.t1) for c in high), tuple(int(c.t2) for c in high),
+                                                   tuple(int(c.t1) for c in low), tuple(int(c.t2) for c in low)),
                           expect=PredictReply)
         return np.asarray(reply.output, dtype=np.float64)
+
+    def _encrypt(self, m: int) -> Ciphertext:
+        return encrypt(self._weak.public, m, rng=self._rng, signed=self._range)

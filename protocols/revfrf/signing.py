@@ -10,8 +10,13 @@ revocation (FRF-Revoc line 1).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
-__all__ = ["node_message", "revocation_message"]
+from protocols.revfrf.errors import RevocationRefused
+from protocols.revfrf.messages import RevokeRequest
+from securetrees.signing import verify
+
+__all__ = ["node_message", "revocation_message", "verify_revocation"]
 
 
 def _int_field(v: int) -> bytes:
@@ -41,3 +46,14 @@ def revocation_message(session: bytes, participant: str, epoch: int, level: int,
     h.update(_int_field(level))
     h.update(_bytes_field(nonce))
     return h.digest()
+
+
+def verify_revocation(verify_keys: Mapping[str, bytes], session: bytes, msg: RevokeRequest) -> None:
+    """FRF-Revoc line 2 (at the CS, the CC, the KGC and each remaining participant): the
+    request is signed by the registered key of the participant it names.  Raises
+    :class:`RevocationRefused` otherwise.  Reveals nothing beyond the request itself."""
+    key = verify_keys.get(msg.participant)
+    if key is None:
+        raise RevocationRefused(f"no verification key registered for {msg.participant!r}")
+    verify(key, msg.signature, revocation_message(session, msg.participant, msg.epoch, msg.level, msg.nonce),
+           RevocationRefused, "revocation request")

@@ -34,15 +34,24 @@ def assert_same(a: Tree, b: Tree, fields: tuple[str, ...]) -> None:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
-def test_fixed_bins_tree_equals_central_tree_on_joined_data(parts3: Any, schema: dict[str, Any]) -> None:
-    """Summing aligned count vectors over clients is the central histogram on the joined data."""
+@pytest.mark.parametrize("edges", ["uniform", "auto"])
+def test_fixed_bins_tree_equals_central_tree_on_joined_data(parts3: Any, schema: dict[str, Any], edges: str) -> None:
+    """Summing aligned count vectors over clients is the central histogram on the joined data (with the
+    uniform edges, and with the default quantile edges of the grid round)."""
     model = HistogramForestClassifier(
-        n_estimators=1, max_depth=4, n_bins=8, histogram="fixed", sampling="none", max_features=None, **schema
+        n_estimators=1, max_depth=4, n_bins=8, histogram="fixed", bin_edges=edges, sampling="none",
+        max_features=None, **schema
     ).fit(parts3)
     X, y = joined(parts3)
     cfg = model.config_
-    assert cfg.low is not None and cfg.high is not None
-    mapper = fixed_mapper(cfg.categories, cfg.low, cfg.high, cfg.n_bins)
+    assert cfg.low is not None and cfg.high is not None and model.bin_mapper_ is not None
+    mapper = model.bin_mapper_
+    if edges == "uniform":
+        assert cfg.grid_cells == 0
+        uniform = fixed_mapper(cfg.categories, cfg.low, cfg.high, cfg.n_bins)
+        assert all(np.array_equal(a, b) for a, b in zip(mapper.edges, uniform.edges, strict=True))
+    else:
+        assert cfg.grid_cells == 1024
     central = grow_tree(mapper.transform(X), mapper, onehot(y, 2), Gini(), GrowParams(max_depth=4))
     assert central.n_nodes > 7
     assert_same(model.trees_[0], central, FIELDS_BUT_PROVIDER)

@@ -27,10 +27,11 @@ def test_mismatched_partitions(partition: list[list[int]]) -> None:
         check_partition(partition, X.shape[1])
 
 
-def test_nan_features_refused_in_fit_and_predict(fitted: RevFRFClassifier) -> None:
+def test_infinite_features_refused_in_fit_and_predict(fitted: RevFRFClassifier) -> None:
+    """NaN is a missing value (``test_missing.py``); an infinite value is refused."""
     X, y = make_data()
     bad = X.copy()
-    bad[3, 2] = np.nan
+    bad[3, 2] = np.inf
     with pytest.raises(ParameterError):
         classifier().fit(bad, y, PARTITION)
     rounds = fitted.transcript_.rounds

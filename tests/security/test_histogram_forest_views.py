@@ -5,6 +5,10 @@
 - Streaming (the paper's bins): the planted raw value *does* reach the server (positive control for
   the scanner, and the reason DP and secure aggregation refuse this mode).
 - DP: every cell the server receives carries geometric noise, including empty bins.
+- Regression with secure aggregation (default quantile edges): every vector the server receives, in
+  the grid round and in every layer, is masked; the grid round's sum is exactly the pooled grid
+  marginal of each numeric feature (what the spec says the server learns) and the layers' sums are the
+  plain (Σw, Σw·t1, Σw·t2).  The planted companion (a client that skips its mask) fails the check.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import math
 import numpy as np
 import pytest
 
-from protocols.histogram_forest import HistogramForestClassifier
+import protocols.histogram_forest.client as client_mod
+from protocols.histogram_forest import HistogramForestClassifier, HistogramForestRegressor
 from protocols.histogram_forest.mechanisms import geometric_pmf
 from protocols.histogram_forest.messages import CountsReply
+from protocols.histogram_forest.schema import fixed_mapper
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import Transcript
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
@@ -57,7 +63,7 @@ def server_counts(transcript: Transcript) -> dict[int, dict[str, np.ndarray]]:
 def fit(**kw: object) -> HistogramForestClassifier:
     common: dict[str, object] = dict(
         n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES,
-        categories=[0, 0, 4], classes=[0, 1],
+        categories=[0, 0, 4], classes=[0, 1], bin_edges="uniform",
     )
     common.update(kw)
     return HistogramForestClassifier(**common).fit(parts(), rng=DeterministicRandom("hf/views"))  # type: ignore[arg-type]
@@ -146,3 +152,55 @@ def test_dp_noise_is_on_every_cell_the_server_receives() -> None:
         total += own.size
     assert abs(same / total - p_zero) < 0.1
     assert zero_cells > 0
+
+
+def fit_regressor(**kw: object) -> HistogramForestRegressor:
+    data = [(X, X[:, 0] / 100.0 + X[:, 2] + y) for X, y in parts()]
+    return HistogramForestRegressor(
+        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES,
+        categories=[0, 0, 4], y_range=(0.0, 15.0), grid_cells=64, **kw,  # type: ignore[arg-type]
+    ).fit(data, rng=DeterministicRandom("hfr/views"))
+
+
+def unmasked_cells(plain: Transcript, secure: Transcript) -> int:
+    """The most cells of one client's secure reply equal to its plain reply (a masked cell matches with
+    chance 2^-64, so any honest run gives 0 or, at worst, 1)."""
+    worst = 0
+    for own, masked in zip(server_counts(plain).values(), server_counts(secure).values(), strict=True):
+        for name, vec in masked.items():
+            worst = max(worst, int(np.count_nonzero(vec.view(np.int64) == own[name])))
+    return worst
+
+
+def check_secure_regression_view() -> int:
+    plain, secure = fit_regressor(), fit_regressor(secure_aggregation=True)
+    plain_rounds = list(server_counts(plain.transcript_).values())
+    secure_rounds = list(server_counts(secure.transcript_).values())
+    assert len(plain_rounds) == len(secure_rounds) > 2
+    for own, masked in zip(plain_rounds, secure_rounds, strict=True):
+        total = sum(v.astype(np.int64) for v in own.values())
+        masked_sum = sum((v.view(np.uint64) for v in masked.values()), np.zeros(total.size, np.uint64))
+        np.testing.assert_array_equal(masked_sum.view(np.int64), total)
+    # The grid round (the first counts): the sum is the pooled marginal over 64 equal cells per numeric feature.
+    X = np.vstack([p[0] for p in parts()])
+    grid = fixed_mapper((0, 0, 4), np.array([0.0, 0.0, np.nan]), np.array([1000.0, 20.0, np.nan]), 64)
+    codes = grid.transform(X).astype(np.int64)
+    pooled = np.concatenate([np.bincount(codes[:, f], minlength=64)[:64] for f in (0, 1)])
+    grid_sum = sum(v.astype(np.int64) for v in secure_rounds[0].values()).view(np.int64)  # uint64 wraps back
+    np.testing.assert_array_equal(grid_sum, pooled)
+    assert secure.transcript_.types_received("client0")["histogram_forest.grid"] == 1
+    return unmasked_cells(plain.transcript_, secure.transcript_)
+
+
+def test_secure_regression_server_sees_masked_vectors_and_the_pooled_grid_marginal() -> None:
+    assert check_secure_regression_view() <= 1
+
+
+def test_planted_unmasked_regression_reply_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Companion: a client whose seal skips the mask sends its own sums; the check sees them."""
+
+    def leaky_seal(self: client_mod.Client, flat: np.ndarray, *, round: int, purpose: str) -> CountsReply:
+        return CountsReply(counts=flat.view(np.uint64) if self._setup and self._setup.secure else flat)
+
+    monkeypatch.setattr(client_mod.Client, "_seal", leaky_seal)
+    assert check_secure_regression_view() > 1

@@ -26,7 +26,7 @@ import pytest
 import protocols.federated_forest.checkpoint
 import protocols.federated_forest.estimators as ff_estimators
 import protocols.federated_forest.messages
-import protocols.histogram_forest.classifier as hf_classifier
+import protocols.histogram_forest.facade as hf_facade
 import protocols.histogram_forest.messages
 import protocols.hybridtree.estimators as ht_estimators
 import protocols.hybridtree.messages
@@ -137,7 +137,7 @@ def _histogram_forest() -> Run:
     model = HistogramForestClassifier(n_estimators=1, max_depth=2, n_bins=8, histogram="fixed", sampling="none",
                                       max_features=None, categorical=[False, False, True],
                                       feature_ranges=[(0.0, 10.0), (0.0, 20.0), None])
-    return _run(_fit_capturing(hf_classifier, lambda: model.fit(parts)))
+    return _run(_fit_capturing(hf_facade, lambda: model.fit(parts)))
 
 
 def _secagg() -> Run:

@@ -1,0 +1,271 @@
+"""What the two one-process facades share: input checks, the public schema, one run of the protocol.
+
+Spec: ``specs/histogram_forest.md``.  :class:`HistogramForestBase` holds the common parameters (the
+subclasses' ``__init__`` set them, scikit-learn style), checks the parts and the schema, starts a
+:class:`Server` and one :class:`Client` per part on an :class:`~securetrees.runtime.InProcessNetwork`
+(every message goes through the wire codec, so ``transcript_`` holds the real bytes and rounds) and
+keeps the trees the server grew.  The task specifics (labels or targets, criterion, forest kind) are
+the subclasses' hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.histogram_forest.accountant import Release
+from protocols.histogram_forest.client import Client
+from protocols.histogram_forest.mechanisms import check_epsilon
+from protocols.histogram_forest.server import ForestConfig, Server
+from securetrees.errors import NotFittedError, ParameterError
+from securetrees.rand import RandomSource
+from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.secagg.masker import check_party_count
+from securetrees.trees.binning import BinMapper
+from securetrees.trees.forest import Forest
+from securetrees.trees.sampling import resolve_max_features
+from securetrees.trees.tree import Tree
+
+__all__ = ["BIN_EDGE_KINDS", "HistogramForestBase", "Part"]
+
+FloatArray = npt.NDArray[np.float64]
+Part = tuple[npt.ArrayLike, npt.ArrayLike]
+BIN_EDGE_KINDS = ("auto", "uniform", "quantile")
+
+
+class HistogramForestBase:
+    """The shared half of :class:`HistogramForestClassifier` and :class:`HistogramForestRegressor`."""
+
+    task = "classification"
+    criteria: tuple[str, ...] = ()
+    n_estimators: int
+    max_depth: int
+    n_bins: int
+    epsilon: float | None
+    secure_aggregation: bool
+    random_state: int | None
+    histogram: str
+    bin_edges: str
+    grid_cells: int
+    noise: str
+    criterion: str
+    max_features: int | float | str | None
+    sampling: str
+    subsample_fraction: float
+    max_multiplicity: int
+    min_samples_split: float
+    min_samples_leaf: float
+    categorical: Sequence[bool] | None
+    categories: Sequence[int] | None
+    feature_ranges: Sequence[tuple[float, float] | None] | None
+    progress: bool
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def _check_targets(self, i: int, y: npt.NDArray[Any]) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _task_config(self, ys: list[npt.NDArray[Any]], n_rows: list[int]) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _client_targets(self, y: npt.NDArray[Any]) -> npt.NDArray[Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _forest(self, trees: tuple[Tree, ...]) -> Forest:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def _check_parts(self, parts: Sequence[Part]) -> tuple[list[FloatArray], list[npt.NDArray[Any]]]:
+        if not isinstance(parts, (list, tuple)) or len(parts) == 0:
+            raise ParameterError("parts must be a non-empty list of (X, y) pairs, one per client")
+        Xs: list[FloatArray] = []
+        ys: list[npt.NDArray[Any]] = []
+        for i, part in enumerate(parts):
+            if not isinstance(part, (list, tuple)) or len(part) != 2:
+                raise ParameterError(f"part {i} is not an (X, y) pair")
+            try:
+                X = np.asarray(part[0], dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"client {i}: X is not numeric") from exc
+            y = np.asarray(part[1])
+            if X.ndim != 2 or X.shape[0] == 0:
+                raise ParameterError(f"client {i} is empty or its X is not 2-dimensional")
+            if y.shape != (X.shape[0],):
+                raise ParameterError(f"client {i}: y must have one label per row of X")
+            if np.isinf(X).any():
+                raise ParameterError(f"client {i}: X holds infinite values")
+            self._check_targets(i, y)
+            Xs.append(X)
+            ys.append(y)
+        widths = {X.shape[1] for X in Xs}
+        if len(widths) != 1:
+            raise ParameterError(f"clients hold different feature sets (widths {sorted(widths)})")
+        return Xs, ys
+
+    def _check_params(self, n_clients: int) -> None:
+        for name in ("n_estimators", "max_depth", "n_bins", "max_multiplicity"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ParameterError(f"{name} must be a positive int, got {v!r}")
+        if self.n_bins < 2:
+            raise ParameterError("n_bins must be >= 2")
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon)
+        if self.histogram not in ("auto", "streaming", "fixed"):
+            raise ParameterError(f"unknown histogram kind {self.histogram!r}")
+        if self.bin_edges not in BIN_EDGE_KINDS:
+            raise ParameterError(f"unknown bin_edges {self.bin_edges!r}")
+        if isinstance(self.grid_cells, bool) or not isinstance(self.grid_cells, (int, np.integer)) or not (
+            2 <= self.grid_cells <= 65535
+        ):
+            raise ParameterError("grid_cells must be an int in [2, 65535]")
+        if self.noise not in ("histogram", "input"):
+            raise ParameterError(f"unknown noise placement {self.noise!r}")
+        if self.criterion not in self.criteria:
+            raise ParameterError(f"unknown criterion {self.criterion!r}")
+        if self.sampling not in ("bootstrap", "subsample", "none"):
+            raise ParameterError(f"unknown sampling {self.sampling!r}")
+        if not 0.0 < self.subsample_fraction <= 1.0:
+            raise ParameterError("subsample_fraction must be in (0, 1]")
+        if self.secure_aggregation:
+            check_party_count(n_clients)
+
+    def _histogram_kind(self) -> str:
+        dp_hist = self.epsilon is not None and self.noise == "histogram"
+        if self.histogram == "auto":
+            return "fixed" if dp_hist or self.secure_aggregation else "streaming"
+        if self.histogram == "streaming" and (dp_hist or self.secure_aggregation):
+            raise ParameterError(
+                "the paper's streaming bins send means of raw values: they cannot be noised or securely summed; "
+                "use histogram='fixed'"
+            )
+        return self.histogram
+
+    def _edges_kind(self) -> str:
+        """``bin_edges`` resolved: ``"auto"`` is quantile edges from the grid round without DP, uniform
+        edges over the declared ranges with ``epsilon`` (spec "Bin edges: defaults and what they reveal")."""
+        if self.bin_edges == "auto":
+            return "uniform" if self.epsilon is not None else "quantile"
+        return self.bin_edges
+
+    def _schema(
+        self, Xs: list[FloatArray]
+    ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
+        d = Xs[0].shape[1]
+        cat = [False] * d if self.categorical is None else [bool(c) for c in self.categorical]
+        if len(cat) != d:
+            raise ParameterError("categorical mask length differs from the number of features")
+        if self.categories is not None:
+            categories = tuple(int(k) for k in self.categories)
+            if len(categories) != d or any((k >= 2) != c for k, c in zip(categories, cat, strict=True)):
+                raise ParameterError("categories must give k >= 2 for each categorical feature and 0 otherwise")
+        elif self.epsilon is not None and any(cat):
+            raise ParameterError(
+                "with epsilon, declare categories (the number of codes of each categorical feature): "
+                "they are public parameters, never read from the clients' data"
+            )
+        else:
+            ks = []
+            for f in range(d):
+                if not cat[f]:
+                    ks.append(0)
+                    continue
+                col = np.concatenate([X[:, f] for X in Xs])
+                col = col[~np.isnan(col)]
+                if col.size and (col.min() < 0 or np.any(col != np.floor(col))):
+                    raise ParameterError(f"categorical feature {f} must hold integer codes >= 0")
+                ks.append(max(2, int(col.max()) + 1 if col.size else 2))
+            categories = tuple(ks)
+        needs_ranges = self.epsilon is not None
+        if self.feature_ranges is None:
+            if needs_ranges and any(k == 0 for k in categories):
+                raise ParameterError("differential privacy needs declared feature_ranges (data-independent bins)")
+            return categories, None, None
+        if len(self.feature_ranges) != d:
+            raise ParameterError("feature_ranges needs one entry per feature")
+        low = np.full(d, np.nan)
+        high = np.full(d, np.nan)
+        for f, r in enumerate(self.feature_ranges):
+            if categories[f]:
+                continue
+            if r is None:
+                raise ParameterError(f"numeric feature {f} needs a declared range")
+            lo, hi = float(r[0]), float(r[1])
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+                raise ParameterError(f"feature {f}: a range needs finite low < high")
+            low[f], high[f] = lo, hi
+        return categories, low, high
+
+    # -- fitting -------------------------------------------------------------------------------
+
+    def _fit(self, parts: Sequence[Part], rng: RandomSource) -> None:
+        Xs, ys = self._check_parts(parts)
+        self._check_params(len(Xs))
+        kind = self._histogram_kind()
+        categories, low, high = self._schema(Xs)
+        task = self._task_config(ys, [X.shape[0] for X in Xs])
+        d = Xs[0].shape[1]
+        config = ForestConfig(
+            n_features=d,
+            categories=categories,
+            n_trees=int(self.n_estimators),
+            max_depth=int(self.max_depth),
+            n_bins=int(self.n_bins),
+            histogram=kind,
+            features_per_node=resolve_max_features(self.max_features, d),
+            criterion=self.criterion,
+            sampling=self.sampling,
+            subsample_fraction=float(self.subsample_fraction),
+            max_multiplicity=int(self.max_multiplicity),
+            grid_cells=int(self.grid_cells) if kind == "fixed" and self._edges_kind() == "quantile" else 0,
+            min_samples_split=float(self.min_samples_split),
+            min_samples_leaf=float(self.min_samples_leaf),
+            epsilon=None if self.epsilon is None or self.noise == "input" else float(self.epsilon),
+            input_epsilon=float(self.epsilon) if self.epsilon is not None and self.noise == "input" else None,
+            secure=bool(self.secure_aggregation),
+            low=low,
+            high=high,
+            task=self.task,
+            **task,
+        )
+        seeds = np.random.SeedSequence(self.random_state).spawn(len(Xs) + 1)
+        network = InProcessNetwork()
+        names = [f"client{i}" for i in range(len(Xs))]
+        max_eps = self.epsilon if self.task == "classification" else None
+        clients = [
+            Client(
+                name, network, X, self._client_targets(y),
+                seed=int(seed.generate_state(1)[0]), max_epsilon=max_eps, rng=rng, task=self.task,
+            )
+            for name, X, y, seed in zip(names, Xs, ys, seeds[1:], strict=True)
+        ]
+        server = Server(
+            "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
+        )
+        self.trees_: list[Tree] = server.train(progress=self.progress)
+        self.forest_ = self._forest(tuple(self.trees_))
+        self.n_features_in_ = d
+        self.config_ = config
+        self.bin_mapper_: BinMapper | None = server.mapper
+        self.transcript_: Transcript = network.transcript
+        self.privacy_ledger_: list[Release] = [] if server.accountant is None else list(server.accountant.releases)
+        if config.input_epsilon is not None:
+            self.epsilon_spent_ = float(config.input_epsilon)
+        else:
+            self.epsilon_spent_ = 0.0 if server.accountant is None else server.accountant.spent
+        self.client_epsilon_spent_ = [c.privacy_spent for c in clients]
+
+    def _checked_X(self, X: npt.ArrayLike) -> FloatArray:
+        if not hasattr(self, "trees_"):
+            raise NotFittedError("fit the forest first")
+        try:
+            Xa = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError("X is not numeric") from exc
+        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
+            raise ParameterError(f"X must have shape (n, {self.n_features_in_})")
+        return Xa

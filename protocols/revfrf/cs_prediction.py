@@ -1,0 +1,177 @@
+"""The CS's prediction steps (``specs/revfrf.md``, "Prediction"): FRF-Predict / FT-Predict
+(Protocols 4-5) for an encrypted request, FRF-Test / FT-Test (Protocols 6-7) and plain
+vertical prediction for rows held by the providers.
+
+Every path walks the forest level by level (:meth:`CSPrediction._walk`): for all trees at
+once, one question per (row, tree, node) whose node is internal ("left?"), answered by the
+providers (vertical), or by HoLT and the providers' ParHDec1 (:meth:`CSPrediction._decide`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from protocols.revfrf.cs_state import CSState
+from protocols.revfrf.forest import aggregate
+from protocols.revfrf.messages import (
+    ParHDecReply,
+    ParHDecRequest,
+    PathReply,
+    PathRequest,
+    PredictReply,
+    PredictRequest,
+    TestReply,
+    TestRequest,
+)
+from securetrees.dtpkc import Ciphertext, decrypt_weak
+from securetrees.errors import KeyMismatchError, ProtocolError, RevokedError, UnexpectedMessage
+from securetrees.runtime import handles
+
+__all__ = ["CSPrediction", "Level"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Level:
+    """The (row, tree, node) triples of one prediction level whose node is internal."""
+
+    row: IntArray
+    tree: IntArray
+    node: IntArray
+
+
+class CSPrediction(CSState):
+    """The CS's FRF-Predict, FRF-Test and vertical prediction."""
+
+    def _decide(self, requester: str, level: Level, xs: Sequence[Ciphertext]) -> BoolArray:
+        """FT-Predict lines 4-7 for a level: batched HoLT of ``x < s + 1`` (i.e. ``x ≤ s``: left)
+        for each (tree, node) with its ``[[x]]``, then ParHDec1 by each provider (one round) and
+        ParHDec2 here.  Reveals to the CS: the path bits."""
+        nodes = [self.trees[t].nodes[n] for t, n in zip(level.tree.tolist(), level.node.tolist(), strict=True)]
+        pairs = []
+        for node, cx in zip(nodes, xs, strict=True):
+            if node.split is None or node.provider is None:
+                raise ProtocolError("comparison at a leaf")
+            pairs.append((cx, node.split.add_constant(1)))
+        bits_enc = self.holt_many(pairs)
+        groups = self._groups(level)
+        for p in groups:
+            self._check_not_revoked(p)
+        requests = {
+            p: ParHDecRequest(requester,
+                              tuple(self._ref(self.trees[int(level.tree[i])], nodes[i]) for i in idx.tolist()),
+                              tuple(int(bits_enc[i].t1) for i in idx.tolist()),
+                              tuple(int(bits_enc[i].t2) for i in idx.tolist()))
+            for p, idx in groups.items()
+        }
+        replies = self.call_many(requests, expect=ParHDecReply)
+        out = np.zeros(len(nodes), dtype=bool)
+        for p, idx in groups.items():
+            r = replies[p]
+            if not len(r.t1) == len(r.t2) == idx.size:
+                raise UnexpectedMessage(f"malformed ParHDec1 reply from {p}")
+            for i, a, b in zip(idx.tolist(), r.t1, r.t2, strict=True):
+                bit = decrypt_weak(self._weak, Ciphertext.from_ints(self.public_key, a, b))
+                if bit not in (0, 1):
+                    raise ProtocolError("HoLT result is not a bit")
+                out[i] = bit == 1
+        return out
+
+    def _walk(self, n_rows: int, decide: Callable[[Level], BoolArray]) -> FloatArray:
+        """Level by level across the forest: ``decide`` answers "left?" for every (row, tree,
+        node) whose current node is internal (arrays; one round or two per level), then
+        FRF-Predict lines 5-9 aggregate the leaves.  Reveals to the CS: the paths and the output."""
+        tabs = [t.arrays() for t in self.trees]
+        cur = [np.full(n_rows, t.root, dtype=np.int64) for t in self.trees]
+        while True:
+            acts = [np.flatnonzero(~tab.leaf[c]) for tab, c in zip(tabs, cur, strict=True)]
+            if not any(a.size for a in acts):
+                break
+            level = Level(
+                np.concatenate(acts),
+                np.concatenate([np.full(a.size, i, dtype=np.int64) for i, a in enumerate(acts)]),
+                np.concatenate([c[a] for c, a in zip(cur, acts, strict=True)]),
+            )
+            left = np.asarray(decide(level), dtype=bool)
+            at = 0
+            for tab, c, a in zip(tabs, cur, acts, strict=True):
+                go, nodes = left[at:at + a.size], c[a]
+                c[a] = np.where(go, tab.left[nodes], tab.right[nodes])
+                at += a.size
+        leaves = [tab.value[c] for tab, c in zip(tabs, cur, strict=True)]
+        return aggregate(leaves, self.task, self.voting)
+
+    def _groups(self, level: Level) -> dict[str, IntArray]:
+        """Positions of the level's items by provider of their node."""
+        prov = np.array([self.trees[t].nodes[n].provider or "" for t, n in zip(level.tree.tolist(),
+                                                                                   level.node.tolist(), strict=True)])
+        return {str(p): np.flatnonzero(prov == p) for p in np.unique(prov).tolist()}
+
+    def predict_vertical(self, batch: str, n_rows: int) -> FloatArray:
+        """``predict(X)`` on rows held by the providers: one round per level.  Reveals to the
+        CS: the path bits only; to each provider: which of its nodes each row reaches."""
+
+        def decide(level: Level) -> BoolArray:
+            groups = self._groups(level)
+            replies = self.call_many({p: PathRequest(batch, level.row[idx], level.tree[idx], level.node[idx])
+                                      for p, idx in groups.items()}, expect=PathReply)
+            out = np.zeros(level.row.size, dtype=bool)
+            for p, idx in groups.items():
+                bits = np.asarray(replies[p].left)
+                if bits.shape != idx.shape or bits.dtype != np.bool_:
+                    raise UnexpectedMessage(f"malformed path bits from {p}")
+                out[idx] = bits
+            return out
+
+        return self._walk(n_rows, decide)
+
+    def predict_test(self, batch: str, n_rows: int) -> FloatArray:
+        """FRF-Test / FT-Test (Protocols 6-7, erratum 7): each provider encrypts its own value,
+        then the comparison runs as in FT-Predict.  Reveals to the CS: the path bits; to the
+        CC: HoLT's blurred magnitude per comparison."""
+
+        def decide(level: Level) -> BoolArray:
+            groups = self._groups(level)
+            replies = self.call_many({p: TestRequest(batch, level.row[idx], level.tree[idx], level.node[idx])
+                                      for p, idx in groups.items()}, expect=TestReply)
+            cts: dict[int, Ciphertext] = {}
+            for p, idx in groups.items():
+                r = replies[p]
+                if not len(r.t1) == len(r.t2) == idx.size:
+                    raise UnexpectedMessage(f"malformed FT-Test reply from {p}")
+                for i, a, b in zip(idx.tolist(), r.t1, r.t2, strict=True):
+                    cts[i] = Ciphertext.from_ints(self._keys[p], a, b)
+            return self._decide(self.name, level, [cts[i] for i in range(level.row.size)])
+
+        return self._walk(n_rows, decide)
+
+    @handles(PredictRequest)
+    def on_predict(self, sender: str, msg: PredictRequest) -> PredictReply:
+        """FRF-Predict (Protocol 4) for one encrypted request; returns the output to the
+        requester.  At each node the CS compares the feature's ciphertext for the node's
+        missing side (``PredictRequest``), which it knows.  Reveals to the CS: the request's
+        path in every tree and the output."""
+        if sender in self.revoked:
+            raise RevokedError(f"{sender!r} has been revoked")
+        pk = self._requesters.get(sender)
+        if pk is None:
+            raise KeyMismatchError(f"unknown requester {sender!r}")
+        if not len(msg.t1) == len(msg.t2) == self.n_features:
+            raise UnexpectedMessage(f"a request has {self.n_features} encrypted features")
+        high = [Ciphertext.from_ints(pk, a, b) for a, b in zip(msg.t1, msg.t2, strict=True)]
+        if len(msg.low_t1) != len(msg.low_t2) or len(msg.low_t1) not in (0, self.n_features):
+            raise UnexpectedMessage(f"a request has none or {self.n_features} missing-left ciphertexts")
+        low = [Ciphertext.from_ints(pk, a, b) for a, b in zip(msg.low_t1, msg.low_t2, strict=True)] or high
+
+        def decide(level: Level) -> BoolArray:
+            nodes = [self.trees[t].nodes[n] for t, n in zip(level.tree.tolist(), level.node.tolist(), strict=True)]
+            return self._decide(sender, level, [(low if n.missing_left else high)[n.column] for n in nodes])
+
+        return PredictReply(self._walk(1, decide)[0])
