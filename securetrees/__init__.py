@@ -7,6 +7,8 @@ the protocols from the papers live in the sibling package ``protocols``.
 
 from __future__ import annotations
 
+import securetrees.log  # noqa: F401 - the package root's NullHandler (the library never configures logging)
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]

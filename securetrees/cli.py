@@ -7,6 +7,10 @@ command starts fast and the core package never imports a protocol module
 (the protocols' demos live beside their code, in ``protocols/*/demo.py``).
 Each demo function takes the remaining command-line arguments and returns an
 exit status.
+
+The command configures :mod:`logging` (the library itself never does): records of the
+``securetrees`` loggers at ``--log-level`` (default INFO) go to stderr, or for ``party``
+to ``--log-file``.  Demos show progress by default (``--no-progress`` turns it off).
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ from typing import Final
 
 from securetrees import __version__
 from securetrees.errors import SecureTreesError, TypeMismatchError
+from securetrees.log import configure as configure_logging
+from securetrees.log import reset as reset_logging
 
-__all__ = ["DEFAULT_DEMO", "DEMOS", "main"]
+__all__ = ["DEFAULT_DEMO", "DEMOS", "LOG_LEVELS", "main"]
+
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 DEMOS: Final[dict[str, tuple[str, str]]] = {
     # name: ("module:function", one-line description)
@@ -65,9 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Cryptography-first building blocks for privacy-preserving federated tree learning.",
     )
     parser.add_argument("--version", action="version", version=f"securetrees {__version__}")
+    logs = argparse.ArgumentParser(add_help=False)
+    logs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO",
+                      help="log records at this level and above to stderr (default INFO; DEBUG adds every message)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser(
-        "demo",
+        "demo", parents=[logs],
         help="run a demonstration on embedded data",
         description="Run a demonstration; extra arguments go to the demo (try NAME --help).",
     )
@@ -76,26 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--list", action="store_true", help="list the demos and exit")
     demo.set_defaults(func=_demo)
 
-    party = sub.add_parser("party", help="serve one role of a networked run (needs the net extra)",
+    party = sub.add_parser("party", parents=[logs], help="serve one role of a networked run (needs the net extra)",
                            description="Serve one role of the run described by --config until stopped.")
     party.add_argument("--config", required=True, help="the run's TOML configuration")
     party.add_argument("--role", required=True, help="which party of the roster this process is")
     party.add_argument("--passphrase-file", help="file holding the passphrase of this role's key files "
                        "(else $SECURETREES_PASSPHRASE, else a prompt)")
+    party.add_argument("--log-file", help="append the log to this file instead of stderr")
     party.set_defaults(func=_party)
 
     fed = sub.add_parser("federation", help="a whole federation on this machine, one process per role",
                          description="init: make a local trial on embedded Adult; launch: run it.")
     fed_sub = fed.add_subparsers(dest="fed_command", metavar="ACTION", required=True)
-    init = fed_sub.add_parser("init", help="write a trial federation (certificates, keys, data, run.toml)")
+    init = fed_sub.add_parser("init", parents=[logs],
+                              help="write a trial federation (certificates, keys, data, run.toml)")
     init.add_argument("protocol", choices=["revfrf", "federated-forest"])
     init.add_argument("--out", required=True, help="folder to write the trial into")
     init.add_argument("--rows", type=int, default=1000, help="training rows of Adult (default 1000)")
     init.add_argument("--trees", type=int, default=5, help="number of trees (default 5)")
     init.add_argument("--insecure-1024", action="store_true",
                       help="1024-bit keys (faster, about 80-bit security; a trial only)")
+    init.add_argument("--force", action="store_true",
+                      help="overwrite an existing folder (its keys, certificates and passphrases are replaced)")
     init.set_defaults(func=_fed_init)
-    launch = fed_sub.add_parser("launch", help="start every role as a process, run the job, stop them")
+    launch = fed_sub.add_parser("launch", parents=[logs], help="start every role as a process, run the job, stop them")
     launch.add_argument("--config", required=True)
     launch.add_argument("--passphrase-dir", help="folder with NAME.pass files (default: pki/ beside the config)")
     launch.set_defaults(func=_fed_launch)
@@ -118,17 +133,42 @@ def _party(args: argparse.Namespace) -> int:
 
 def _fed_init(args: argparse.Namespace) -> int:
     path = _net().init_trial(args.protocol, args.out, rows=args.rows,  # type: ignore[attr-defined]
-                             trees=args.trees, insecure=args.insecure_1024)
+                             trees=args.trees, insecure=args.insecure_1024, force=args.force)
     print(f"wrote {path}; run it with: securetrees federation launch --config {path}")
     return 0
 
 
 def _fed_launch(args: argparse.Namespace) -> int:
+    import time
     from pathlib import Path
 
+    import numpy as np
+
+    from securetrees.progress import phase
+
     pdir = args.passphrase_dir or str(Path(args.config).resolve().parent / "pki")
-    _net().launch_and_report(args.config, pdir)  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    with phase("federation (start every role, run the job, stop)"):
+        results = _net().launch(args.config, pdir)  # type: ignore[attr-defined]
+    print(f"federation finished in {time.perf_counter() - t0:.1f} s (every role in its own process, mutual TLS)")
+    for name, arr in results.items():
+        first = np.round(arr.reshape(arr.shape[0], -1)[:3, :], 4).tolist()
+        print(f"  {name}: shape {arr.shape}, first values {first}")
     return 0
+
+
+def _take_log_level(argv: list[str]) -> tuple[list[str], str | None]:
+    """Remove ``--log-level X`` / ``--log-level=X`` from a demo's arguments; return the rest and X."""
+    rest, level = [], None
+    it = iter(argv)
+    for a in it:
+        if a == "--log-level":
+            level = next(it, "")
+        elif a.startswith("--log-level="):
+            level = a.partition("=")[2]
+        else:
+            rest.append(a)
+    return rest, level
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,6 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "demo":  # ``demo NAME --log-level X``: the option is the command's, not the demo's
+        args.demo_args, level = _take_log_level(list(args.demo_args))
+        if level is not None:
+            if level.upper() not in LOG_LEVELS:
+                parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+            args.log_level = level.upper()
+    configure_logging(args.log_level, file=getattr(args, "log_file", None))
     try:
         status: int = args.func(args)
     except SecureTreesError as exc:
@@ -144,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        reset_logging()
     return status
 
 

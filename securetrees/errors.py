@@ -19,6 +19,7 @@ __all__ = [
     "KeyMismatchError",
     "MissingDependencyError",
     "NotFittedError",
+    "OutputExistsError",
     "ParameterError",
     "PartyUnavailable",
     "PeerTimeout",
@@ -113,6 +114,11 @@ class MissingDependencyError(SecureTreesError, ImportError):
 
 class NotFittedError(SecureTreesError, ValueError, AttributeError):
     """A model was used before ``fit``."""
+
+
+class OutputExistsError(SecureTreesError, FileExistsError):
+    """A command would overwrite existing files (a trial folder with keys) and was not told to
+    (``--force``)."""
 
 
 class InsecureParameterWarning(UserWarning):

@@ -8,6 +8,10 @@
   (a subclass of ``SecureTreesError`` that also derives from the built-in keeps callers'
   ``except`` clauses working).
 - Dependencies flow one way: ``securetrees`` never imports ``protocols``.
+- Library code talks through :mod:`logging`: no ``print`` outside the command line
+  (``securetrees/cli.py``), the demos (``securetrees/demos/``, ``protocols/*/demo.py``) and a
+  module's command-line entry point (a function named ``main``).
+- One progress switch: no parameter is named ``show_progress`` (it is ``progress`` everywhere).
 """
 
 from __future__ import annotations
@@ -108,3 +112,50 @@ def test_hygiene_scanner_catches_a_violation(tmp_path: Path) -> None:
     assert {"random", "pickle"} <= {n.split(".")[0] for n in _imports(tree)}
     assert any(isinstance(n, ast.Assert) for n in ast.walk(tree))
     assert _untyped_raises(tree) == [4, 5, 6]
+
+
+PRINT_ALLOWED = ("securetrees/cli.py", "securetrees/demos/", "/demo.py")
+
+
+def _prints_outside_main(tree: ast.Module) -> list[int]:
+    """Lines calling ``print`` that are not inside a function named ``main``."""
+    lines: list[int] = []
+
+    def visit(node: ast.AST, in_main: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "main":
+            in_main = True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+                and not in_main):
+            lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_main)
+
+    visit(tree, False)
+    return lines
+
+
+@pytest.mark.parametrize("path", [p for p in LIBRARY_FILES if not any(a in _rel(p) for a in PRINT_ALLOWED)],
+                         ids=_rel)
+def test_no_print_in_library_code(path: Path) -> None:
+    lines = _prints_outside_main(_tree(path))
+    assert not lines, f"{_rel(path)} prints at lines {lines}; log through securetrees.log.get_logger instead"
+
+
+def _show_progress_params(tree: ast.Module) -> list[int]:
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.arg) and node.arg == "show_progress"]
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=_rel)
+def test_progress_switch_is_named_progress(path: Path) -> None:
+    lines = _show_progress_params(_tree(path))
+    assert not lines, f"{_rel(path)} takes show_progress at lines {lines}; the switch is named progress"
+
+
+def test_print_and_progress_scanners_catch_a_violation() -> None:
+    """Planted: a library-style module that prints and takes show_progress is caught; a print
+    inside ``main`` is not."""
+    planted = ast.parse("def fit(X, *, show_progress=False):\n    print('tree 1')\n"
+                        "def main(argv):\n    print('usage')\n"
+                        "class Model:\n    def predict(self):\n        print(self)\n")
+    assert _prints_outside_main(planted) == [2, 7]
+    assert _show_progress_params(planted) == [1]

@@ -230,6 +230,7 @@ class Client(Party):
             self._binned = self._mapper.transform(self._X)
         if self._labels_spec is not None:
             self._labels = np.asarray(self._labels_spec.y)[order]
+        self.logger.info("%s set up: %d rows, %d own features", self.name, msg.n_samples, self._X.shape[1])
         return m.Ack()
 
     @handles(m.DistributeLabels)

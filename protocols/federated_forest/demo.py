@@ -12,8 +12,12 @@ import argparse
 import time
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from protocols.federated_forest.estimators import FederatedForestClassifier
 from securetrees.datasets import load_adult
+from securetrees.progress import phase
 
 
 def main(argv: Sequence[str]) -> int:
@@ -25,9 +29,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--labels", choices=["shared", "encrypted"], default="shared",
                         help="label protection (encrypted uses a 2048-bit key and takes minutes)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars or lines on stderr")
     args = parser.parse_args(list(argv))
-    data = load_adult()
+    with phase("loading UCI Adult", enabled=not args.no_progress):
+        data = load_adult()
     X, y = data.X_train, data.y_train
     if args.rows:
         X, y = X[:args.rows], y[:args.rows]
@@ -37,7 +42,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"client{i}: {', '.join(data.feature_names[c] for c in cols)}" + ("  (labels)" if i == 0 else ""))
     ff = FederatedForestClassifier(args.trees, max_depth=args.depth, random_state=args.seed,
                                    label_protection=args.labels, categorical=list(data.categorical),
-                                   show_progress=not args.no_progress)
+                                   progress=not args.no_progress)
     t0 = time.perf_counter()
     ff.fit(X, y, partition)
     t_fit = time.perf_counter() - t0
@@ -49,14 +54,19 @@ def main(argv: Sequence[str]) -> int:
     print(f"Federated Forest ({args.labels} labels): accuracy {acc:.4f}, training {t_fit:.1f} s, "
           f"{train_bytes / 1e6:.1f} MB in {train_rounds} rounds; one-round prediction {t_pred:.2f} s, "
           f"{(tr.total_bytes - train_bytes) / 1e6:.2f} MB in {tr.rounds - train_rounds} rounds (incl. id alignment)")
+    with phase("scikit-learn on the joined data", enabled=not args.no_progress):
+        print(_sklearn(X, y, data.X_test, data.y_test, args))
+    return 0
+
+
+def _sklearn(X: npt.NDArray[np.float64], y: npt.NDArray[np.int64], X_test: npt.NDArray[np.float64],
+             y_test: npt.NDArray[np.int64], args: argparse.Namespace) -> str:
     try:
         from sklearn.ensemble import RandomForestClassifier
     except ImportError:
-        print("scikit-learn is not installed: no comparison")
-        return 0
+        return "scikit-learn is not installed: no comparison"
     t0 = time.perf_counter()
     rf = RandomForestClassifier(args.trees, max_depth=args.depth, n_jobs=1, random_state=args.seed).fit(X, y)
     t_sk = time.perf_counter() - t0
-    print(f"scikit-learn RandomForestClassifier (joined data): accuracy "
-          f"{float((rf.predict(data.X_test) == data.y_test).mean()):.4f}, training {t_sk:.1f} s")
-    return 0
+    return (f"scikit-learn RandomForestClassifier (joined data): accuracy "
+            f"{float((rf.predict(X_test) == y_test).mean()):.4f}, training {t_sk:.1f} s")

@@ -30,6 +30,7 @@ from protocols.federated_forest.params import LABEL_MODES, ForestParams
 from protocols.federated_forest.skeleton import model_tree
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import Mode, PrivateKey, PublicKey
+from securetrees.progress import tracked
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.trees import Forest, check_partition
@@ -80,7 +81,7 @@ class _FederatedForest:
         checkpoint_key: bytes | None = None,
         checkpoint: str = "tree",
         random_state: int | None = None,
-        show_progress: bool = False,
+        progress: bool = False,
         record_payloads: bool = True,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
@@ -107,7 +108,7 @@ class _FederatedForest:
         self.checkpoint_key = checkpoint_key
         self.checkpoint = checkpoint
         self.random_state = random_state
-        self.show_progress = show_progress
+        self.progress = progress
         self.record_payloads = record_payloads
         self.rng = rng
 
@@ -115,6 +116,7 @@ class _FederatedForest:
     def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
         raise NotImplementedError
 
+    @tracked("Federated Forest fit")
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             resume: bool = False) -> _FederatedForest:
         """Train on ``X``'s columns split by ``partition``; with ``checkpoint_dir`` every party
@@ -168,7 +170,7 @@ class _FederatedForest:
         ]
         master = Master("master", net, names, params, label_protection=self.label_protection,
                         criterion=self.criterion, max_bins=self.max_bins, checkpoint=stores["master"],
-                        show_progress=self.show_progress, rng=self.rng)
+                        progress=self.progress, rng=self.rng)
         if resume:
             master.resume()
         else:
@@ -199,6 +201,7 @@ class _FederatedForest:
         return self
 
     # ------------------------------------------------------------------ prediction
+    @tracked("Federated Forest prediction")
     def _output(self, X: npt.ArrayLike, method: str | None) -> FloatArray:
         self._fitted()
         how = self.prediction if method is None else method

@@ -30,7 +30,7 @@ from protocols.federated_forest.ids import check_aligned, split_digests
 from protocols.federated_forest.params import LABEL_MODES, ForestParams
 from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, forest_output
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.progress import progress
+from securetrees.progress import progress as progress_bar
 from securetrees.rand import SYSTEM_RANDOM, KeyedRandom, RandomSource
 from securetrees.runtime import Network, Party
 from securetrees.trees import Tree, TreeDraws, make_criterion, tree_generators
@@ -57,7 +57,7 @@ class Master(Party):
         criterion: str | None = None,
         max_bins: int = 255,
         checkpoint: CheckpointStore | None = None,
-        show_progress: bool = False,
+        progress: bool = False,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         super().__init__(name, network)
@@ -70,7 +70,7 @@ class Master(Party):
         self.label_protection = label_protection
         self._criterion_name = criterion
         self.max_bins = max_bins
-        self.show_progress = show_progress
+        self.progress = progress
         self._store = checkpoint
         self.trees: list[Tree] = []
         # per tree, which nodes belong to the central forest's tree (the rest are cover splits)
@@ -120,6 +120,8 @@ class Master(Party):
         setup = m.Setup(self.n_samples, n_features, self.n_classes, self.label_protection, criterion,
                         float(self.params.min_samples_leaf), self.max_bins, self.clients, self.label_holder)
         self.call_many(dict.fromkeys(self.clients, setup), expect=m.Ack)
+        self.logger.info("set up: %d clients, %d rows, %d features, %s labels at %s", len(self.clients),
+                         self.n_samples, n_features, self.label_protection, self.label_holder)
         self.call(self.label_holder, m.DistributeLabels(), expect=m.Ack)
 
     # ------------------------------------------------------------------ training
@@ -152,8 +154,8 @@ class Master(Party):
 
     def _train_from(self, first: int, saved: MasterState | None) -> None:
         gens = tree_generators(self.params.random_state, self.params.n_estimators)
-        for t in progress(range(first, self.params.n_estimators), desc="federated forest",
-                          total=self.params.n_estimators - first, enabled=self.show_progress):
+        for t in progress_bar(range(first, self.params.n_estimators), desc="federated forest",
+                          total=self.params.n_estimators - first, enabled=self.progress):
             self.trees.append(self.build_tree(t, gens[t], saved if t == first else None))
             self._checkpoint(t + 1, 0, None)
 
@@ -161,6 +163,7 @@ class Master(Party):
         """One tree, layer by layer: node statistics, candidate features, local bests,
         global best, the winners' partitions, the broadcast.  ``saved`` continues a tree
         from a layer checkpoint."""
+        self.logger.info("tree %d of %d", t + 1, self.params.n_estimators)
         k_tree, k_node = self.params.feature_counts(self.n_features)
         draws = TreeDraws(rng, self.n_samples, self.n_features, bootstrap=self.params.bootstrap,
                           max_features_tree=k_tree, max_features=k_node)

@@ -44,7 +44,7 @@ class HistogramForestClassifier(HistogramForestBase):
     ``categorical`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
     parts if None, required with ``epsilon`` when a feature is categorical), ``classes`` (the labels;
     inferred from the parts if None, required with ``epsilon``), ``feature_ranges`` (``(low, high)`` per
-    feature, None for categorical; required for DP), ``show_progress``.
+    feature, None for categorical; required for DP), ``progress``.
 
     With ``epsilon`` nothing of the schema is read from the pooled data: a label or a category code
     seen in one client's rows would otherwise show in ``classes_`` or in the number of slots.
@@ -77,7 +77,7 @@ class HistogramForestClassifier(HistogramForestBase):
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         classes: Sequence[object] | None = None,
-        show_progress: bool = False,
+        progress: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -100,7 +100,7 @@ class HistogramForestClassifier(HistogramForestBase):
         self.categories = categories
         self.feature_ranges = feature_ranges
         self.classes = classes
-        self.show_progress = show_progress
+        self.progress = progress
 
     # -- task hooks ----------------------------------------------------------------------------
 

@@ -199,6 +199,7 @@ class Client(Party):
             col = col[~np.isnan(col)]
             if k and col.size and (col.min() < 0 or col.max() >= k or np.any(col != np.floor(col))):
                 raise ProtocolError(f"{self.name}: feature {f} holds codes outside the declared {k} categories")
+        self.logger.info("%s set up: %d rows, %s histograms", self.name, self._X.shape[0], msg.histogram)
         if msg.secure and msg.histogram != "fixed":
             raise ProtocolError("secure aggregation needs fixed bins")
         if msg.epsilon is not None and (msg.histogram != "fixed" or msg.low.size == 0):

@@ -24,6 +24,7 @@ from protocols.histogram_forest.experiment import (
     stratified_clients,
 )
 from securetrees.datasets import load_adult
+from securetrees.progress import phase
 
 __all__ = ["main"]
 
@@ -37,10 +38,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--epsilon", type=float, default=None, help="also run the secure federation with DP noise")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a 6000-row sample and small forests (smoke test)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars or lines on stderr")
     args = parser.parse_args(list(argv))
     counts = [int(c) for c in args.clients.split(",") if c.strip()]
 
-    data = load_adult()
+    with phase("loading UCI Adult", enabled=not args.no_progress):
+        data = load_adult()
     X = np.vstack([data.X_train, data.X_test])
     y = np.concatenate([data.y_train, data.y_test])
     schema = adult_schema(X, list(data.categorical), [len(data.categories.get(n, ())) for n in data.feature_names])
@@ -52,7 +55,7 @@ def main(argv: Sequence[str]) -> int:
     def model(**extra: object) -> HistogramForestClassifier:
         params: dict[str, object] = dict(
             n_estimators=args.trees, max_depth=args.depth, n_bins=args.bins, random_state=args.seed,
-            categorical=schema["categorical"],
+            categorical=schema["categorical"], progress=not args.no_progress,
         )
         params.update(extra)
         return HistogramForestClassifier(**params)  # type: ignore[arg-type]
@@ -63,7 +66,8 @@ def main(argv: Sequence[str]) -> int:
     for n in counts:
         t0 = time.perf_counter()
         splits = stratified_clients(X, y, n, seed=args.seed)
-        res = compare_federated_local_central(splits, model)
+        with phase(f"{n} clients: federated, local and central forests", enabled=not args.no_progress):
+            res = compare_federated_local_central(splits, model)
         print(f"\n{n} clients ({time.perf_counter() - t0:.1f} s): F1 / AUC on each client's own test set")
         print(f"  {'client':>6}  {'local F1':>8}  {'fed. F1':>8}  {'local AUC':>9}  {'fed. AUC':>8}")
         for i in range(n):
@@ -90,7 +94,8 @@ def main(argv: Sequence[str]) -> int:
         )))
     for label, extra in runs:
         t0 = time.perf_counter()
-        fitted = model(**extra).fit(parts)
+        with phase(f"{n} clients, {label}", enabled=not args.no_progress):
+            fitted = model(**extra).fit(parts)
         tr = fitted.transcript_
         received = sorted(tr.types_received("server"))
         print(f"  {label:<28} F1 {f1_score(y_test, fitted.predict(X_test)):.3f}  "

@@ -61,7 +61,7 @@ class HistogramForestBase:
     categorical: Sequence[bool] | None
     categories: Sequence[int] | None
     feature_ranges: Sequence[tuple[float, float] | None] | None
-    show_progress: bool
+    progress: bool
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -246,7 +246,7 @@ class HistogramForestBase:
         server = Server(
             "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
         )
-        self.trees_: list[Tree] = server.train(show_progress=self.show_progress)
+        self.trees_: list[Tree] = server.train(progress=self.progress)
         self.forest_ = self._forest(tuple(self.trees_))
         self.n_features_in_ = d
         self.config_ = config

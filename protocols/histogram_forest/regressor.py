@@ -35,7 +35,7 @@ class HistogramForestRegressor(HistogramForestBase):
     streaming bins carry class counts and are refused), ``bin_edges``, ``grid_cells``, ``max_features``
     (default 1.0, every feature, as scikit-learn's regressor), ``sampling``, ``subsample_fraction``,
     ``min_samples_split``, ``min_samples_leaf``, ``categorical``, ``categories``, ``feature_ranges``,
-    ``show_progress``), plus ``y_range`` (``(low, high)``: the public range of the targets, which fixes
+    ``progress``), plus ``y_range`` (``(low, high)``: the public range of the targets, which fixes
     the fixed-point scale; inferred from the pooled targets when None, so their minimum and maximum
     become public) and ``y_bits`` (fractional bits of an encoded target, default 32: a step of 2^-32 of
     the range).  ``criterion`` is "squared_error" only.  ``epsilon`` must stay None: differential
@@ -68,7 +68,7 @@ class HistogramForestRegressor(HistogramForestBase):
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         y_range: tuple[float, float] | None = None,
         y_bits: int = Y_BITS,
-        show_progress: bool = False,
+        progress: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -92,7 +92,7 @@ class HistogramForestRegressor(HistogramForestBase):
         self.feature_ranges = feature_ranges
         self.y_range = y_range
         self.y_bits = y_bits
-        self.show_progress = show_progress
+        self.progress = progress
 
     # -- task hooks ----------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from protocols.histogram_forest.sampling import dp_row_law
 from protocols.histogram_forest.schema import fixed_mapper, grid_quantile_edges, mapper_from_edges, slot_count
 from protocols.histogram_forest.streaming import group_bins
 from securetrees.errors import ParameterError, ProtocolError
-from securetrees.progress import progress
+from securetrees.progress import progress as progress_bar
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party
 from securetrees.secagg.masker import check_party_count
@@ -230,13 +230,14 @@ class Server(Party):
 
     # -- training ------------------------------------------------------------------------------
 
-    def train(self, *, show_progress: bool = False) -> list[Tree]:
+    def train(self, *, progress: bool = False) -> list[Tree]:
         """Algorithm 1: set up, then grow ``n_trees`` trees layer by layer."""
         self.setup()
+        self.logger.info("set up with %d clients; growing %d trees", len(self.clients), self.config.n_trees)
         generators = tree_generators(self._random_state, self.config.n_trees)
         return [
             self._grow_tree(t, gen)
-            for t, gen in progress(enumerate(generators), desc="trees", total=len(generators), enabled=show_progress)
+            for t, gen in progress_bar(enumerate(generators), desc="trees", total=len(generators), enabled=progress)
         ]
 
     def _draw_features(self, draws: TreeDraws, count: int) -> BoolArray:
@@ -247,6 +248,7 @@ class Server(Party):
 
     def _grow_tree(self, tree: int, gen: np.random.Generator) -> Tree:
         cfg = self.config
+        self.logger.debug("tree %d of %d", tree + 1, cfg.n_trees)
         draws = TreeDraws(gen, 1, cfg.n_features, max_features=cfg.features_per_node)
         builder = TreeBuilder(cfg.n_features, cfg.n_classes if cfg.task == "classification" else 1)
         features = self._draw_features(draws, 1)

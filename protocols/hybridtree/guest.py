@@ -172,6 +172,7 @@ class Guest(Party):
     @handles(Setup)
     def on_setup(self, sender: str, msg: Setup) -> SetupReply:
         """Setup step 1: accept the host's key (pinned or size-checked); return our agreement key."""
+        self.logger.info("%s set up by %s (mode %s)", self.name, sender, msg.mode)
         if msg.mode != self.params.mode:
             raise ProtocolError(f"host runs mode {msg.mode!r}, this guest {self.params.mode!r}")
         if self.name not in msg.guests:

@@ -51,6 +51,7 @@ class ComputationServer(twoserver.ComputationServer):
             raise RevokedError(f"{rev.participant!r} has already been revoked")
         if not len(msg.provider) == len(msg.t1) == len(msg.t2):
             raise UnexpectedMessage("one provider per split")
+        self.logger.info("revocation of %s: refreshing %d destroyed splits", rev.participant, len(msg.t1))
         out1, out2, hs = [], [], []
         for q, a, b in zip(msg.provider, msg.t1, msg.t2, strict=True):
             pk = self._names.get(q)

@@ -262,6 +262,7 @@ class CSTraining(CSState):
         while frontier:
             nxt = self.expand_layer(frontier, draw)
             made += len(nxt) // 2
+            self.logger.info("layer of %d nodes expanded: %d splits", len(frontier), len(nxt) // 2)
             frontier = nxt
             if on_layer is not None:
                 on_layer(len(nxt) // 2)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from protocols.revfrf.facade import RevFRFClassifier
 from securetrees.datasets import load_adult
 from securetrees.errors import InsecureParameterWarning
+from securetrees.progress import phase
 
 __all__ = ["main"]
 
@@ -55,10 +56,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--bits", type=int, default=2048)
     parser.add_argument("--insecure", action="store_true", help="allow 1024-bit keys (about 80-bit security)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars or lines on stderr")
     args = parser.parse_args(list(argv))
 
-    ad = load_adult()
+    with phase("loading UCI Adult", enabled=not args.no_progress):
+        ad = load_adult()
     X = np.nan_to_num(ad.X_train[: args.rows], nan=-1.0)
     y = ad.y_train[: args.rows]
     Xt, yt = np.nan_to_num(ad.X_test[: args.test_rows], nan=-1.0), ad.y_test[: args.test_rows]
@@ -73,7 +75,8 @@ def main(argv: Sequence[str]) -> int:
 
     clf = RevFRFClassifier(n_estimators=args.trees, max_depth=args.depth, key_bits=args.bits,
                            allow_insecure=args.insecure, random_state=args.seed,
-                           show_progress=not args.no_progress)
+                           progress=not args.no_progress)
+    bar = not args.no_progress
     with warnings.catch_warnings():
         if args.insecure:
             warnings.simplefilter("ignore", InsecureParameterWarning)
@@ -85,8 +88,10 @@ def main(argv: Sequence[str]) -> int:
 
     t0 = time.perf_counter()
     acc = _accuracy(clf.predict(Xt), yt)
+    with phase("scikit-learn on the same data", enabled=bar):
+        sk = _sklearn_accuracy(X, y, Xt, yt, list(range(d)), args)
     print(f"Accuracy (vertical prediction, {Xt.shape[0]} rows, {time.perf_counter() - t0:.2f} s): {acc:.2f} %; "
-          f"scikit-learn with the same settings: {_sklearn_accuracy(X, y, Xt, yt, list(range(d)), args)}")
+          f"scikit-learn with the same settings: {sk}")
 
     mark = tr.mark()
     t0 = time.perf_counter()
@@ -105,6 +110,7 @@ def main(argv: Sequence[str]) -> int:
           f"refresh {rec.refresh_seconds:.2f} s, epoch {rec.epoch}; {st.bytes / 1e6:.2f} MB, {st.rounds} rounds")
     remaining = sorted(c for u, p in clf.participants_.items() if not p.revoked for c in p.columns)
     acc = _accuracy(clf.predict(Xt), yt)
-    print(f"Accuracy after revocation: {acc:.2f} %; scikit-learn on the remaining columns: "
-          f"{_sklearn_accuracy(X, y, Xt, yt, remaining, args)}")
+    with phase("scikit-learn on the remaining columns", enabled=bar):
+        sk = _sklearn_accuracy(X, y, Xt, yt, remaining, args)
+    print(f"Accuracy after revocation: {acc:.2f} %; scikit-learn on the remaining columns: {sk}")
     return 0

@@ -30,7 +30,7 @@ from securetrees.dtpkc import KGC
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import NotFittedError, ParameterError
-from securetrees.progress import progress
+from securetrees.progress import phase, tracked
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.signing import make_roster
@@ -137,7 +137,7 @@ class _RevFRF:
         voting: str = "soft",
         random_state: int | None = None,
         kgc_factory: Callable[[], KGC] | None = None,
-        show_progress: bool = False,
+        progress: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -156,7 +156,7 @@ class _RevFRF:
         self.voting = voting
         self.random_state = random_state
         self.kgc_factory = kgc_factory
-        self.show_progress = show_progress
+        self.progress = progress
 
     # ------------------------------------------------------------------ fit
 
@@ -166,6 +166,7 @@ class _RevFRF:
     def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
         raise NotImplementedError
 
+    @tracked("RevFRF fit")
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             network: InProcessNetwork | None = None) -> Any:
         """Key set-up, then FLE-Expan/FOS-Find layer by layer over the whole forest.
@@ -229,13 +230,9 @@ class _RevFRF:
 
         t_grow, c_grow = time.perf_counter(), time.thread_time()
         frontier = self.cs_.plant([dr.sample_weight for dr in draws])
-        bar = progress(range(self.max_depth or 64), desc="RevFRF layers", enabled=self.show_progress)
-        it = iter(bar)
-
-        def tick(_splits: int) -> None:
-            next(it, None)
-
-        self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(), on_layer=tick)
+        with phase("RevFRF layers", total=self.max_depth, enabled=self.progress) as bar:
+            self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(),
+                                 on_layer=lambda _splits: bar.update())
         self.timings_ = {"setup": t_grow - t_start, "grow": time.perf_counter() - t_grow,
                          "setup_cpu": c_grow - c_start, "grow_cpu": time.thread_time() - c_grow}
         return self
@@ -266,6 +263,7 @@ class _RevFRF:
                                                    holt_params=self._holt)
         return r
 
+    @tracked("RevFRF prediction")
     def _output(self, X: npt.ArrayLike, method: str, requester: str) -> FloatArray:
         cs = self._fitted()
         Xa = _check_X(X, self.n_features_in_)
@@ -289,6 +287,7 @@ class _RevFRF:
 
     # ------------------------------------------------------------------ revocation and views
 
+    @tracked("RevFRF revocation")
     def revoke(self, participant: str, level: int = 2) -> RevocationRecord:
         """FRF-Revoc: ``participant`` asks for its revocation (level 1 or 2)."""
         self._fitted()

@@ -30,5 +30,6 @@ class KeyCentre(Party):
         """FRF-Revoc line 15: verify the participant's signed request, then revoke its key for
         good.  Reveals to the KGC: the revocation request."""
         verify_revocation(self._verify_keys, self._session, msg.revocation)
+        self.logger.info("revoking the key of %s", msg.revocation.participant)
         self.kgc.revoke(msg.revocation.participant)
         return Ack()

@@ -292,6 +292,7 @@ class Participant(Party):
         nonce = self._rng.token_bytes(16)
         sig = self._sign.sign(revocation_message(self._session, self.name, self.epoch, level, nonce))
         req = RevokeRequest(self.name, self.epoch, level, nonce, sig)
+        self.logger.info("%s asks for its revocation (level %d)", self.name, level)
         reply = self.call(self._cs, req, expect=RevokeReply)
         self.revoked = True
         self._nodes.clear()
@@ -307,6 +308,8 @@ class Participant(Party):
         verify_revocation(self._verify_keys, self._session, rev)
         if rev.epoch != self.epoch or msg.epoch != self.epoch + 1:
             raise RevocationRefused("epoch notice out of order")
+        self.logger.info("%s: epoch %d after revoking %s, %d nodes to re-sign", self.name, msg.epoch,
+                         rev.participant, len(msg.nodes))
         for ref in msg.nodes:
             self._live(ref)
         keep = {(ref.tree, ref.node) for ref in msg.nodes}

@@ -44,6 +44,7 @@ class Requester(Party):
             raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
         high = [self._encrypt(value_plaintext(self._fx, self._range, a, False)) for a in v.tolist()]
         low = [self._encrypt(value_plaintext(self._fx, self._range, a, True)) for a in v.tolist()]
+        self.logger.info("%s: encrypted prediction request (%d features)", self.name, v.size)
         reply = self.call(self._cs, PredictRequest(tuple(int(c.t1) for c in high), tuple(int(c.t2) for c in high),
                                                    tuple(int(c.t1) for c in low), tuple(int(c.t2) for c in low)),
                           expect=PredictReply)

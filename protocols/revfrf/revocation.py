@@ -79,6 +79,7 @@ class CSRevocation(CSTraining):
         """FRF-Revoc (Protocol 3) with forest epochs; every check comes before any change."""
         p = msg.participant
         self._accept(sender, msg)
+        self.logger.info("revoking %s (level %d): destroying its nodes, then rebuilding", p, msg.level)
         destroyed = self._destroy(p)
         self.epoch += 1
         self.revoked.add(p)

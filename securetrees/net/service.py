@@ -26,7 +26,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, SecureTreesError
+from securetrees.errors import OutputExistsError, ParameterError, PartyUnavailable, PeerTimeout, SecureTreesError
+from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.keyfile import open_key_file
@@ -35,6 +36,8 @@ from securetrees.net.transport import GrpcNetwork
 
 __all__ = ["PROTOCOLS", "await_roles", "launch", "load_data", "network_for", "protocol_module", "spawn_role",
            "start_role"]
+
+_log = get_logger("net.service")
 
 PROTOCOLS: Final[dict[str, str]] = {
     "revfrf": "protocols.revfrf.deploy",
@@ -92,7 +95,7 @@ def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None
     config = load_config(config_path)
     net = start_role(config, role, read_passphrase(role, passphrase_file))
     signal.signal(signal.SIGTERM, lambda *_: net.close(grace=2.0))
-    print(f"securetrees: {role} serving {config.protocol} on {config.party(role).address}", flush=True)
+    _log.info("%s serving %s on %s", role, config.protocol, config.party(role).address)
     try:
         net.wait()
     finally:
@@ -188,19 +191,22 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
                     proc.kill()
 
 
-def init_trial(protocol: str, out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
-    """``securetrees federation init``: the protocol's trial on embedded Adult."""
+def init_trial(protocol: str, out_dir: str | Path, *, rows: int, trees: int, insecure: bool,
+               force: bool = False) -> Path:
+    """``securetrees federation init``: the protocol's trial on embedded Adult.
+
+    An existing folder that is not empty (a previous trial: its keys, certificates and
+    passphrases) is refused with :class:`OutputExistsError` before anything is generated,
+    unless ``force``; then files of the same names are overwritten (others are left)."""
     if rows < 10 or trees < 1:
         raise ParameterError("rows must be >= 10 and trees >= 1")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"{out} exists and is not a folder")
+    if not force and out.is_dir() and any(out.iterdir()):
+        raise OutputExistsError(f"{out} is not empty (a previous trial's keys would be overwritten); "
+                                "choose another folder or pass --force")
+    if force and out.is_dir() and any(out.iterdir()):
+        _log.warning("overwriting the trial files in %s", out)
     path: Path = protocol_module(protocol).trial(out_dir, rows=rows, trees=trees, insecure=insecure)
     return path
-
-
-def launch_and_report(config_path: str | Path, passphrase_dir: str | Path) -> dict[str, npt.NDArray[Any]]:
-    """``securetrees federation launch``: run the trial, print what came back."""
-    t0 = time.perf_counter()
-    results = launch(config_path, passphrase_dir)
-    print(f"federation finished in {time.perf_counter() - t0:.1f} s (every role in its own process, mutual TLS)")
-    for name, arr in results.items():
-        print(f"  {name}: shape {arr.shape}, first values {np.round(arr.reshape(arr.shape[0], -1)[:3, :], 4).tolist()}")
-    return results

@@ -72,6 +72,8 @@ class Network(ABC):
             raise
         msg = codec.decode(data)
         self.transcript.record(round_, sender, party.name, msg, data)
+        party.logger.debug("%s received %s from %s (%d bytes, round %d)", party.name, kind.wire_type, sender,
+                           len(data), round_)
         return party.dispatch(sender, msg)
 
     def accept_reply(self, round_: int, replier: str, caller: str, request: type[Message], data: bytes) -> Message:

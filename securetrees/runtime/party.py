@@ -6,15 +6,21 @@ by type to methods marked with :func:`handles`; a message type the role does
 not accept raises :class:`~securetrees.errors.UnexpectedMessage`.  Each subclass
 names its ``role``; the network admits a message only from a sender whose role
 the message's type declares (see :mod:`securetrees.runtime.messages`).
+
+Each subclass gets ``logger``, named ``securetrees.<protocol>.<role>``
+(:func:`securetrees.log.role_logger_name`): roles log their protocol steps on it at
+INFO, and the network logs every message it delivers to the party at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from securetrees.errors import ParameterError, UnexpectedMessage
+from securetrees.log import get_logger, role_logger_name
 from securetrees.runtime.messages import Message, check_role
 from securetrees.runtime.network import Network
 
@@ -44,6 +50,8 @@ class Party:
     role: ClassVar[str] = ""
     """The kind of party (``"cs"``, ``"participant"``, ``"client"`` ...): what message
     declarations name.  Every party that joins a network has one."""
+    logger: ClassVar[logging.Logger] = get_logger("runtime.party")
+    """This role's logger, ``securetrees.<protocol>.<role>`` (set for each subclass)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -53,6 +61,8 @@ class Party:
                 for msg_type in getattr(value, "_handles", ()):
                     table[msg_type] = attr
         cls._handlers = table
+        if "logger" not in vars(cls):  # a subclass may name its logger itself
+            cls.logger = logging.getLogger(role_logger_name(cls.__module__, cls.role or cls.__name__.lower()))
 
     def __init__(self, name: str, network: Network) -> None:
         if not isinstance(name, str) or not _PARTY_NAME.match(name):

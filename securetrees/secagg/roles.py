@@ -248,6 +248,7 @@ class SecAggClient(Party):
         if len(msg.session) < 16:
             raise ProtocolError("a session id has at least 16 bytes")
         self._session = msg.session
+        self.logger.info("%s joins a secure-aggregation session", self.name)
         self._enc_key = AgreementKey.generate(rng=self._rng)
         pub = self._enc_key.public
         sig = self._signer.sign(_statement("session-key", msg.session, self.name, pub))
@@ -462,6 +463,7 @@ class SecAggServer(Party):
         )
         self.config.require_quorum(acks, "joined the session")
         self.members = tuple(sorted(acks))
+        self.logger.info("secure-aggregation session set up with %d members", len(self.members))
         return self.members
 
     def aggregate(self, round: int, length: int) -> AggregateResult:
@@ -473,6 +475,7 @@ class SecAggServer(Party):
         if not 0 < length <= MAX_LENGTH:
             raise ParameterError(f"vector length must be in [1, {MAX_LENGTH}]")
         self._used_rounds.add(round)
+        self.logger.debug("aggregation round %d: %d values", round, length)
         cfg, ring, session = self.config, self.config.ring, self._session
 
         adverts = self.call_many(

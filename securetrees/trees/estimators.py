@@ -196,7 +196,7 @@ class _ForestEstimator(_TreeEstimator):
             max_features=self.max_features, max_features_tree=self.max_features_tree,
             bootstrap=self.bootstrap, binning=self._binning(Xa.shape[1]),
             providers=self.feature_providers, random_state=self.random_state,
-            show_progress=self.progress, classes=getattr(self, "classes_", None),
+            progress=self.progress, classes=getattr(self, "classes_", None),
         )
         return self
 
@@ -289,7 +289,7 @@ class _BoostingEstimator(_TreeEstimator):
             second_order=self.second_order, base_score=self.base_score,
             grow=GrowParams(self.max_depth, self.min_samples_split, self.min_samples_leaf),
             binning=self._binning(Xa.shape[1]), providers=self.feature_providers,
-            show_progress=self.progress, classes=getattr(self, "classes_", None),
+            progress=self.progress, classes=getattr(self, "classes_", None),
         )
         return self
 

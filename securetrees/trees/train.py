@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.progress import progress
+from securetrees.progress import progress as progress_bar
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import GradientGain, make_criterion
 from securetrees.trees.forest import BoostedForest, Forest, sigmoid, softmax
@@ -74,7 +74,7 @@ def train_forest(
     binning: BinningParams = DEFAULT_BINNING,
     providers: Sequence[int] | None = None,
     random_state: int | None = None,
-    show_progress: bool = False,
+    progress: bool = False,
     classes: npt.NDArray[np.generic] | None = None,
 ) -> tuple[Forest, BinMapper]:
     """Random forest: ``y`` holds class codes ``0..n_classes-1`` (classification) or
@@ -91,7 +91,7 @@ def train_forest(
     k_node = resolve_max_features(max_features, k_tree or n_features)
     trees = []
     gens = tree_generators(random_state, n_estimators)
-    for rng in progress(gens, desc="forest", total=n_estimators, enabled=show_progress):
+    for rng in progress_bar(gens, desc="forest", total=n_estimators, enabled=progress):
         draws = TreeDraws(rng, n_samples, n_features, bootstrap=bootstrap,
                           max_features_tree=k_tree, max_features=k_node)
         if n_classes is not None:
@@ -116,7 +116,7 @@ def train_boosted(
     grow: GrowParams = BOOSTING_GROW,
     binning: BinningParams = DEFAULT_BINNING,
     providers: Sequence[int] | None = None,
-    show_progress: bool = False,
+    progress: bool = False,
     classes: npt.NDArray[np.generic] | None = None,
 ) -> tuple[BoostedForest, BinMapper]:
     """GBDT (HybridTree Appendix B): per round, gradients ``g`` and hessians ``h`` of the
@@ -155,8 +155,8 @@ def train_boosted(
     raw = np.tile(base, (n, 1))
     trees = []
     ones = np.ones(n, dtype=np.float64)
-    for _ in progress(range(n_estimators), desc="boosting", total=n_estimators,
-                      enabled=show_progress):
+    for _ in progress_bar(range(n_estimators), desc="boosting", total=n_estimators,
+                      enabled=progress):
         if n_classes is None:
             grad, hess = raw - target, np.ones_like(raw)
         else:
