@@ -22,12 +22,20 @@ import numpy as np
 from harness import Report
 
 from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.attack import ColumnLeak, forest_leak
+from protocols.revfrf.attack import ColumnLeak, forest_leak, integer_data
 from securetrees.datasets import load_adult
-from tests.revfrf.helpers import PARTITION, make_data, small_kgc
+from securetrees.dtpkc import KGC
+from securetrees.testing.dtpkc import dtpkc_test_kgc
 
 RESOLUTIONS: tuple[int | None, ...] = (None, 4, 8, 16)
 DEFAULT_K = 8
+PARTITION = [[0, 3], [1], [2, 4, 5]]
+"""Three participants over integer_data's six columns."""
+
+
+def small_kgc() -> KGC:
+    """512-bit cached test keys: the leak and the accuracy do not depend on the key size."""
+    return dtpkc_test_kgc(512)
 
 
 def _name(k: int | None) -> str:
@@ -35,7 +43,7 @@ def _name(k: int | None) -> str:
 
 
 def _leak_rows(splitter: str, trees: int, depth: int) -> list[tuple[str, float, float, float]]:
-    X, y = make_data()
+    X, y = integer_data()
     rows = []
     floor = None
     for k in RESOLUTIONS:
