@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,52 @@ def test_print_and_progress_scanners_catch_a_violation() -> None:
                         "class Model:\n    def predict(self):\n        print(self)\n")
     assert _prints_outside_main(planted) == [2, 7]
     assert _show_progress_params(planted) == [1]
+
+
+# Nothing in the repository points outside it: no citation of the private crypto notes, of
+# the seed papers' text files or of any path under the team's shared folder. What a reader
+# needs lives in specs/ (parameters: specs/parameters.md). The strings are built from parts
+# so that this file does not match itself.
+OUTSIDE_REFERENCE = re.compile(
+    "|".join([
+        re.escape("CRYPTO" + "_NOTES"),
+        re.escape("seeds" + "/"),
+        r"\b\d{3}_[0-9a-f]{16}\." + "txt",
+        re.escape("/work" + "/"),
+        re.escape("SOURCE" + ".md"),
+    ])
+)
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".ini", ".yaml", ".yml", ".json", ".proto"}
+
+
+def _repository_text_files() -> list[Path]:
+    files = [ROOT / "README.md"]
+    for top in ("securetrees", "protocols", "specs", "tests", "benchmarks"):
+        files.extend(p for p in (ROOT / top).rglob("*")
+                     if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts)
+    return sorted(files)
+
+
+def _outside_references(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1) if OUTSIDE_REFERENCE.search(line)]
+
+
+@pytest.mark.parametrize("path", _repository_text_files(), ids=_rel)
+def test_no_reference_outside_the_repository(path: Path) -> None:
+    lines = _outside_references(path.read_text(encoding="utf-8"))
+    assert not lines, (f"{_rel(path)} points outside the repository at lines {lines}; "
+                       "put what the reader needs in specs/ and cite that")
+
+
+def test_outside_reference_scanner_catches_a_violation() -> None:
+    """Planted: each kind of outside pointer is caught; in-repository pointers are not."""
+    planted = "\n".join([
+        "ok: specs/dtpkc.md, HoLT",
+        "bad (" + "CRYPTO" + "_NOTES §5)",
+        "bad `" + "seeds" + "/001_…`",
+        "bad 004_bc1a07a9eb29bf54." + "txt",
+        "bad " + "/work" + "/shared/datasets/adult/" + "SOURCE" + ".md",
+        "ok: specs/parameters.md",
+    ])
+    assert _outside_references(planted) == [2, 3, 4, 5]
+    assert ROOT / "specs" / "parameters.md" in _repository_text_files()

@@ -1,7 +1,7 @@
 """Plaintext trees on UCI Adult against scikit-learn (issue 3), single-threaded.
 
 Rows: our random forest on the native columns (categorical codes, NaN) and on the
-one-hot encoding of SOURCE.md; scikit-learn's RandomForestClassifier on the one-hot
+one-hot encoding (`securetrees.testing.trees.one_hot`); scikit-learn's RandomForestClassifier on the one-hot
 encoding (it has no native categorical splits); our GBDT and scikit-learn's
 HistGradientBoostingClassifier on the native columns.  Fit and predict times are
 medians of repeated runs in this process (scikit-learn n_jobs=1, BLAS/OpenMP limited

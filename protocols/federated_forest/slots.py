@@ -1,5 +1,5 @@
 """Packing of label statistics into Paillier plaintext slots (``specs/federated_forest.md``,
-"Encrypted label statistics"; CRYPTO_NOTES §2, "Packing").
+"Encrypted label statistics"; ``specs/paillier.md``).
 
 A *unit* is one sample's non-negative statistics vector of ``n_slots`` integers:
 classification, the one-hot class indicator; regression, ``(1, Y + B, Y²)`` with

@@ -1,5 +1,5 @@
-"""RevFRF's default parameters: fixed point with 2^-32 precision (CRYPTO_NOTES §3) and HoLT's
-ℓ = 128, σ = 256 (CRYPTO_NOTES §1)."""
+"""RevFRF's default parameters: fixed point with 2^-32 precision (``specs/encoding.md``) and HoLT's
+ℓ = 128, σ = 256 (``specs/dtpkc.md``, "HoLT"; ``specs/parameters.md``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DT-PKC: the double-trapdoor cryptosystem (Bresson-Catalano-Pointcheval 2003, as extended
-by Liu et al. 2016 and used by RevFRF), following CRYPTO_NOTES §1 and ``specs/dtpkc.md``."""
+by Liu et al. 2016 and used by RevFRF), following ``specs/dtpkc.md``."""
 
 from __future__ import annotations
 

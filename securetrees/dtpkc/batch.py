@@ -3,7 +3,7 @@
 The recipe, the trust rule and the failure behaviour are in ``specs/batch_executors.md``;
 chunking and ordering come from :mod:`securetrees.executors`.
 
-* :func:`encrypt_many` is HoEnc (CRYPTO_NOTES §1 "Encryption and decryption"):
+* :func:`encrypt_many` is HoEnc (``specs/dtpkc.md``, "Operations"):
   ``T1 = (1 + mN)·h^r``, ``T2 = g^r`` with ``r`` uniform in ``[1, N/4]``.  Every
   ``r`` is drawn here from ``rng``; workers receive the public values ``(N, g, h)``
   and the exponents and return ``(h^r, g^r)``; the caller multiplies in ``1 + mN``.

@@ -1,7 +1,7 @@
 """DT-PKC ciphertexts ``(T1, T2)`` bound to the (joint) public key they are under.
 
-Same-key homomorphic operations (CRYPTO_NOTES §1 "Homomorphic operations
-under one key"): add ``(T1a·T1b, T2a·T2b)``, scalar ``(T1^k, T2^k)``,
+Same-key homomorphic operations (``specs/dtpkc.md``,
+"Operations"): add ``(T1a·T1b, T2a·T2b)``, scalar ``(T1^k, T2^k)``,
 negation by modular inverses, adding a public constant ``(T1·(1+cN), T2)``.
 Combining ciphertexts under different keys raises :class:`KeyMismatchError`;
 crossing keys needs the two-server protocol HoAdd (``twoserver``).

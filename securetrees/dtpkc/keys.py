@@ -1,6 +1,6 @@
 """DT-PKC keys: system parameters, weak keys, strong-key shares, the KGC.
 
-The math is CRYPTO_NOTES §1 "Key generation" (the RevFRF appendix's version
+The math is ``specs/dtpkc.md``, "Key generation" (the RevFRF appendix's version
 has errata, listed in ``specs/dtpkc.md``):
 
 1. safe primes ``p = 2p'+1``, ``q = 2q'+1`` of ``k/2`` bits, ``N = pq`` of exactly k bits;
@@ -69,7 +69,7 @@ KEY_ID_BYTES: Final = 16
 
 
 def check_key_size(bits: int, *, allow_insecure: bool) -> None:
-    """The key-size policy (CRYPTO_NOTES §5): >= 2048 bits; 1024 <= bits < 2048 only with
+    """The key-size policy (``specs/parameters.md``): >= 2048 bits; 1024 <= bits < 2048 only with
     ``allow_insecure=True`` (emits :class:`InsecureParameterWarning`); smaller never
     (test keys come from :mod:`securetrees.testing.dtpkc`)."""
     if not isinstance(bits, int) or isinstance(bits, bool) or bits % 2:
@@ -213,7 +213,7 @@ class SystemParams:
 
     @property
     def r_bound(self) -> mpz:
-        """Encryption randomness is uniform in ``[1, N/4]`` (CRYPTO_NOTES §1, HoEnc)."""
+        """Encryption randomness is uniform in ``[1, N/4]`` (``specs/dtpkc.md``, "Operations", HoEnc)."""
         return self.n // 4
 
     @property
@@ -281,7 +281,7 @@ class PublicKey:
         return len(self.components) > 1
 
     def joint(self, *others: PublicKey) -> PublicKey:
-        """The joint key ``h · h' · ...`` (CRYPTO_NOTES §1 step 6); its secret stays in shares."""
+        """The joint key ``h · h' · ...`` (``specs/dtpkc.md``, "Key generation"); its secret stays in shares."""
         h = self.h
         comps = list(self.components)
         for o in others:
@@ -362,7 +362,7 @@ class StrongKeyShare:
     """One server's share of the strong key: λ1 (CS, ``index=1``) or λ2 (CC, ``index=2``).
 
     ``λ1 + λ2 ≡ s (mod λN)`` where ``s ≡ 0 (mod λ)`` and ``s ≡ 1 (mod N)``
-    (CRYPTO_NOTES §1 step 4).  One share alone decrypts nothing.
+    (``specs/dtpkc.md``, "Key generation").  One share alone decrypts nothing.
     """
 
     params: SystemParams
@@ -412,7 +412,7 @@ class StrongSecretKey:
 
 
 def _find_generator(n: mpz, p1: mpz, q1: mpz, lam: mpz, rng: RandomSource) -> mpz:
-    """``g = -a^(2N) mod N²`` with ``ord(g) = λ = 2p'q'`` (CRYPTO_NOTES §1 step 3)."""
+    """``g = -a^(2N) mod N²`` with ``ord(g) = λ = 2p'q'`` (``specs/dtpkc.md``, "Key generation")."""
     n2 = n * n
     for _ in range(1000):
         a = mpz(rng.randbelow(int(n2) - 2)) + 2

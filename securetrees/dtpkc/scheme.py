@@ -1,4 +1,4 @@
-"""DT-PKC operations (CRYPTO_NOTES §1 "Encryption and decryption"; RevFRF Appendix A.2).
+"""DT-PKC operations (``specs/dtpkc.md``, "Operations"; RevFRF Appendix A.2).
 
 * HoEnc :func:`encrypt`: ``T1 = (1 + mN)·h^r``, ``T2 = g^r``, ``r ∈ [1, N/4]``.
 * weak decryption :func:`decrypt_weak`: ``m = L(T1 · (T2^θ)⁻¹)``.

@@ -6,7 +6,7 @@ the chunking and ordering machinery is :mod:`securetrees.executors`.
 * Encryption: every random value is drawn here, in the calling process, from its
   :class:`~securetrees.rand.RandomSource`.  Workers receive the **public key** and
   the random exponents and return obfuscators (encryptions of 0, ``hs^a`` or
-  ``r^N``, CRYPTO_NOTES §2); the caller multiplies in ``1 + mN``.  Workers never
+  ``r^N``, ``specs/paillier.md``, "Encryption modes"); the caller multiplies in ``1 + mN``.  Workers never
   see a plaintext, hold no secret of their own and share no generator state.
 * Sums: workers receive ciphertext values and N², multiply consecutive pieces; the
   caller multiplies the pieces' products (:func:`~securetrees.executors.modular_products`).

@@ -1,4 +1,4 @@
-"""Paillier ciphertexts and their homomorphic operations (CRYPTO_NOTES §2).
+"""Paillier ciphertexts and their homomorphic operations (``specs/paillier.md``, "Ciphertexts and operations").
 
 A :class:`Ciphertext` is immutable, holds its value as a gmpy2 ``mpz`` and a
 reference to its :class:`~securetrees.paillier.keys.PublicKey`, and knows

@@ -1,4 +1,6 @@
-"""Paillier keys: generation, validation, encryption modes, CRT decryption (CRYPTO_NOTES §2, §5).
+"""Paillier keys: generation, validation, encryption modes, CRT decryption.
+
+Specification: ``specs/paillier.md``; key sizes: ``specs/parameters.md``.
 
 ``g = N + 1`` throughout, so ``g^m = 1 + mN``.  The public key carries
 ``hs = (-x²)^N mod N²`` for Damgård-Jurik-Nielsen encryption; key generation
@@ -94,7 +96,7 @@ def check_key_size(bits: int, allow_insecure: bool) -> None:
         return
     if bits >= INSECURE_MIN_BITS and allow_insecure:
         warnings.warn(
-            f"{bits}-bit Paillier modulus: below 112-bit security (CRYPTO_NOTES §5)",
+            f"{bits}-bit Paillier modulus: below 112-bit security (see specs/parameters.md)",
             InsecureParameterWarning,
             stacklevel=3,
         )
@@ -635,7 +637,7 @@ def _djn_primes(half: int, rng: RandomSource) -> tuple[mpz, mpz]:
 
 
 def djn_base(n: mpz, rng: RandomSource) -> mpz:
-    """``hs = (-x²)^N mod N²`` for a uniform unit ``x`` (DJN; CRYPTO_NOTES §2)."""
+    """``hs = (-x²)^N mod N²`` for a uniform unit ``x`` (DJN; ``specs/paillier.md``, "Parameters and defaults")."""
     while True:
         x = mpz(rng.randbelow(n - 2) + 2)
         if gmpy2.gcd(x, n) == 1:

@@ -1,4 +1,4 @@
-"""Precomputed encryption randomness: single use, and safe across fork (CRYPTO_NOTES §2).
+"""Precomputed encryption randomness: single use, and safe across fork (``specs/paillier.md``, "Randomness pools").
 
 A :class:`RandomnessPool` holds obfuscators (``hs^a`` or ``r^N`` mod N²)
 computed ahead of time, optionally by the workers of an executor, so that an

@@ -1,4 +1,4 @@
-"""X25519 key agreement and HKDF-SHA256 key derivation bound to a context (CRYPTO_NOTES §4).
+"""X25519 key agreement and HKDF-SHA256 key derivation bound to a context (``specs/secagg.md``).
 
 Every symmetric key of the secure-aggregation code comes from :func:`derive_key`:
 HKDF-SHA256 over the full 32-byte X25519 shared secret, salted with the public

@@ -1,4 +1,4 @@
-"""Pairwise masks from session keys: the reusable core of secure aggregation (CRYPTO_NOTES §4).
+"""Pairwise masks from session keys: the reusable core of secure aggregation (``specs/secagg.md``, "Two layers").
 
 HybridTree (Algorithm 1, lines 5-6 and 20) and the histogram forest use this
 directly from their own roles: each party makes one :class:`AgreementKey` per

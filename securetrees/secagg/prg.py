@@ -1,4 +1,4 @@
-"""Mask expansion: AES-256-CTR keystream from a derived key (CRYPTO_NOTES §4).
+"""Mask expansion: AES-256-CTR keystream from a derived key (``specs/secagg.md``, "Rings, bounds and defaults").
 
 Each derived key seeds exactly one stream (the counter block starts at zero),
 so no (key, nonce) pair is ever reused.  :meth:`MaskExpander.accumulate` adds

@@ -6,7 +6,7 @@ numpy array (raw bytes with dtype and shape).  ``Z_{2^k}`` uses numpy ``uint64``
 wrap-around (no per-element Python work); ``Z_N`` uses Python integers and
 rejection-sampled masks (the modulus is not a power of two).
 :class:`FixedPointVectors` maps bounded floats into ``Z_{2^k}`` and refuses any
-configuration whose sum could overflow (CRYPTO_NOTES §3, §4).
+configuration whose sum could overflow (``specs/secagg.md``, "Rings, bounds and defaults"; ``specs/encoding.md``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shamir t-of-n secret sharing over the prime field GF(2^256 + 297) (CRYPTO_NOTES §4).
+"""Shamir t-of-n secret sharing over the prime field GF(2^256 + 297) (``specs/secagg.md``).
 
 The field holds every 32-byte secret (self-mask seeds, X25519 scalars).  Share
 ``x`` of a party is its 1-based index in the sorted roster.  Reconstruction

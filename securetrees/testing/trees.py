@@ -54,8 +54,8 @@ def one_hot(
     categorical: npt.NDArray[np.bool_],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Numeric columns kept (NaN as -1), each categorical column replaced by one indicator
-    per training code plus one for missing: the encoding of the reference figures in
-    ``/work/shared/datasets/adult/SOURCE.md`` (missing as its own value)."""
+    per training code plus one for missing: the usual one-hot baseline encoding of Adult
+    (missing as its own value; ``specs/trees.md``, "Agreement with scikit-learn")."""
     parts_tr: list[npt.NDArray[np.float64]] = []
     parts_te: list[npt.NDArray[np.float64]] = []
     for f in range(X_train.shape[1]):

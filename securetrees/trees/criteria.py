@@ -11,7 +11,7 @@ itself (class counts, gradient sums) scores candidates with the same code:
 ``cost(s)`` is the node's weighted impurity (lower is better), and
 ``gain(parent, left, right) = cost(parent) - cost(left) - cost(right)``.
 RevFRF Appendix B's garbled Gini is replaced by weighted Gini and weighted MSE
-(CRYPTO_NOTES §7); the boosting score is HybridTree Appendix B, Eq. 7, and the
+(``specs/trees.md``, "Criteria"); the boosting score is HybridTree Appendix B, Eq. 7, and the
 leaf value Eq. 8.
 """
 

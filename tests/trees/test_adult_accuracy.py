@@ -1,10 +1,10 @@
 """Accuracy on Adult against scikit-learn with the same trees, depth and max_features.
 
-The random-forest comparison runs both libraries on the same one-hot encoding (the
-encoding of the reference figures in SOURCE.md: numeric columns as they are, missing as
-its own value), so both search the same split family with the same per-node feature
-count.  The GBDT comparison runs both on the native columns (categorical codes, NaN).
-The default run uses 20 trees; the full-size comparison (100 trees) is marked slow.
+The random-forest comparison runs both libraries on the same one-hot encoding (the usual
+baseline encoding of Adult: numeric columns as they are, missing as its own value), so both
+search the same split family with the same per-node feature count.  The GBDT comparison runs
+both on the native columns (categorical codes, NaN).  The default run uses 20 trees; the
+full-size comparison (100 trees) is marked slow.
 """
 
 from __future__ import annotations
