@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from protocols.hybridtree.boosting import FitProgress, Loss, probabilities
 from protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
-from protocols.hybridtree.host import Host, owners
+from protocols.hybridtree.host import Host, check_matrix, owners
 from protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
 from protocols.hybridtree.progress import ProgressBar
 from securetrees.errors import NotFittedError, ParameterError
@@ -90,15 +90,6 @@ def check_layout(
             raise ParameterError(f"guest_rows[{u}] lists a row twice")
         rows.append(np.sort(ids))
     return host, space, per_guest, rows
-
-
-def _check_X(X: npt.ArrayLike) -> FloatArray:
-    Xa = np.asarray(X, dtype=np.float64)
-    if Xa.ndim != 2:
-        raise ParameterError("X must be two-dimensional")
-    if np.isinf(Xa).any():
-        raise ParameterError("X holds infinite values (NaN means missing; infinities are refused)")
-    return Xa
 
 
 class _HybridTree:
@@ -185,7 +176,7 @@ class _HybridTree:
         ):
             raise ParameterError("n_estimators must be a positive integer")
         params = self._params()
-        Xa = _check_X(X)
+        Xa = check_matrix(X)
         n, d = Xa.shape
         host_cols, space, per_guest, rows = check_layout(n, d, host_features, guest_features,
                                                          guest_rows)
@@ -236,7 +227,7 @@ class _HybridTree:
         """Raw scores by the inference protocol; ``guest_rows`` lists each guest's test rows."""
         if not hasattr(self, "host_"):
             raise NotFittedError("fit the model before predicting")
-        Xa = _check_X(X)
+        Xa = check_matrix(X)
         if Xa.shape[1] != self.n_features_in_:
             raise ParameterError(f"X must have {self.n_features_in_} columns")
         if len(guest_rows) != len(self.guests_):

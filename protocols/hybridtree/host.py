@@ -157,10 +157,11 @@ def owners(n_rows: int, guest_rows: Sequence[npt.ArrayLike]) -> IntArray:
     return owner
 
 
-def _host_matrix(X: npt.ArrayLike) -> FloatArray:
+def check_matrix(X: npt.ArrayLike) -> FloatArray:
+    """``X`` as a float matrix; NaN (missing) kept, infinities refused with :class:`ParameterError`."""
     Xa = np.asarray(X, dtype=np.float64)
     if Xa.ndim != 2:
-        raise ParameterError("the host's X must be two-dimensional")
+        raise ParameterError("X must be two-dimensional")
     if np.isinf(Xa).any():
         raise ParameterError("X holds infinite values (NaN means missing; infinities are refused)")
     return Xa
@@ -192,7 +193,7 @@ class Host(Party):
                 f"HybridTree's masked aggregation needs at least {params.min_guests} guests, "
                 f"got {len(self.guests)}"
             )
-        self._X = _host_matrix(X)
+        self._X = check_matrix(X)
         self._owner = np.asarray(owner, dtype=np.int64)
         if self._owner.shape != (self._X.shape[0],) or self._owner.max(initial=-1) >= len(guests):
             raise ParameterError("owner must give one guest index (or -1) per instance")
@@ -694,7 +695,7 @@ class Host(Party):
         The guests must have loaded their test rows (:meth:`Guest.load_test`)."""
         if self._targets is None:
             raise NotFittedError("fit the host before predicting")
-        Xa = _host_matrix(X)
+        Xa = check_matrix(X)
         values = self.predict_values(Xa, owner)
         k = self._targets.n_outputs
         raw = np.tile(self._targets.base, (Xa.shape[0], 1))
