@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.hybridtree.messages import NodeRouting
 from securetrees.dtpkc import encrypt as dtpkc_encrypt
 from securetrees.errors import DecodeError, ParameterError, SecureTreesError, TypeMismatchError
 from securetrees.paillier import RandomnessPool, sum_ciphertexts
+from securetrees.protocols.hybridtree.messages import NodeRouting
 from securetrees.runtime import codec
 from securetrees.testing.dtpkc import dtpkc_test_keys
 from securetrees.testing.paillier import small_keypair

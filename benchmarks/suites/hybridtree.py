@@ -1,4 +1,4 @@
-"""HybridTree (issue 8) on the pinned Adult hybrid split (``protocols.hybridtree.demo``).
+"""HybridTree (issue 8) on the pinned Adult hybrid split (``securetrees.protocols.hybridtree.demo``).
 
 Accuracy: secure mode, paper mode (the authors' plaintext simulation), plaintext mode (the
 secure algorithm without encryption), ALL-IN (securetrees' reference GBDT, same trees and total
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from harness import Report, Timing, measure
 
-from protocols.hybridtree.demo import AdultHybrid, adult_hybrid, baseline_accuracies, hybridtree
 from securetrees._nt import mpz
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey, generate_keypair
+from securetrees.protocols.hybridtree.demo import AdultHybrid, adult_hybrid, baseline_accuracies, hybridtree
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
 
 PAPER = {"HybridTree": 0.832, "ALL-IN": 0.853, "SOLO": 0.653}

@@ -1,6 +1,6 @@
 """``securetrees demo hybridtree``: HybridTree on Adult in the paper's hybrid split.
 
-The split (``protocols.hybridtree.data``, seed ``ADULT_SEED``): the host holds a
+The split (``securetrees.protocols.hybridtree.data``, seed ``ADULT_SEED``): the host holds a
 seeded random 12 of Adult's 14 columns for every row (the proportion of the
 paper's Table 5, 102 of 123), the 5 guests share the other 2 columns and hold
 disjoint, equal, random fifths of the rows, in training and test alike.  The
@@ -28,13 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.boosting import FitProgress
-from protocols.hybridtree.data import ADULT_SEED, HybridSplit, hybrid_split
-from protocols.hybridtree.estimators import HybridTreeClassifier
-from protocols.hybridtree.progress import ProgressBar
 from securetrees.datasets import load_adult
 from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.protocols.hybridtree.boosting import FitProgress
+from securetrees.protocols.hybridtree.data import ADULT_SEED, HybridSplit, hybrid_split
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+from securetrees.protocols.hybridtree.progress import ProgressBar
 from securetrees.trees import GradientBoostingClassifier
+
+ABOUT = "HybridTree on Adult's hybrid split, host and 5 guests"
+"""One line for ``securetrees demo --list``."""
 
 __all__ = ["AdultHybrid", "adult_hybrid", "baseline_accuracies", "main"]
 

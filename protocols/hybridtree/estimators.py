@@ -20,13 +20,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.boosting import FitProgress, Loss, probabilities
-from protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
-from protocols.hybridtree.host import Host, check_matrix, owners
-from protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
-from protocols.hybridtree.progress import ProgressBar
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
+from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
+from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
+from securetrees.protocols.hybridtree.host import Host, check_matrix, owners
+from securetrees.protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
+from securetrees.protocols.hybridtree.progress import ProgressBar
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork
 

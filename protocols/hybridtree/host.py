@@ -25,7 +25,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.boosting import (
+from securetrees._nt import mpz
+from securetrees.encoding import FixedPoint
+from securetrees.errors import (
+    EncodingOverflowError,
+    NotFittedError,
+    ParameterError,
+    ProtocolError,
+    UnexpectedMessage,
+)
+from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.protocols.hybridtree.boosting import (
     FitProgress,
     Loss,
     Targets,
@@ -35,8 +45,8 @@ from protocols.hybridtree.boosting import (
     softmax,
     targets,
 )
-from protocols.hybridtree.layout import SlotLayout
-from protocols.hybridtree.messages import (
+from securetrees.protocols.hybridtree.layout import SlotLayout
+from securetrees.protocols.hybridtree.messages import (
     Ack,
     BuildNode,
     Directory,
@@ -55,17 +65,7 @@ from protocols.hybridtree.messages import (
     SplitDecision,
     Values,
 )
-from protocols.hybridtree.params import HybridTreeParams
-from securetrees._nt import mpz
-from securetrees.encoding import FixedPoint
-from securetrees.errors import (
-    EncodingOverflowError,
-    NotFittedError,
-    ParameterError,
-    ProtocolError,
-    UnexpectedMessage,
-)
-from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree
@@ -645,7 +645,7 @@ class Host(Party):
         self, tree: int, layer: int, view: dict[int, tuple[IntArray, npt.NDArray[np.int64], BoolArray]],
     ) -> None:
         """What the host learns from one guest layer's aggregates, for the leakage measurement
-        (``protocols.hybridtree.attack``): per node, its instance IDs, its histogram
+        (``securetrees.protocols.hybridtree.attack``): per node, its instance IDs, its histogram
         ``(feature, bin, (count, G·2^f, H·2^f))`` (missing bin implied by the totals) and the
         features it holds (the others withheld).  The protocol itself does nothing here."""
 

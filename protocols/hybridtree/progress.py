@@ -1,6 +1,6 @@
-"""Showing the host's :class:`~protocols.hybridtree.boosting.FitProgress` events.
+"""Showing the host's :class:`~securetrees.protocols.hybridtree.boosting.FitProgress` events.
 
-:class:`ProgressBar` is a callback for :meth:`Host.fit <protocols.hybridtree.host.Host.fit>`:
+:class:`ProgressBar` is a callback for :meth:`Host.fit <securetrees.protocols.hybridtree.host.Host.fit>`:
 a tqdm bar over the trees whose postfix names the current step (when tqdm, the
 ``progress`` extra, is installed), else one line per event through ``fallback``
 at most every ``every`` seconds, and on every finished tree (silence without a
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from protocols.hybridtree.boosting import FitProgress
+from securetrees.protocols.hybridtree.boosting import FitProgress
 
 __all__ = ["ProgressBar"]
 

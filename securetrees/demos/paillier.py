@@ -26,6 +26,9 @@ from securetrees.paillier import (
     sum_ciphertexts,
 )
 
+ABOUT = "Paillier encryption modes, homomorphic sums, timings"
+"""One line for ``securetrees demo --list``."""
+
 
 def _fmt(seconds: float) -> str:
     if seconds < 1e-3:

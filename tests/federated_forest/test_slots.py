@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.federated_forest.slots import classification_units, regression_units
+from securetrees.protocols.federated_forest.slots import classification_units, regression_units
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.data())
@@ -50,8 +50,13 @@ def test_known_answer_layout() -> None:
 def test_encrypted_bins_pack_and_unpack(codes: list[int], n_bins: int) -> None:
     """Client side (bin sums, Horner packing, re-randomisation) then label-holder side
     (decryption, unpacking) give the plaintext per-bin class counts."""
-    from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
     from securetrees.paillier import Ciphertext
+    from securetrees.protocols.federated_forest.encrypted_stats import (
+        CryptoCounters,
+        bin_sums,
+        candidate_histograms,
+        pack_bins,
+    )
     from securetrees.rand import DeterministicRandom
     from securetrees.testing.paillier import small_keypair
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.hybridtree.demo import main
+from securetrees.protocols.hybridtree.demo import main
 
 
 def test_demo_shows_progress_and_explains_empty_guest_layers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import protocols.hybridtree.host as host_module
-from protocols.hybridtree import Guest, Host, HybridTreeParams
-from protocols.hybridtree.boosting import FitProgress
-from protocols.hybridtree.guest import agree_bins, guest_matrix
-from protocols.hybridtree.host import owners
-from protocols.hybridtree.progress import ProgressBar
-from protocols.hybridtree.testing import HybridData
+import securetrees.protocols.hybridtree.host as host_module
 from securetrees.errors import NotFittedError, ParameterError
+from securetrees.protocols.hybridtree import Guest, Host, HybridTreeParams
+from securetrees.protocols.hybridtree.boosting import FitProgress
+from securetrees.protocols.hybridtree.guest import agree_bins, guest_matrix
+from securetrees.protocols.hybridtree.host import owners
+from securetrees.protocols.hybridtree.progress import ProgressBar
+from securetrees.protocols.hybridtree.testing import HybridData
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.paillier import small_keypair
 
