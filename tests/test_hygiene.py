@@ -330,3 +330,61 @@ def test_outside_reference_scanner_catches_a_violation() -> None:
     ])
     assert _outside_references(planted) == [2, 3, 4, 5]
     assert ROOT / "specs" / "parameters.md" in _repository_text_files()
+
+
+PAILLIER_LAYERS = ("wire", "ciphertext", "keys", "batch", "pool", "phe_interop")
+"""The Paillier package, lowest first: a module imports only modules before it. The one exception
+is a type-only reference (under ``TYPE_CHECKING``) from a ciphertext to the key class it carries."""
+TYPE_ONLY_UPWARD = {("ciphertext", "keys")}
+
+
+def _package_imports(tree: ast.Module, package: str) -> tuple[set[str], set[str]]:
+    """(run-time, type-only) imports of sibling modules of ``package``: anything imported at run
+    time, at module level or inside a function, and what sits under ``if TYPE_CHECKING:``."""
+    type_only_nodes = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                       for stmt in block.body for n in ast.walk(stmt)}
+    runtime: set[str] = set()
+    type_only: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == package:
+                names = [a.name for a in node.names]
+            elif node.module.startswith(package + "."):
+                names = [node.module[len(package) + 1:].split(".")[0]]
+        elif isinstance(node, ast.Import):
+            names = [a.name[len(package) + 1:].split(".")[0] for a in node.names if a.name.startswith(package + ".")]
+        (type_only if id(node) in type_only_nodes else runtime).update(names)
+    return runtime, type_only
+
+
+def _layer_violations(modules: dict[str, ast.Module], package: str) -> list[str]:
+    bad = []
+    for name, tree in modules.items():
+        runtime, type_only = _package_imports(tree, package)
+        for other in runtime | type_only:
+            if other not in PAILLIER_LAYERS or other == name:
+                continue
+            upward = PAILLIER_LAYERS.index(other) > PAILLIER_LAYERS.index(name)
+            if upward and not (other in type_only and other not in runtime and (name, other) in TYPE_ONLY_UPWARD):
+                bad.append(f"{name} imports {other}")
+    return sorted(bad)
+
+
+def test_paillier_modules_import_downward_only() -> None:
+    """No import circle inside securetrees/paillier: batch depends on keys, never the reverse."""
+    folder = ROOT / "securetrees" / "paillier"
+    modules = {p.stem: _tree(p) for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert set(modules) == set(PAILLIER_LAYERS), "a new module needs its place in PAILLIER_LAYERS"
+    assert _layer_violations(modules, "securetrees.paillier") == []
+
+
+def test_paillier_layer_check_catches_a_circle() -> None:
+    """Planted: keys importing batch inside a method (the old circle) is reported, and so is a
+    type-only upward import that is not the allowed one."""
+    keys = ast.parse("def encrypt_many(self):\n    from securetrees.paillier import batch\n")
+    batch = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from securetrees.paillier.pool import RandomnessPool\n")
+    assert _layer_violations({"keys": keys, "batch": batch}, "securetrees.paillier") == [
+        "batch imports pool", "keys imports batch"]

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
+from securetrees.paillier.batch import encrypt_many
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import (
     CheckpointStore,
@@ -268,7 +269,7 @@ class Client(Party):
                 layout, units = classification_units(np.asarray(labels, dtype=np.int64), spec.n_classes)
             self._layout = layout
             layout.bins_per_plaintext(pk.bits)
-            cts = pk.encrypt_many(units, mode=self._mode, rng=self._rng)
+            cts = encrypt_many(pk, units, mode=self._mode, rng=self._rng)
             self.counters.encryptions += len(cts)
             request = m.EncryptedLabels(pk.to_bytes(), layout.n_slots, layout.slot_bits,
                                         tuple(c.value for c in cts))

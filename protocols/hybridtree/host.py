@@ -35,6 +35,7 @@ from securetrees.errors import (
     UnexpectedMessage,
 )
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.paillier.batch import encrypt_many
 from securetrees.protocols.hybridtree.boosting import (
     FitProgress,
     Loss,
@@ -449,9 +450,9 @@ class Host(Party):
         for at in range(0, len(flat), ENCRYPT_CHUNK):
             chunk = flat[at : at + ENCRYPT_CHUNK]
             if p.encryption == "key-owner":
-                cts = self._sk.encrypt_many(chunk, rng=self._rng)
+                cts = encrypt_many(self._sk, chunk, rng=self._rng)
             else:
-                cts = self._pk.encrypt_many(chunk, mode=p.encryption, rng=self._rng)
+                cts = encrypt_many(self._pk, chunk, mode=p.encryption, rng=self._rng)
             wire += [c.value for c in cts]
             self._report("encrypting", len(wire), len(flat))
         return wire

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from securetrees.paillier.batch import encrypt_many
 from securetrees.protocols.federated_forest.slots import classification_units, regression_units
 
 
@@ -63,7 +64,7 @@ def test_encrypted_bins_pack_and_unpack(codes: list[int], n_bins: int) -> None:
     pk, sk = small_keypair(256)
     rng = DeterministicRandom("ff-pack")
     layout, units = classification_units(np.asarray(codes, dtype=np.int64), 4)
-    cts: list[Ciphertext | None] = list(pk.encrypt_many(units, rng=rng))
+    cts: list[Ciphertext | None] = list(encrypt_many(pk, units, rng=rng))
     n = len(codes)
     bins = np.arange(n, dtype=np.int64) % (n_bins + 1)
     counters = CryptoCounters()
