@@ -236,6 +236,31 @@ class Estimator:
         """Positions of columns named by the fitted schema (names or indexes, or a mask)."""
         return self.schema_.indexes(refs)
 
+    def _vertical_partition(
+        self, partition: Sequence[Sequence[ColumnRef]] | None, *, min_parties: int = 1, party: str = "party",
+        allow_empty: bool = False,
+    ) -> list[list[int]]:
+        """Each party's column positions from ``partition`` (one list of column names or indexes per
+        party, in party order); ``None`` splits the columns into two contiguous halves (the first
+        party holds the extra column of an odd width), a simulation default."""
+        from securetrees.trees.partition import check_partition
+
+        d = self.schema_.n_columns
+        if partition is None:
+            half = (d + 1) // 2
+            parts: list[list[int]] = [list(range(half)), list(range(half, d))]
+            if not parts[1] and not allow_empty:
+                parts = parts[:1]
+        else:
+            if isinstance(partition, (str, bytes)):
+                raise ParameterError("partition lists each party's columns (a list of lists)")
+            parts = []
+            for cols in partition:
+                if isinstance(cols, (str, bytes)):
+                    raise ParameterError(f"every {party}'s columns are a list of names or indexes")
+                parts.append([self.schema_.index(c) for c in cols])
+        return check_partition(parts, d, min_parties=min_parties, party=party, allow_empty=allow_empty)
+
     def _categorical(self, declared: Sequence[ColumnRef] | Sequence[bool] | None) -> list[bool]:
         """One flag per column: categorical in the schema (string or ``category`` columns) or
         declared by the caller (integer-coded columns)."""

@@ -188,14 +188,15 @@ class TabularSchema:
         """The number of codes of each categorical column (0 for a numeric one)."""
         return [len(c.categories) if c.kind == "categorical" else 0 for c in self.columns]
 
-    def index(self, ref: ColumnRef) -> int:
-        """The position of the column named ``ref`` (a name, or an index)."""
+    def index(self, ref: ColumnRef, *, negative: bool = False) -> int:
+        """The position of the column named ``ref`` (a name, or an index; with ``negative``, a
+        negative index counts from the end)."""
         if isinstance(ref, (bool, np.bool_)):
             raise ParameterError(f"a column is named by an index or a name, not {ref!r}")
         if isinstance(ref, (int, np.integer)):
-            if not 0 <= int(ref) < self.n_columns:
+            if not (-self.n_columns if negative else 0) <= int(ref) < self.n_columns:
                 raise ParameterError(f"column {int(ref)} is not in [0, {self.n_columns})")
-            return int(ref)
+            return int(ref) % self.n_columns
         if isinstance(ref, str):
             if not self.named:
                 raise ParameterError(f"column {ref!r} is named, but X has no column names (pass a DataFrame)")
