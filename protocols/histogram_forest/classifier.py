@@ -50,6 +50,7 @@ class HistogramForestClassifier(HistogramForestBase):
     seen in one client's rows would otherwise show in ``classes_`` or in the number of slots.
     """
 
+    _estimator_type = "classifier"
     task = "classification"
     criteria = ("gini", "entropy")
 

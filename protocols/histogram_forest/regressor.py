@@ -42,6 +42,7 @@ class HistogramForestRegressor(HistogramForestBase):
     privacy is not implemented for target sums (``ParameterError``).
     """
 
+    _estimator_type = "regressor"
     task = "regression"
     criteria = ("squared_error",)
 
