@@ -23,6 +23,7 @@ Spec: ``specs/estimators.md``.
 from __future__ import annotations
 
 import inspect
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar, cast
@@ -50,6 +51,8 @@ SKLEARN_VERSIONS = (">=1.3", "<1.10")
 
 
 def _as_vector(y: object, n: int | None, what: str) -> npt.NDArray[Any]:
+    if y is None:
+        raise ParameterError(f"this estimator requires {what} to be passed, but the target {what} is None")
     values = y.to_numpy() if hasattr(y, "to_numpy") else y
     try:
         arr = np.asarray(values)
@@ -91,7 +94,7 @@ def encode_labels(y: object, n: int | None = None) -> tuple[npt.NDArray[Any], In
     except TypeError as exc:
         raise ParameterError(f"Unknown label type: labels are not comparable ({exc})") from None
     if classes.size < 2:
-        raise ParameterError("classification needs at least two classes in y")
+        raise ParameterError("classification needs at least two classes in y, got 1 class")
     return classes, np.asarray(codes, dtype=np.int64).reshape(-1)
 
 
@@ -203,8 +206,8 @@ class Estimator:
     def _check_fitted(self) -> None:
         """:class:`NotFittedError` unless ``fit`` has completed."""
         if not self.__sklearn_is_fitted__():
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. "
-                                 "Call 'fit' with appropriate arguments before using this estimator.")
+            raise _not_fitted_class()(f"This {type(self).__name__} instance is not fitted yet. "
+                                      "Call 'fit' with appropriate arguments before using this estimator.")
 
     # -- input -----------------------------------------------------------------------------
 
@@ -223,6 +226,10 @@ class Estimator:
                 del self.feature_names_in_
             return Xa
         self._check_fitted()
+        width = getattr(X, "shape", (0, None))[1] if getattr(X, "ndim", 2) == 2 else None
+        if width is not None and width != self.n_features_in_:
+            raise ParameterError(f"X has {width} features, but {type(self).__name__} is expecting "
+                                 f"{self.n_features_in_} features as input")
         named = is_dataframe(X) and all(isinstance(c, str) for c in getattr(X, "columns", []))
         if self.schema_.named and not named:
             warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with "
@@ -268,6 +275,21 @@ class Estimator:
         for j in self.schema_.indexes(declared):
             mask[j] = True
         return mask
+
+
+_COMBINED: dict[type, type] = {}
+
+
+def _not_fitted_class() -> type[NotFittedError]:
+    """:class:`NotFittedError`, also a subclass of scikit-learn's when scikit-learn is already
+    imported (so its checks recognise it); scikit-learn is never imported here."""
+    module = sys.modules.get("sklearn.exceptions")
+    theirs = getattr(module, "NotFittedError", None) if module is not None else None
+    if not isinstance(theirs, type):
+        return NotFittedError
+    if theirs not in _COMBINED:
+        _COMBINED[theirs] = type("NotFittedError", (NotFittedError, theirs), {"__module__": NotFittedError.__module__})
+    return _COMBINED[theirs]
 
 
 def _same(a: object, b: object) -> bool:

@@ -103,12 +103,19 @@ def _raw_columns(X: object) -> tuple[list[str] | None, list[npt.NDArray[Any]], l
                 kinds.append(None)
         all_named = all(n is not None for n in names) and len(names) > 0
         return ([str(n) for n in names] if all_named else None), cols, kinds
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):
+        raise TypeMismatchError("sparse input is not supported: pass a dense array (X.toarray())")
     try:
         arr = np.asarray(X)
     except (TypeError, ValueError) as exc:
         raise ParameterError(f"X is not a table: {exc}") from None
     if arr.ndim != 2:
-        raise ParameterError(f"X must be a 2-D table, got {arr.ndim} dimension(s)")
+        raise ParameterError(f"X must be a 2-D table, got {arr.ndim} dimension(s). Reshape your data "
+                             "(X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one sample)")
+    if arr.shape[1] == 0:
+        raise ParameterError(f"0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if arr.dtype.kind == "c":
+        raise ParameterError("Complex data not supported")
     if arr.dtype.kind in "biuf":
         return None, [arr[:, j].astype(np.float64) for j in range(arr.shape[1])], ["numeric"] * arr.shape[1]
     if arr.dtype.kind in "OUS":
@@ -230,8 +237,7 @@ class TabularSchema:
         if len(cols) != self.n_columns:
             raise ParameterError(f"X has {len(cols)} features, but the model was fitted with {self.n_columns}")
         if names is not None and self.named and names != self.names:
-            raise ParameterError("The feature names should match those that were passed during fit "
-                                 f"(fitted {self.names[:5]}..., got {names[:5]}...)")
+            raise ParameterError(_names_mismatch(self.names, names))
         n = cols[0].shape[0] if cols else 0
         if n == 0:
             raise ParameterError("X must have at least one row")
@@ -247,6 +253,20 @@ class TabularSchema:
         if np.isinf(out).any():
             raise ParameterError("X holds infinite values (NaN means missing; infinities are refused)")
         return out
+
+
+def _names_mismatch(fitted: list[str], given: list[str]) -> str:
+    """scikit-learn's wording for a table whose column names differ from the fitted ones."""
+    unseen = [n for n in given if n not in fitted]
+    missing = [n for n in fitted if n not in given]
+    msg = "The feature names should match those that were passed during fit.\n"
+    if unseen:
+        msg += "Feature names unseen at fit time:\n" + "".join(f"- {n}\n" for n in unseen[:5])
+    if missing:
+        msg += "Feature names seen at fit time, yet now missing:\n" + "".join(f"- {n}\n" for n in missing[:5])
+    if not unseen and not missing:
+        msg += "Feature names must be in the same order as they were in fit.\n"
+    return msg
 
 
 def _as_category(v: object) -> str:

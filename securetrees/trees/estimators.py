@@ -9,7 +9,7 @@ declared with ``categorical_features`` (a boolean mask, or column indexes or nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -69,11 +69,6 @@ class _TreeEstimator(Estimator):
         model = self._fitted()
         return model.predict(self._validate_X(X, reset=False))
 
-    def predict_proba(self, X: object) -> FloatArray:
-        model = self._fitted()
-        if not self._classifier:
-            raise ParameterError("predict_proba is for classifiers")
-        return model.predict_proba(self._validate_X(X, reset=False))
 
 
 class _ForestEstimator(_TreeEstimator):
@@ -129,7 +124,16 @@ class _ForestEstimator(_TreeEstimator):
         return self
 
 
-class RandomForestClassifier(ClassifierMixin, _ForestEstimator):
+class _Probabilities:
+    _fitted: Callable[[], Forest | BoostedForest]
+    _validate_X: Callable[..., FloatArray]
+
+    def predict_proba(self, X: object) -> FloatArray:
+        """Class probabilities, one column per entry of ``classes_``."""
+        return self._fitted().predict_proba(self._validate_X(X, reset=False))
+
+
+class RandomForestClassifier(ClassifierMixin, _Probabilities, _ForestEstimator):
     """Random forest classifier (binary or multi-class; criterion ``gini`` or ``entropy``).
 
     ``max_features`` is sampled per node (as scikit-learn); ``max_features_tree``
@@ -230,7 +234,7 @@ class _BoostingEstimator(_TreeEstimator):
         return model.decision_function(self._validate_X(X, reset=False))
 
 
-class GradientBoostingClassifier(ClassifierMixin, _BoostingEstimator):
+class GradientBoostingClassifier(ClassifierMixin, _Probabilities, _BoostingEstimator):
     """GBDT with logistic loss (HybridTree Appendix B): sigmoid for two classes,
     softmax with one tree per class and round for more."""
 
