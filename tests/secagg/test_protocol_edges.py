@@ -104,6 +104,11 @@ def test_a_simulation_may_drop_everyone_and_then_lacks_a_quorum() -> None:
     sim = build_simulation(NAMES, drops={n: Stage.SETUP for n in NAMES})
     with pytest.raises(ProtocolError, match="at least t"):
         sim.server.setup()
+    # the failed setup leaves no members: a round is refused with the same typed error
+    with pytest.raises(ProtocolError, match="at least t"):
+        sim.server.aggregate(1, LENGTH)
+    with pytest.raises(ProtocolError, match="already set up"):
+        sim.server.setup()
 
 
 # --- the server's unmasking ---------------------------------------------------------------
