@@ -2,11 +2,11 @@
 
 ``securetrees demo [NAME] [ARGS...]`` runs a demonstration on data shipped
 with the package; ``securetrees demo --list`` shows what exists.  Demos are
-named here as ``module:function`` strings and imported only when run, so the
-command starts fast and the core package never imports a protocol module
-(the protocols' demos live beside their code, in ``protocols/*/demo.py``).
-Each demo function takes the remaining command-line arguments and returns an
-exit status.
+the ``securetrees.demos`` entry points (:mod:`securetrees.plugins`), imported
+only when run, so the core package never names a protocol module (the
+protocols' demos live beside their code, in ``protocols/*/demo.py``).  Each
+demo function takes the remaining command-line arguments and returns an exit
+status.
 
 The command configures :mod:`logging` (the library itself never does): records of the
 ``securetrees`` loggers at ``--log-level`` (default INFO) go to stderr, or for ``party``
@@ -16,55 +16,36 @@ to ``--log-file``.  Demos show progress by default (``--no-progress`` turns it o
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
-from securetrees import __version__
-from securetrees.errors import SecureTreesError, TypeMismatchError
+from securetrees import __version__, plugins
+from securetrees.errors import SecureTreesError
 from securetrees.log import configure as configure_logging
 from securetrees.log import reset as reset_logging
 
-__all__ = ["DEFAULT_DEMO", "DEMOS", "LOG_LEVELS", "main"]
+__all__ = ["DEFAULT_DEMO", "LOG_LEVELS", "main"]
 
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-DEMOS: Final[dict[str, tuple[str, str]]] = {
-    # name: ("module:function", one-line description)
-    "paillier": ("securetrees.demos.paillier:main", "Paillier encryption modes, homomorphic sums, timings"),
-    "dtpkc": ("securetrees.demos.dtpkc:main", "DT-PKC keys, HoAdd and HoLT between the two servers"),
-    "revfrf": ("protocols.revfrf.demo:main", "RevFRF on Adult: train, encrypted prediction, revocation"),
-    "federated-forest": ("protocols.federated_forest.demo:main", "Federated Forest on Adult, vertical clients"),
-    "hybridtree": ("protocols.hybridtree.demo:main", "HybridTree on Adult's hybrid split, host and 5 guests"),
-    "histogram-forest": ("protocols.histogram_forest.demo:main", "Cross-silo histogram forest on Adult"),
-}
-"""Every demo, in the order ``--list`` shows them."""
 
 DEFAULT_DEMO: Final = "paillier"
 """What ``securetrees demo`` runs when no name is given."""
 
 
-def _load(target: str) -> Callable[[Sequence[str]], int]:
-    module_name, _, attr = target.partition(":")
-    fn = getattr(importlib.import_module(module_name), attr)
-    if not callable(fn):
-        raise TypeMismatchError(f"demo entry {target} is not callable")
-    return fn  # type: ignore[no-any-return]
-
-
 def _demo(args: argparse.Namespace) -> int:
+    demos = plugins.registered(plugins.DEMOS)
     if args.list:
-        width = max(len(n) for n in DEMOS)
-        for name, (_, about) in DEMOS.items():
+        width = max(map(len, demos), default=0)
+        for name in demos:
             marker = " (default)" if name == DEFAULT_DEMO else ""
-            print(f"  {name.ljust(width)}  {about}{marker}")
+            print(f"  {name.ljust(width)}  {plugins.demo_about(name)}{marker}")
         return 0
     name = args.name or DEFAULT_DEMO
-    if name not in DEMOS:
+    if name not in demos:
         print(f"securetrees: unknown demo {name!r}; try 'securetrees demo --list'", file=sys.stderr)
         return 2
-    return _load(DEMOS[name][0])(list(args.demo_args))
+    return plugins.load_demo(name)(list(args.demo_args))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidCiphertext",
     "KeyMismatchError",
     "MissingDependencyError",
+    "NamespaceError",
     "NotFittedError",
     "OutputExistsError",
     "ParameterError",
@@ -35,6 +36,11 @@ __all__ = [
 
 class SecureTreesError(Exception):
     """Root of every error raised by securetrees."""
+
+
+class NamespaceError(SecureTreesError, ImportError):
+    """A securetrees package was imported under a name other than its own (the protocols
+    package as a top-level ``protocols``), which would load every module twice."""
 
 
 class ParameterError(SecureTreesError, ValueError):

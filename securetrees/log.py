@@ -31,25 +31,29 @@ logging.getLogger(ROOT).addHandler(logging.NullHandler())
 
 _FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _DATEFMT: Final = "%H:%M:%S"
+_PROTOCOLS: Final = f"{ROOT}.protocols."
 _installed: logging.Handler | None = None  # the handler configure() installed last
 
 
 def get_logger(name: str) -> logging.Logger:
     """The logger ``securetrees.<name>`` (``name`` may already start with ``securetrees.``;
-    a ``protocols.`` module name becomes ``securetrees.<rest>``)."""
+    a ``securetrees.protocols.<rest>`` module name becomes ``securetrees.<rest>``)."""
+    if name.startswith(_PROTOCOLS):
+        name = name[len(_PROTOCOLS):]
     if name == ROOT or name.startswith(ROOT + "."):
         return logging.getLogger(name)
-    if name.startswith("protocols."):
-        name = name[len("protocols."):]
     return logging.getLogger(f"{ROOT}.{name}")
 
 
 def role_logger_name(module: str, role: str) -> str:
     """``securetrees.<protocol>.<role>`` for a role class defined in ``module``: the protocol is
-    the package below ``protocols`` or ``securetrees`` (``protocols.revfrf.server`` → ``revfrf``,
-    ``securetrees.secagg.roles`` → ``secagg``), else the module's first component."""
+    package below ``securetrees.protocols`` or ``securetrees``
+    (``securetrees.protocols.revfrf.server`` → ``revfrf``, ``securetrees.secagg.roles`` → ``secagg``),
+    else the module's first component."""
+    if module.startswith(_PROTOCOLS):
+        module = module[len(_PROTOCOLS):]
     parts = module.split(".")
-    protocol = parts[1] if parts[0] in ("protocols", ROOT) and len(parts) > 1 else parts[0]
+    protocol = parts[1] if parts[0] == ROOT and len(parts) > 1 else parts[0]
     return f"{ROOT}.{protocol}.{role}"
 
 

@@ -79,6 +79,7 @@ class Progress:
         self.enabled = enabled
         self.interval = HEARTBEAT_SECONDS if interval is None else interval  # read now: tests may lower it
         self.done = 0
+        self.note = ""
         self._start = time.monotonic()
         self._bar: Any = None
         self._stop = threading.Event()
@@ -123,12 +124,26 @@ class Progress:
             self._bar.update(n)
             note_output()
 
+    def advance_to(self, done: int, note: str = "") -> None:
+        """Set the count of finished steps to ``done`` and describe the current one (``note``), for
+        roles that report events rather than iterate; a finished step is always shown."""
+        if not self.enabled:
+            return
+        finished, self.done, self.note = done > self.done, done, note
+        if self._bar is not None:
+            self._bar.n = done
+            self._bar.set_postfix_str(note, refresh=True)
+            note_output()
+        elif finished:
+            self._show()
+
     def _show(self) -> None:
         if self._bar is not None:
             self._bar.refresh()
         else:
             of = f"/{self.total}" if self.total else ""
-            _log.info("%s: %d%s, %.0f s", self.desc, self.done, of, time.monotonic() - self._start)
+            note = f" ({self.note})" if self.note else ""
+            _log.info("%s: %d%s%s, %.0f s", self.desc, self.done, of, note, time.monotonic() - self._start)
         note_output()
 
     def _beat(self) -> None:

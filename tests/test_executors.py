@@ -20,6 +20,7 @@ from securetrees.dtpkc import batch as dtpkc_batch
 from securetrees.errors import ParameterError
 from securetrees.executors import CHUNKS_PER_WORKER, chunk_size, modular_products, run_chunked, worker_count
 from securetrees.paillier import batch as paillier_batch
+from securetrees.paillier.batch import decrypt_many, encrypt_many
 from securetrees.testing.dtpkc import dtpkc_test_keys
 from securetrees.testing.paillier import small_keypair
 
@@ -165,18 +166,18 @@ def rec() -> PicklingExecutor:
 def test_the_leak_detector_finds_a_factor() -> None:
     """The detector can fail: the opt-in path does ship the factors, and it sees them."""
     ex = PicklingExecutor()
-    cts = PK.encrypt_many(VALUES)
-    assert SK.decrypt_many(cts, executor=ex, trusted_workers=True, chunk_size=8) == VALUES
+    cts = encrypt_many(PK, VALUES)
+    assert decrypt_many(SK, cts, executor=ex, trusted_workers=True, chunk_size=8) == VALUES
     assert leaks(ex, int(SK._p)) and leaks(ex, int(SK._q))
     assert "securetrees.paillier.keys._restore_private_key" in ex.globals
 
 
 def test_paillier_workers_receive_no_private_key_by_default(rec: PicklingExecutor) -> None:
-    cts = PK.encrypt_many(VALUES, executor=rec, chunk_size=8)
-    assert SK.decrypt_many(cts, executor=rec, chunk_size=8) == VALUES
+    cts = encrypt_many(PK, VALUES, executor=rec, chunk_size=8)
+    assert decrypt_many(SK, cts, executor=rec, chunk_size=8) == VALUES
     for mode in ("djn", "djn-short", "classic"):
-        owner = SK.encrypt_many(VALUES, mode=mode, executor=rec, chunk_size=8)  # type: ignore[arg-type]
-        assert SK.decrypt_many(owner) == VALUES
+        owner = encrypt_many(SK, VALUES, mode=mode, executor=rec, chunk_size=8)  # type: ignore[arg-type]
+        assert decrypt_many(SK, owner) == VALUES
     assert SK.decrypt(paillier_batch.sum_ciphertexts(cts, executor=rec, chunk_size=5)) == sum(VALUES)
     assert rec.payloads, "the public-key work did go to the executor"
     assert not leaks(rec, int(SK._p), int(SK._q))
@@ -186,8 +187,8 @@ def test_paillier_workers_receive_no_private_key_by_default(rec: PicklingExecuto
 def test_paillier_workers_never_see_plaintexts(rec: PicklingExecutor) -> None:
     """Public-key encryption ships exponents, not plaintexts (a distinctive value is not sent)."""
     marker = 0x5EC2E7_5EC2E7_5EC2E7_5EC2E7_5EC2E7_5EC2E7
-    cts = PK.encrypt_many([marker, 1], executor=rec, chunk_size=1)
-    assert SK.decrypt_many(cts) == [marker, 1]
+    cts = encrypt_many(PK, [marker, 1], executor=rec, chunk_size=1)
+    assert decrypt_many(SK, cts) == [marker, 1]
     assert len(rec.payloads) == 2 and not leaks(rec, marker)
     assert leaks(PicklingExecutor().record(marker), marker)  # the detector would see it
 

@@ -11,6 +11,8 @@ from concurrent.futures import Executor
 
 import pytest
 
+from securetrees.paillier.batch import decrypt_many, encrypt_many
+
 distributed = pytest.importorskip("distributed")
 
 from securetrees.dtpkc import batch as dtpkc_batch  # noqa: E402
@@ -41,20 +43,20 @@ def test_the_executor_reports_two_workers(dask_executor: Executor) -> None:
 
 @pytest.mark.parametrize("mode", ["djn", "classic"])
 def test_paillier_batch_on_dask_matches_the_serial_path(dask_executor: Executor, mode: str) -> None:
-    serial = PK.encrypt_many(VALUES, mode=mode, rng=DeterministicRandom("dask"))  # type: ignore[arg-type]
-    on_dask = PK.encrypt_many(VALUES, mode=mode, rng=DeterministicRandom("dask"),  # type: ignore[arg-type]
+    serial = encrypt_many(PK, VALUES, mode=mode, rng=DeterministicRandom("dask"))  # type: ignore[arg-type]
+    on_dask = encrypt_many(PK, VALUES, mode=mode, rng=DeterministicRandom("dask"),  # type: ignore[arg-type]
                               executor=dask_executor)
-    assert SK.decrypt_many(on_dask) == SK.decrypt_many(serial) == VALUES
+    assert decrypt_many(SK, on_dask) == decrypt_many(SK, serial) == VALUES
     assert [c.value for c in on_dask] == [c.value for c in serial]
-    fresh = PK.encrypt_many(VALUES, mode=mode, executor=dask_executor)  # type: ignore[arg-type]
-    assert SK.decrypt_many(fresh) == VALUES
+    fresh = encrypt_many(PK, VALUES, mode=mode, executor=dask_executor)  # type: ignore[arg-type]
+    assert decrypt_many(SK, fresh) == VALUES
     total = paillier_batch.sum_ciphertexts(fresh, executor=dask_executor, chunk_size=9)
     assert SK.decrypt(total) == sum(VALUES)
 
 
 def test_paillier_private_key_on_trusted_dask_workers(dask_executor: Executor) -> None:
-    cts = PK.encrypt_many(VALUES)
-    assert SK.decrypt_many(cts, executor=dask_executor, trusted_workers=True) == VALUES
+    cts = encrypt_many(PK, VALUES)
+    assert decrypt_many(SK, cts, executor=dask_executor, trusted_workers=True) == VALUES
 
 
 def test_dtpkc_batch_on_dask_matches_the_serial_path(dask_executor: Executor) -> None:
@@ -74,6 +76,6 @@ def test_dtpkc_batch_on_dask_matches_the_serial_path(dask_executor: Executor) ->
 
 def test_a_dask_worker_failure_raises_in_the_caller(dask_executor: Executor) -> None:
     """The worker raises (a public key cannot decrypt); the caller gets that error."""
-    values = [c.value for c in PK.encrypt_many([1, 2, 3, 4])]
+    values = [c.value for c in encrypt_many(PK, [1, 2, 3, 4])]
     with pytest.raises(TypeError, match="needs a private key"):
         run_chunked(paillier_batch._decrypt_chunk, values, dask_executor, 1, PK, True)

@@ -7,7 +7,9 @@
   ``raise`` of a bare ``ValueError``, ``TypeError``, ``RuntimeError`` or ``KeyError``
   (a subclass of ``SecureTreesError`` that also derives from the built-in keeps callers'
   ``except`` clauses working).
-- Dependencies flow one way: ``securetrees`` never imports ``protocols``.
+- Dependencies flow one way: the core (``securetrees`` outside ``securetrees/protocols``) never
+  imports ``securetrees.protocols``, nor names a protocol module in a string (protocols plug in
+  through entry points, :mod:`securetrees.plugins`); nothing imports a top-level ``protocols``.
 - Library code talks through :mod:`logging`: no ``print`` outside the command line
   (``securetrees/cli.py``), the demos (``securetrees/demos/``, ``protocols/*/demo.py``) and a
   module's command-line entry point (a function named ``main``).
@@ -17,7 +19,12 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -97,10 +104,124 @@ def test_crypto_code_has_no_statistical_randomness(path: Path) -> None:
         assert needle not in source, f"{_rel(path)} uses {needle}"
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "securetrees").rglob("*.py")), ids=_rel)
+CORE_FILES = sorted(p for p in (ROOT / "securetrees").rglob("*.py") if "protocols" not in p.parts)
+"""The core: ``securetrees/`` without the ``securetrees/protocols`` link (``rglob`` does not follow it)."""
+PROTOCOLS_PACKAGE = "securetrees.protocols"
+ALL_PYTHON = sorted([*LIBRARY_FILES, *(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")])
+PROTOCOL_MODULE_STRING = re.compile(r"(?<![\w/])(securetrees\.)?protocols\.[a-z_]+")
+
+
+def _protocol_imports(tree: ast.Module) -> set[str]:
+    return {n for n in _imports(tree) if n == PROTOCOLS_PACKAGE or n.startswith(PROTOCOLS_PACKAGE + ".")}
+
+
+def _top_level_protocols_imports(tree: ast.Module) -> set[str]:
+    return {n for n in _imports(tree) if n.split(".")[0] == "protocols"}
+
+
+def _protocol_module_strings(tree: ast.Module) -> list[int]:
+    """Lines of string constants (docstrings aside) that name a protocol module."""
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return sorted(n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+            and PROTOCOL_MODULE_STRING.search(n.value))
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=_rel)
 def test_core_never_imports_protocols(path: Path) -> None:
-    bad = {n for n in _imports(_tree(path)) if n.split(".")[0] == "protocols"}
-    assert not bad, f"{_rel(path)} imports {sorted(bad)}: securetrees must not depend on protocols"
+    bad = _protocol_imports(_tree(path)) | _top_level_protocols_imports(_tree(path))
+    assert not bad, f"{_rel(path)} imports {sorted(bad)}: the core must not depend on the protocols"
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=_rel)
+def test_core_names_no_protocol_module(path: Path) -> None:
+    """A module named in a string is an import the layering test cannot see: protocols plug in
+    through entry points (pyproject.toml), never through a table in the core."""
+    lines = _protocol_module_strings(_tree(path))
+    assert not lines, f"{_rel(path)} names a protocol module in a string at lines {lines}"
+
+
+@pytest.mark.parametrize("path", ALL_PYTHON, ids=_rel)
+def test_nothing_imports_a_top_level_protocols(path: Path) -> None:
+    bad = _top_level_protocols_imports(_tree(path))
+    assert not bad, f"{_rel(path)} imports {sorted(bad)}: import securetrees.protocols instead"
+
+
+def test_layering_scanners_catch_a_violation(tmp_path: Path) -> None:
+    """Planted: each layering rule reports its violation, and passes the allowed forms."""
+    planted = tmp_path / "bad.py"
+    planted.write_text('"""Docstrings may say securetrees.protocols.revfrf."""\n'
+                       "import protocols.revfrf\nfrom securetrees.protocols.hybridtree import host\n"
+                       "TABLE = {'x': 'securetrees.protocols.revfrf.deploy'}\n"
+                       "OTHER = 'protocols.hybridtree.demo:main'\n"
+                       "PATH = 'see protocols/revfrf/'\n")
+    tree = _tree(planted)
+    assert _top_level_protocols_imports(tree) == {"protocols.revfrf"}
+    assert _protocol_imports(tree) == {"securetrees.protocols.hybridtree", "securetrees.protocols.hybridtree.host"}
+    assert _protocol_module_strings(tree) == [4, 5]
+
+
+def test_protocols_refuse_their_top_level_name() -> None:
+    """From the repository root ``import protocols`` would load every message class a second
+    time; the package refuses it with a typed error."""
+    run = subprocess.run([sys.executable, "-c", "import protocols"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "NamespaceError" in run.stderr and "securetrees.protocols" in run.stderr
+
+
+def test_the_wheel_holds_one_top_level_package(tmp_path: Path) -> None:
+    """The built wheel's only top-level package is ``securetrees`` and it holds every protocols/
+    subfolder as ``securetrees/protocols/...`` (built from a copy, so the checkout stays clean)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("securetrees", "protocols"):
+        shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=ignore)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w",  # noqa: S603
+                            str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr
+    (wheel,) = (tmp_path / "dist").glob("securetrees-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"securetrees"}
+    subfolders = {p.name for p in (ROOT / "protocols").iterdir() if (p / "__init__.py").exists()}
+    for sub in subfolders:
+        modules = {p.name for p in (ROOT / "protocols" / sub).glob("*.py")}
+        packed = {n.rsplit("/", 1)[1] for n in names if n.startswith(f"securetrees/protocols/{sub}/")}
+        assert modules <= packed, f"{sub}: {sorted(modules - packed)} missing from the wheel"
+    assert "securetrees/protocols/py.typed" in names
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[securetrees.demos]" in text and "[securetrees.deployments]" in text
+
+
+def test_role_processes_ignore_the_working_directory(tmp_path: Path) -> None:
+    """A role process drops its working directory from the import path before importing: a
+    ``securetrees.py`` there cannot stand in for the library."""
+    from securetrees.net.service import _ROLE_MAIN
+
+    (tmp_path / "securetrees.py").write_text("raise SystemExit('imported from the working directory')\n")
+    run = subprocess.run([sys.executable, "-c", _ROLE_MAIN, "--version"], cwd=tmp_path,  # noqa: S603
+                         capture_output=True, text=True, timeout=60, env=_env_without_checkout())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("securetrees ")
+    planted = subprocess.run([sys.executable, "-c", "import securetrees"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, env=_env_without_checkout())
+    assert "imported from the working directory" in planted.stderr  # the companion: -c alone would
+
+
+def _env_without_checkout() -> dict[str, str]:
+    """The environment with relative PYTHONPATH entries dropped (they would name the working
+    directory); absolute ones (a checkout under test) stay."""
+    env = dict(os.environ)
+    kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    env["PYTHONPATH"] = os.pathsep.join(kept)
+    return env
 
 
 def test_hygiene_scanner_catches_a_violation(tmp_path: Path) -> None:
@@ -209,3 +330,61 @@ def test_outside_reference_scanner_catches_a_violation() -> None:
     ])
     assert _outside_references(planted) == [2, 3, 4, 5]
     assert ROOT / "specs" / "parameters.md" in _repository_text_files()
+
+
+PAILLIER_LAYERS = ("wire", "ciphertext", "keys", "batch", "pool", "phe_interop")
+"""The Paillier package, lowest first: a module imports only modules before it. The one exception
+is a type-only reference (under ``TYPE_CHECKING``) from a ciphertext to the key class it carries."""
+TYPE_ONLY_UPWARD = {("ciphertext", "keys")}
+
+
+def _package_imports(tree: ast.Module, package: str) -> tuple[set[str], set[str]]:
+    """(run-time, type-only) imports of sibling modules of ``package``: anything imported at run
+    time, at module level or inside a function, and what sits under ``if TYPE_CHECKING:``."""
+    type_only_nodes = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                       for stmt in block.body for n in ast.walk(stmt)}
+    runtime: set[str] = set()
+    type_only: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == package:
+                names = [a.name for a in node.names]
+            elif node.module.startswith(package + "."):
+                names = [node.module[len(package) + 1:].split(".")[0]]
+        elif isinstance(node, ast.Import):
+            names = [a.name[len(package) + 1:].split(".")[0] for a in node.names if a.name.startswith(package + ".")]
+        (type_only if id(node) in type_only_nodes else runtime).update(names)
+    return runtime, type_only
+
+
+def _layer_violations(modules: dict[str, ast.Module], package: str) -> list[str]:
+    bad = []
+    for name, tree in modules.items():
+        runtime, type_only = _package_imports(tree, package)
+        for other in runtime | type_only:
+            if other not in PAILLIER_LAYERS or other == name:
+                continue
+            upward = PAILLIER_LAYERS.index(other) > PAILLIER_LAYERS.index(name)
+            if upward and not (other in type_only and other not in runtime and (name, other) in TYPE_ONLY_UPWARD):
+                bad.append(f"{name} imports {other}")
+    return sorted(bad)
+
+
+def test_paillier_modules_import_downward_only() -> None:
+    """No import circle inside securetrees/paillier: batch depends on keys, never the reverse."""
+    folder = ROOT / "securetrees" / "paillier"
+    modules = {p.stem: _tree(p) for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert set(modules) == set(PAILLIER_LAYERS), "a new module needs its place in PAILLIER_LAYERS"
+    assert _layer_violations(modules, "securetrees.paillier") == []
+
+
+def test_paillier_layer_check_catches_a_circle() -> None:
+    """Planted: keys importing batch inside a method (the old circle) is reported, and so is a
+    type-only upward import that is not the allowed one."""
+    keys = ast.parse("def encrypt_many(self):\n    from securetrees.paillier import batch\n")
+    batch = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from securetrees.paillier.pool import RandomnessPool\n")
+    assert _layer_violations({"keys": keys, "batch": batch}, "securetrees.paillier") == [
+        "batch imports pool", "keys imports batch"]

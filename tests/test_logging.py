@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import protocols
 import securetrees
 from securetrees.log import ROOT, configure, get_logger, role_logger_name
 from securetrees.runtime import InProcessNetwork, Party
@@ -29,16 +28,15 @@ ROOT_DIR = Path(__file__).resolve().parent.parent
 
 
 def _all_party_classes() -> list[type[Party]]:
-    for pkg in (securetrees, protocols):
-        for mod in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-            if not mod.name.endswith(("__main__", ".demo")):
-                importlib.import_module(mod.name)
+    for mod in pkgutil.walk_packages(securetrees.__path__, "securetrees."):
+        if not mod.name.endswith(("__main__", ".demo")):
+            importlib.import_module(mod.name)
     found: list[type[Party]] = []
     todo = list(Party.__subclasses__())
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls.__module__.split(".")[0] in ("securetrees", "protocols"):
+        if cls.__module__.split(".")[0] == "securetrees":
             found.append(cls)
     return found
 
@@ -68,7 +66,7 @@ def test_every_role_has_its_own_logger() -> None:
 
 def test_logger_check_catches_a_foreign_logger() -> None:
     """Planted: a role that logs on a logger of its own choosing is reported."""
-    from protocols.revfrf.requester import Requester
+    from securetrees.protocols.revfrf.requester import Requester
 
     class Rogue(Requester):
         logger = logging.getLogger("rogue")
@@ -79,9 +77,9 @@ def test_logger_check_catches_a_foreign_logger() -> None:
 
 
 def test_logger_names() -> None:
-    assert role_logger_name("protocols.revfrf.server", "cs") == "securetrees.revfrf.cs"
+    assert role_logger_name("securetrees.protocols.revfrf.server", "cs") == "securetrees.revfrf.cs"
     assert role_logger_name("securetrees.secagg.roles", "server") == "securetrees.secagg.server"
-    assert get_logger("protocols.revfrf.facade").name == "securetrees.revfrf.facade"
+    assert get_logger("securetrees.protocols.revfrf.facade").name == "securetrees.revfrf.facade"
     assert get_logger("securetrees.net.service").name == "securetrees.net.service"
     assert get_logger("progress").name == "securetrees.progress"
     assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger(ROOT).handlers)
@@ -101,7 +99,7 @@ def _parties(net: InProcessNetwork) -> list[Party]:
 
 
 def _revfrf(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
-    from protocols.revfrf import RevFRFClassifier
+    from securetrees.protocols.revfrf import RevFRFClassifier
     from securetrees.testing.dtpkc import dtpkc_test_kgc
 
     rng = np.random.default_rng(0)
@@ -115,7 +113,7 @@ def _revfrf(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
 
 
 def _federated_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
-    from protocols.federated_forest import FederatedForestClassifier
+    from securetrees.protocols.federated_forest import FederatedForestClassifier
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 4))
@@ -125,8 +123,8 @@ def _federated_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
 
 
 def _histogram_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
-    import protocols.histogram_forest.facade as module
-    from protocols.histogram_forest import HistogramForestClassifier
+    import securetrees.protocols.histogram_forest.facade as module
+    from securetrees.protocols.histogram_forest import HistogramForestClassifier
     from securetrees.testing import DeterministicRandom
 
     made: list[InProcessNetwork] = []
@@ -148,8 +146,8 @@ def _histogram_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
 
 
 def _hybridtree(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
-    from protocols.hybridtree import HybridTreeClassifier
-    from protocols.hybridtree.testing import hybrid_data
+    from securetrees.protocols.hybridtree import HybridTreeClassifier
+    from securetrees.protocols.hybridtree.testing import hybrid_data
     from securetrees.testing.paillier import small_keypair
 
     d = hybrid_data()

@@ -2,7 +2,7 @@
 
 The same run twice, on the same data and settings: every role in this process on the
 in-process network, then every role in its own process over gRPC with mutual TLS on
-loopback (``securetrees.net``).  The run is what ``protocols.revfrf.deploy.run_job`` does:
+loopback (``securetrees.net``).  The run is what ``securetrees.protocols.revfrf.deploy.run_job`` does:
 train, predict three ways (vertical, FRF-Test, FRF-Predict by a requester), revoke the
 last participant at level 2 (a new forest epoch), predict again.
 
@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 from harness import Report
 
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.deploy import prepare
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
 from securetrees.errors import InsecureParameterWarning
 from securetrees.net.service import launch
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.deploy import prepare
 
 
 def in_process(X: Any, y: Any, Xt: Any, part: list[list[int]], settings: dict[str, Any], bits: int

@@ -21,11 +21,11 @@ import numpy as np
 from harness import Report, measure, measure_each
 from sklearn.ensemble import RandomForestClassifier
 
-from protocols.federated_forest import FederatedForestClassifier
-from protocols.federated_forest.slots import classification_units
-from protocols.federated_forest.testing import small_key_options
 from securetrees.datasets import load_adult
 from securetrees.paillier import generate_keypair
+from securetrees.protocols.federated_forest import FederatedForestClassifier
+from securetrees.protocols.federated_forest.slots import classification_units
+from securetrees.protocols.federated_forest.testing import small_key_options
 
 
 def _split(n_features: int, m: int) -> list[list[int]]:

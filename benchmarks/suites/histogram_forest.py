@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 from harness import Report, measure_each
 
-from protocols.histogram_forest import HistogramForestClassifier, HistogramForestRegressor
-from protocols.histogram_forest.experiment import (
+from securetrees.datasets import load_adult
+from securetrees.protocols.histogram_forest import HistogramForestClassifier, HistogramForestRegressor
+from securetrees.protocols.histogram_forest.experiment import (
     adult_schema,
     auc_score,
     compare_federated_local_central,
     f1_score,
     stratified_clients,
 )
-from securetrees.datasets import load_adult
 
 PAPER_EPSILONS = (0.001, 0.01, 0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 5.0, 100.0)
 

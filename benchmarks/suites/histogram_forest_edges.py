@@ -3,7 +3,7 @@
 With secure aggregation (or DP) the histogram forest needs bins agreed before training.  Equal-width
 edges over ``[min, max]`` of a heavy-tailed feature put almost every row in the first bins; quantile
 edges from the grid round follow the pooled marginal.  For a skewed synthetic task
-(:func:`protocols.histogram_forest.experiment.skewed_dataset`) and for Adult, dealt to 10 stratified
+(:func:`securetrees.protocols.histogram_forest.experiment.skewed_dataset`) and for Adult, dealt to 10 stratified
 clients (80/20 train/test per client), the table gives the accuracy on the union of the clients' test
 rows of: each client's local forest (the default classifier on its own rows, mean of the clients'
 accuracies on their own test rows), the federated forest with the paper's streaming bins (no secure
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from harness import Report
 
-from protocols.histogram_forest import HistogramForestClassifier
-from protocols.histogram_forest.experiment import skewed_dataset, stratified_clients
 from securetrees.datasets import load_adult
+from securetrees.protocols.histogram_forest import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.experiment import skewed_dataset, stratified_clients
 
 MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("streaming (no secure agg.)", {}),

@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 from harness import Report, Timing
 
-from protocols.revfrf import RevFRFClassifier
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import (
     KGC,
@@ -50,6 +49,7 @@ from securetrees.dtpkc import (
     parhdec1,
 )
 from securetrees.errors import InsecureParameterWarning
+from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.runtime import InProcessNetwork, Message
 from securetrees.trees import BinningParams, GrowParams, train_forest
 

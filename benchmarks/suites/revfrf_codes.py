@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 from harness import Report
 
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.attack import ColumnLeak, forest_leak, integer_data
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.attack import ColumnLeak, forest_leak, integer_data
 from securetrees.testing.dtpkc import dtpkc_test_kgc
 
 RESOLUTIONS: tuple[int | None, ...] = (None, 4, 8, 16)

@@ -8,16 +8,16 @@ Roles: :class:`Master` and :class:`Client` (the label holder is the client given
 
 from __future__ import annotations
 
-from protocols.federated_forest.checkpoint import CheckpointStore
-from protocols.federated_forest.client import Client, CryptoCounters, LabelSpec
-from protocols.federated_forest.estimators import (
+from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
+from securetrees.protocols.federated_forest.client import Client, CryptoCounters, LabelSpec
+from securetrees.protocols.federated_forest.estimators import (
     FederatedForestClassifier,
     FederatedForestRegressor,
     check_partition,
 )
-from protocols.federated_forest.master import Master
-from protocols.federated_forest.params import ForestParams
-from protocols.federated_forest.skeleton import assemble_tree, model_tree
+from securetrees.protocols.federated_forest.master import Master
+from securetrees.protocols.federated_forest.params import ForestParams
+from securetrees.protocols.federated_forest.skeleton import assemble_tree, model_tree
 
 __all__ = [
     "CheckpointStore",

@@ -15,7 +15,7 @@ measure"), run on a finished in-process fit from one party's view.
 They read the transcript (what the attacker received or sent) and the attacker's own
 secrets; the ground truth they are scored against comes from the fit.  Used by
 ``tests/security/test_federated_forest_labels.py`` and printed by
-``python -m protocols.federated_forest.attacks``.
+``python -m securetrees.protocols.federated_forest.attacks``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.encrypted_stats import candidate_histograms
-from protocols.federated_forest.skeleton import LayerState
-from protocols.federated_forest.slots import SlotLayout
 from securetrees.paillier import Ciphertext, PrivateKey
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.encrypted_stats import candidate_histograms
+from securetrees.protocols.federated_forest.skeleton import LayerState
+from securetrees.protocols.federated_forest.slots import SlotLayout
 from securetrees.runtime import Record
 
 __all__ = [
@@ -303,12 +303,12 @@ ATTACK_DEPTH = 6
 
 def attack_fit(seed: int, *, n: int = 300, n_classes: int = 3, n_estimators: int = 10, **options: Any
                ) -> tuple[Any, IntArray]:
-    """The fit the attacks are measured on: :func:`~protocols.federated_forest.testing.mixed_data`
+    """The fit the attacks are measured on: :func:`~securetrees.protocols.federated_forest.testing.mixed_data`
     with ``n`` samples and ``n_classes`` classes, ``n_estimators`` trees of depth 6, two clients,
     client0 holding the labels, ``encrypted`` labels under a small test key.  Returns the fitted
     estimator and the labels in its canonical order."""
-    from protocols.federated_forest.estimators import FederatedForestClassifier
-    from protocols.federated_forest.testing import mixed_data, small_key_options
+    from securetrees.protocols.federated_forest.estimators import FederatedForestClassifier
+    from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 
     X, y, cat = mixed_data(n, seed=seed, n_classes=n_classes)
     ff = FederatedForestClassifier(n_estimators, max_depth=ATTACK_DEPTH, random_state=seed, categorical=cat,

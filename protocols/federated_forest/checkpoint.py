@@ -30,9 +30,9 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from protocols.federated_forest.messages import ScoreRequest
-from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
 from securetrees.errors import DecodeError, ParameterError, ProtocolError
+from securetrees.protocols.federated_forest.messages import ScoreRequest
+from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, decode, encode, message
 from securetrees.trees import Tree

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.checkpoint import (
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
+from securetrees.paillier.batch import encrypt_many
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.checkpoint import (
     CheckpointStore,
     ClientState,
     ScoreJournal,
@@ -28,13 +31,22 @@ from protocols.federated_forest.checkpoint import (
     TreeState,
     WorkState,
 )
-from protocols.federated_forest.cover import random_valid_splits
-from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
-from protocols.federated_forest.ids import canonical_order, hash_ids
-from protocols.federated_forest.skeleton import LayerState, OwnSplit, TreeSkeleton, check_positions, forest_output
-from protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
+from securetrees.protocols.federated_forest.cover import random_valid_splits
+from securetrees.protocols.federated_forest.encrypted_stats import (
+    CryptoCounters,
+    bin_sums,
+    candidate_histograms,
+    pack_bins,
+)
+from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
+from securetrees.protocols.federated_forest.skeleton import (
+    LayerState,
+    OwnSplit,
+    TreeSkeleton,
+    check_positions,
+    forest_output,
+)
+from securetrees.protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
 from securetrees.rand import SYSTEM_RANDOM, KeyedRandom, RandomSource
 from securetrees.runtime import Message, Network, Party, encode, handles
 from securetrees.trees import BinMapper, Criterion, Tree, best_splits, build_histograms, make_criterion, node_totals
@@ -257,7 +269,7 @@ class Client(Party):
                 layout, units = classification_units(np.asarray(labels, dtype=np.int64), spec.n_classes)
             self._layout = layout
             layout.bins_per_plaintext(pk.bits)
-            cts = pk.encrypt_many(units, mode=self._mode, rng=self._rng)
+            cts = encrypt_many(pk, units, mode=self._mode, rng=self._rng)
             self.counters.encryptions += len(cts)
             request = m.EncryptedLabels(pk.to_bytes(), layout.n_slots, layout.slot_bits,
                                         tuple(c.value for c in cts))

@@ -15,9 +15,12 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest.estimators import FederatedForestClassifier
 from securetrees.datasets import load_adult
 from securetrees.progress import phase
+from securetrees.protocols.federated_forest.estimators import FederatedForestClassifier
+
+ABOUT = "Federated Forest on Adult, vertical clients"
+"""One line for ``securetrees demo --list``."""
 
 
 def main(argv: Sequence[str]) -> int:

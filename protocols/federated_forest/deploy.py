@@ -12,7 +12,7 @@ labels); the operator drives them with control requests (``securetrees.net.contr
 
 :func:`prepare` makes a local trial from one table (the column split, labels and
 test rows written to each party's own data file), the same run the one-process
-:class:`~protocols.federated_forest.estimators.FederatedForestClassifier` makes.
+:class:`~securetrees.protocols.federated_forest.estimators.FederatedForestClassifier` makes.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest.checkpoint import CheckpointStore
-from protocols.federated_forest.client import Client, LabelSpec
-from protocols.federated_forest.ids import canonical_order, hash_ids
-from protocols.federated_forest.master import Master
-from protocols.federated_forest.params import ForestParams
 from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.trial import Secret, TrialPlan, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
+from securetrees.protocols.federated_forest.client import Client, LabelSpec
+from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
+from securetrees.protocols.federated_forest.master import Master
+from securetrees.protocols.federated_forest.params import ForestParams
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network

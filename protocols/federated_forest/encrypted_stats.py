@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest.slots import SlotLayout
 from securetrees.paillier import Ciphertext, Mode, sum_ciphertexts
+from securetrees.protocols.federated_forest.slots import SlotLayout
 from securetrees.rand import RandomSource
 
 __all__ = ["CryptoCounters", "bin_sums", "candidate_histograms", "pack_bins"]

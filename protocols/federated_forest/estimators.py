@@ -22,15 +22,15 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from protocols.federated_forest.checkpoint import CheckpointStore
-from protocols.federated_forest.client import Client, LabelSpec
-from protocols.federated_forest.ids import canonical_order, hash_ids
-from protocols.federated_forest.master import Master
-from protocols.federated_forest.params import LABEL_MODES, ForestParams
-from protocols.federated_forest.skeleton import model_tree
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import Mode, PrivateKey, PublicKey
 from securetrees.progress import tracked
+from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
+from securetrees.protocols.federated_forest.client import Client, LabelSpec
+from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
+from securetrees.protocols.federated_forest.master import Master
+from securetrees.protocols.federated_forest.params import LABEL_MODES, ForestParams
+from securetrees.protocols.federated_forest.skeleton import model_tree
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.trees import Forest, check_partition

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.checkpoint import (
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.progress import progress as progress_bar
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.checkpoint import (
     CheckpointStore,
     MasterState,
     TreeState,
@@ -25,12 +27,10 @@ from protocols.federated_forest.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from protocols.federated_forest.cover import cover_features, reference_ancestor
-from protocols.federated_forest.ids import check_aligned, split_digests
-from protocols.federated_forest.params import LABEL_MODES, ForestParams
-from protocols.federated_forest.skeleton import LayerState, TreeSkeleton, forest_output
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.progress import progress as progress_bar
+from securetrees.protocols.federated_forest.cover import cover_features, reference_ancestor
+from securetrees.protocols.federated_forest.ids import check_aligned, split_digests
+from securetrees.protocols.federated_forest.params import LABEL_MODES, ForestParams
+from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton, forest_output
 from securetrees.rand import SYSTEM_RANDOM, KeyedRandom, RandomSource
 from securetrees.runtime import Network, Party
 from securetrees.trees import Tree, TreeDraws, make_criterion, tree_generators

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from protocols.federated_forest.cover import prune
 from securetrees.errors import ParameterError, ProtocolError
+from securetrees.protocols.federated_forest.cover import prune
 from securetrees.trees import Tree
 
 __all__ = ["LayerState", "OwnSplit", "TreeSkeleton", "assemble_tree", "check_positions", "forest_output",

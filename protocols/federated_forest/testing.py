@@ -1,6 +1,6 @@
 """Test-only helpers for Federated Forest runs: small Paillier keys and small data.
 
-``small_key_options()`` gives the facade (``protocols.federated_forest``) a cached
+``small_key_options()`` gives the facade (``securetrees.protocols.federated_forest``) a cached
 512-bit key pair and a loader that accepts it; never protect data with them.
 """
 

@@ -4,12 +4,12 @@ Spec: ``specs/histogram_forest.md``.  Roles :class:`Server` and :class:`Client`;
 one-process facades :class:`HistogramForestClassifier` and :class:`HistogramForestRegressor`.
 """
 
-from protocols.histogram_forest.accountant import PrivacyAccountant, Release
-from protocols.histogram_forest.classifier import HistogramForestClassifier
-from protocols.histogram_forest.client import Client
-from protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
-from protocols.histogram_forest.regressor import HistogramForestRegressor
-from protocols.histogram_forest.server import ForestConfig, Server
+from securetrees.protocols.histogram_forest.accountant import PrivacyAccountant, Release
+from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.client import Client
+from securetrees.protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
+from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
+from securetrees.protocols.histogram_forest.server import ForestConfig, Server
 
 __all__ = [
     "Client",

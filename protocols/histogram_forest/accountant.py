@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocols.histogram_forest.mechanisms import check_epsilon
 from securetrees.errors import ParameterError, ProtocolError
+from securetrees.protocols.histogram_forest.mechanisms import check_epsilon
 
 __all__ = ["GRID_SHARE", "PrivacyAccountant", "Release", "budget_split", "layer_sensitivity", "per_release_epsilon"]
 

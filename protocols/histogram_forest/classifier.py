@@ -4,7 +4,7 @@ Spec: ``specs/histogram_forest.md``.  ``fit(parts)`` takes one ``(X_i, y_i)``
 pair per client, starts a :class:`Server` and one :class:`Client` per part on an
 :class:`~securetrees.runtime.InProcessNetwork` (every message goes through the
 wire codec, so ``transcript_`` holds the real bytes and rounds) and keeps the
-forest the server grew (the shared half: :mod:`protocols.histogram_forest.facade`).
+forest the server grew (the shared half: :mod:`securetrees.protocols.histogram_forest.facade`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.facade import HistogramForestBase, Part
 from securetrees.errors import ParameterError
+from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.trees.forest import Forest
 from securetrees.trees.tree import Tree

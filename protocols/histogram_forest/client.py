@@ -3,7 +3,7 @@
 Spec: ``specs/histogram_forest.md``, "Client per layer".  A client answers the
 server's ``setup``, ``ranges``, ``keys`` and ``layer`` requests; it draws its own
 bootstrap samples (under DP: independent per-row weights from the cryptographic
-source, :mod:`protocols.histogram_forest.sampling`), enforces its own privacy
+source, :mod:`securetrees.protocols.histogram_forest.sampling`), enforces its own privacy
 budget and never releases a count that is not noisy (DP) or masked (secure mode)
 when those are configured.
 """
@@ -15,9 +15,20 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.accountant import PrivacyAccountant, Release, budget_split, layer_sensitivity
-from protocols.histogram_forest.mechanisms import check_epsilon, geometric_noise, laplace_noise, randomized_response
-from protocols.histogram_forest.messages import (
+from securetrees.errors import EncodingOverflowError, ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.protocols.histogram_forest.accountant import (
+    PrivacyAccountant,
+    Release,
+    budget_split,
+    layer_sensitivity,
+)
+from securetrees.protocols.histogram_forest.mechanisms import (
+    check_epsilon,
+    geometric_noise,
+    laplace_noise,
+    randomized_response,
+)
+from securetrees.protocols.histogram_forest.messages import (
     TASKS,
     Ack,
     BinsReply,
@@ -31,11 +42,10 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
-from protocols.histogram_forest.ring import RING, check_capacity, encode_targets
-from protocols.histogram_forest.sampling import RowLaw, dp_row_law
-from protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
-from protocols.histogram_forest.streaming import build_node_bins
-from securetrees.errors import EncodingOverflowError, ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.protocols.histogram_forest.ring import RING, check_capacity, encode_targets
+from securetrees.protocols.histogram_forest.sampling import RowLaw, dp_row_law
+from securetrees.protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
+from securetrees.protocols.histogram_forest.streaming import build_node_bins
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles
 from securetrees.secagg.keyagree import AgreementKey

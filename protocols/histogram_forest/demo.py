@@ -16,15 +16,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from protocols.histogram_forest.classifier import HistogramForestClassifier
-from protocols.histogram_forest.experiment import (
+from securetrees.datasets import load_adult
+from securetrees.progress import phase
+from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.experiment import (
     adult_schema,
     compare_federated_local_central,
     f1_score,
     stratified_clients,
 )
-from securetrees.datasets import load_adult
-from securetrees.progress import phase
+
+ABOUT = "Cross-silo histogram forest on Adult"
+"""One line for ``securetrees demo --list``."""
 
 __all__ = ["main"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.errors import ParameterError
+from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 
 __all__ = [
     "ClientSplit",

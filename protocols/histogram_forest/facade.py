@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.accountant import Release
-from protocols.histogram_forest.client import Client
-from protocols.histogram_forest.mechanisms import check_epsilon
-from protocols.histogram_forest.server import ForestConfig, Server
 from securetrees.errors import NotFittedError, ParameterError
+from securetrees.protocols.histogram_forest.accountant import Release
+from securetrees.protocols.histogram_forest.client import Client
+from securetrees.protocols.histogram_forest.mechanisms import check_epsilon
+from securetrees.protocols.histogram_forest.server import ForestConfig, Server
 from securetrees.rand import RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.secagg.masker import check_party_count

@@ -1,7 +1,7 @@
 """``HistogramForestRegressor``: the histogram forest for real targets, with scikit-learn conventions.
 
 Spec: ``specs/histogram_forest.md``, "Regression".  The clients bin the statistics ``(Σw, Σw·t1, Σw·t2)``
-of their fixed-point targets (:mod:`protocols.histogram_forest.ring`) instead of class counts; the
+of their fixed-point targets (:mod:`securetrees.protocols.histogram_forest.ring`) instead of class counts; the
 server adds them (in ``Z_2^64`` with secure aggregation) and splits on the squared error.  Bins are
 fixed (quantile edges from the grid round by default); differential privacy is not implemented for
 target sums, so ``epsilon`` is refused.
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.facade import HistogramForestBase, Part
-from protocols.histogram_forest.ring import MAX_Y_BITS, Y_BITS, check_capacity
 from securetrees.errors import ParameterError
+from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
+from securetrees.protocols.histogram_forest.ring import MAX_Y_BITS, Y_BITS, check_capacity
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.trees.forest import Forest
 from securetrees.trees.tree import Tree

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.mechanisms import random_words
 from securetrees.errors import ParameterError
+from securetrees.protocols.histogram_forest.mechanisms import random_words
 from securetrees.rand import RandomSource
 
 __all__ = ["RowLaw", "dp_row_law"]

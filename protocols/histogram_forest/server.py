@@ -14,8 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from protocols.histogram_forest.accountant import PrivacyAccountant, Release, budget_split, layer_sensitivity
-from protocols.histogram_forest.messages import (
+from securetrees.errors import ParameterError, ProtocolError
+from securetrees.progress import progress as progress_bar
+from securetrees.protocols.histogram_forest.accountant import (
+    PrivacyAccountant,
+    Release,
+    budget_split,
+    layer_sensitivity,
+)
+from securetrees.protocols.histogram_forest.messages import (
     Ack,
     BinsReply,
     CountsReply,
@@ -28,12 +35,15 @@ from protocols.histogram_forest.messages import (
     SetupReply,
     SetupRequest,
 )
-from protocols.histogram_forest.ring import RING, check_capacity
-from protocols.histogram_forest.sampling import dp_row_law
-from protocols.histogram_forest.schema import fixed_mapper, grid_quantile_edges, mapper_from_edges, slot_count
-from protocols.histogram_forest.streaming import group_bins
-from securetrees.errors import ParameterError, ProtocolError
-from securetrees.progress import progress as progress_bar
+from securetrees.protocols.histogram_forest.ring import RING, check_capacity
+from securetrees.protocols.histogram_forest.sampling import dp_row_law
+from securetrees.protocols.histogram_forest.schema import (
+    fixed_mapper,
+    grid_quantile_edges,
+    mapper_from_edges,
+    slot_count,
+)
+from securetrees.protocols.histogram_forest.streaming import group_bins
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party
 from securetrees.secagg.masker import check_party_count

@@ -14,12 +14,12 @@ pairwise-masked aggregates of their packed histograms.
 
 from __future__ import annotations
 
-from protocols.hybridtree.boosting import FitProgress
-from protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor, check_layout
-from protocols.hybridtree.guest import Guest, GuestSplit, agree_bins, guest_matrix
-from protocols.hybridtree.host import Host, TreeRecord, owners
-from protocols.hybridtree.layout import Slot, SlotLayout
-from protocols.hybridtree.params import HybridTreeParams, check_mode
+from securetrees.protocols.hybridtree.boosting import FitProgress
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor, check_layout
+from securetrees.protocols.hybridtree.guest import Guest, GuestSplit, agree_bins, guest_matrix
+from securetrees.protocols.hybridtree.host import Host, TreeRecord, owners
+from securetrees.protocols.hybridtree.layout import Slot, SlotLayout
+from securetrees.protocols.hybridtree.params import HybridTreeParams, check_mode
 
 __all__ = [
     "FitProgress",

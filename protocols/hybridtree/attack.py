@@ -24,7 +24,7 @@ rate counts certain cells that are also correct (a wrong one raises: the solver
 would be unsound).  The run uses ``plaintext`` mode, which computes the same model
 and gives the host the same aggregates as ``secure`` mode (``tests/hybridtree``).
 
-Run ``python -m protocols.hybridtree.attack`` to measure the rates and the accuracy
+Run ``python -m securetrees.protocols.hybridtree.attack`` to measure the rates and the accuracy
 cost quoted in the spec (Adult classifier and a synthetic regression).
 """
 
@@ -43,11 +43,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
-from protocols.hybridtree.host import Host, TreeRecord
-from protocols.hybridtree.params import MIN_NODE_SIZE
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ProtocolError
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
+from securetrees.protocols.hybridtree.host import Host, TreeRecord
+from securetrees.protocols.hybridtree.params import MIN_NODE_SIZE
 
 __all__ = ["LeakageReport", "RecordingHost", "SubsetSumAttack", "main", "measure"]
 
@@ -324,7 +324,7 @@ class Task:
 
 def adult_task(rows: int | None = None) -> Task:
     """Adult on the pinned hybrid split of the demo (5 guests, 64 bins)."""
-    from protocols.hybridtree.demo import MAX_BINS, adult_hybrid
+    from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
 
     d = adult_hybrid(rows=rows)
     return Task("adult", True, d.X_train, d.y_train.astype(np.float64), d.X_test,
@@ -333,9 +333,9 @@ def adult_task(rows: int | None = None) -> Task:
 
 
 def regression_task(n_train: int = 8000, n_test: int = 4000, seed: int = 0) -> Task:
-    """The synthetic hybrid regression of ``protocols.hybridtree.testing`` (continuous target:
+    """The synthetic hybrid regression of ``securetrees.protocols.hybridtree.testing`` (continuous target:
     every gradient distinct, the solver's best case), 5 guests, 32 bins."""
-    from protocols.hybridtree.testing import hybrid_data
+    from securetrees.protocols.hybridtree.testing import hybrid_data
 
     d = hybrid_data(n_train + n_test, n_guests=5, seed=seed)
     train = [r[r < n_train] for r in d.guest_rows]
@@ -370,7 +370,7 @@ def measure(task: Task, n_trees: int, min_node_size: int, **kw: Any) -> tuple[Le
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m protocols.hybridtree.attack", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m securetrees.protocols.hybridtree.attack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=["adult", "regression", "both"], default="both")
     parser.add_argument("--trees", type=int, default=50)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
 from securetrees.errors import NotFittedError, ParameterError
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
 
 __all__ = ["HybridTreeBagging"]
 

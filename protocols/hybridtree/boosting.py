@@ -8,6 +8,7 @@ is sent: the gradients leave the host only encrypted (step H3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
+from securetrees.progress import Progress
 
 __all__ = ["FitProgress", "Loss", "Targets", "gradients", "probabilities", "sigmoid", "softmax", "targets"]
 
@@ -110,3 +112,14 @@ class FitProgress:
     def describe(self) -> str:
         unit = f" {self.done}/{self.total}" if self.total > 1 else ""
         return f"tree {self.tree + 1}/{self.n_trees}: {self.step}{unit}"
+
+    @staticmethod
+    def shown_on(display: Progress) -> Callable[[FitProgress], None]:
+        """A :meth:`Host.fit` progress callback that moves ``display`` (a
+        :class:`securetrees.progress.Progress` over the trees): finished trees as its count, the
+        current step as its note."""
+
+        def show(event: FitProgress) -> None:
+            display.advance_to(event.tree + (1 if event.step == "tree done" else 0), event.describe())
+
+        return show

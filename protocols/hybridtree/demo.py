@@ -1,6 +1,6 @@
 """``securetrees demo hybridtree``: HybridTree on Adult in the paper's hybrid split.
 
-The split (``protocols.hybridtree.data``, seed ``ADULT_SEED``): the host holds a
+The split (``securetrees.protocols.hybridtree.data``, seed ``ADULT_SEED``): the host holds a
 seeded random 12 of Adult's 14 columns for every row (the proportion of the
 paper's Table 5, 102 of 123), the 5 guests share the other 2 columns and hold
 disjoint, equal, random fifths of the rows, in training and test alike.  The
@@ -28,13 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.boosting import FitProgress
-from protocols.hybridtree.data import ADULT_SEED, HybridSplit, hybrid_split
-from protocols.hybridtree.estimators import HybridTreeClassifier
-from protocols.hybridtree.progress import ProgressBar
 from securetrees.datasets import load_adult
 from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.protocols.hybridtree.boosting import FitProgress
+from securetrees.protocols.hybridtree.data import ADULT_SEED, HybridSplit, hybrid_split
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
 from securetrees.trees import GradientBoostingClassifier
+
+ABOUT = "HybridTree on Adult's hybrid split, host and 5 guests"
+"""One line for ``securetrees demo --list``."""
 
 __all__ = ["AdultHybrid", "adult_hybrid", "baseline_accuracies", "main"]
 
@@ -139,14 +141,9 @@ def main(argv: Sequence[str]) -> int:
     if show and args.mode == "secure":
         _status(f"generating the host's {args.key_bits}-bit Paillier key, then {trees} trees "
                 "(progress below)")
-    bar = ProgressBar(desc="HybridTree", fallback=_status, every=4.0) if show else None
     t0, c0 = time.perf_counter(), time.process_time()
-    try:
-        model = hybridtree(data, args.mode, trees, key_bits=args.key_bits, encryption=args.encryption,
-                           learning_rate=lr, progress=bar if bar is not None else False)
-    finally:
-        if bar is not None:
-            bar.close()
+    model = hybridtree(data, args.mode, trees, key_bits=args.key_bits, encryption=args.encryption,
+                       learning_rate=lr, progress=show)
     train, train_cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     acc = model.score(data.X_test, data.y_test, data.split.test_rows)

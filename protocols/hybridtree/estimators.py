@@ -20,13 +20,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.boosting import FitProgress, Loss, probabilities
-from protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
-from protocols.hybridtree.host import Host, check_matrix, owners
-from protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
-from protocols.hybridtree.progress import ProgressBar
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
+from securetrees.progress import phase
+from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
+from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
+from securetrees.protocols.hybridtree.host import Host, check_matrix, owners
+from securetrees.protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork
 
@@ -198,14 +198,10 @@ class _HybridTree:
                   allow_insecure=self.allow_insecure, rng=self.rng)
             for name, r, gx in zip(names, rows, guest_X, strict=True)
         ]
-        bar = ProgressBar() if self.progress is True else None
-        callback = self.progress if callable(self.progress) else bar
-        try:
+        with phase("HybridTree", total=self.n_estimators, enabled=self.progress is True) as bar:
+            callback = self.progress if callable(self.progress) else FitProgress.shown_on(bar)
             host.fit(y, n_estimators=self.n_estimators, loss=self._loss,
                      base_score=self.base_score, progress=callback)
-        finally:
-            if bar is not None:
-                bar.close()
         self.params_ = params
         if self._classifier:
             self.classes_ = host.classes_

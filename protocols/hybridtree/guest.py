@@ -17,7 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.messages import (
+from securetrees._nt import mpz
+from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.paillier import Mode, PublicKey
+from securetrees.paillier.wire import decode_public_key, key_id
+from securetrees.protocols.hybridtree.messages import (
     Ack,
     Directory,
     Gradients,
@@ -34,11 +38,7 @@ from protocols.hybridtree.messages import (
     SplitDecision,
     Values,
 )
-from protocols.hybridtree.params import HybridTreeParams
-from securetrees._nt import mpz
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.paillier import Mode, PublicKey
-from securetrees.paillier.wire import decode_public_key, key_id
+from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker

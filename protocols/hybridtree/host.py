@@ -25,7 +25,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.hybridtree.boosting import (
+from securetrees._nt import mpz
+from securetrees.encoding import FixedPoint
+from securetrees.errors import (
+    EncodingOverflowError,
+    NotFittedError,
+    ParameterError,
+    ProtocolError,
+    UnexpectedMessage,
+)
+from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.paillier.batch import encrypt_many
+from securetrees.protocols.hybridtree.boosting import (
     FitProgress,
     Loss,
     Targets,
@@ -35,8 +46,8 @@ from protocols.hybridtree.boosting import (
     softmax,
     targets,
 )
-from protocols.hybridtree.layout import SlotLayout
-from protocols.hybridtree.messages import (
+from securetrees.protocols.hybridtree.layout import SlotLayout
+from securetrees.protocols.hybridtree.messages import (
     Ack,
     BuildNode,
     Directory,
@@ -55,17 +66,7 @@ from protocols.hybridtree.messages import (
     SplitDecision,
     Values,
 )
-from protocols.hybridtree.params import HybridTreeParams
-from securetrees._nt import mpz
-from securetrees.encoding import FixedPoint
-from securetrees.errors import (
-    EncodingOverflowError,
-    NotFittedError,
-    ParameterError,
-    ProtocolError,
-    UnexpectedMessage,
-)
-from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree
@@ -449,9 +450,9 @@ class Host(Party):
         for at in range(0, len(flat), ENCRYPT_CHUNK):
             chunk = flat[at : at + ENCRYPT_CHUNK]
             if p.encryption == "key-owner":
-                cts = self._sk.encrypt_many(chunk, rng=self._rng)
+                cts = encrypt_many(self._sk, chunk, rng=self._rng)
             else:
-                cts = self._pk.encrypt_many(chunk, mode=p.encryption, rng=self._rng)
+                cts = encrypt_many(self._pk, chunk, mode=p.encryption, rng=self._rng)
             wire += [c.value for c in cts]
             self._report("encrypting", len(wire), len(flat))
         return wire
@@ -645,7 +646,7 @@ class Host(Party):
         self, tree: int, layer: int, view: dict[int, tuple[IntArray, npt.NDArray[np.int64], BoolArray]],
     ) -> None:
         """What the host learns from one guest layer's aggregates, for the leakage measurement
-        (``protocols.hybridtree.attack``): per node, its instance IDs, its histogram
+        (``securetrees.protocols.hybridtree.attack``): per node, its instance IDs, its histogram
         ``(feature, bin, (count, G·2^f, H·2^f))`` (missing bin implied by the totals) and the
         features it holds (the others withheld).  The protocol itself does nothing here."""
 

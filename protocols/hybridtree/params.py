@@ -21,7 +21,7 @@ Encryption = Literal["djn", "djn-short", "key-owner"]
 ENCRYPTIONS: Final[tuple[str, ...]] = get_args(Encryption)
 FewGuests = Literal["leaf", "raise"]
 #: Default minimum node size of the guest layers; chosen by the measurement of
-#: ``python -m protocols.hybridtree.attack`` (specs/hybridtree.md, "Subset-sum inference").
+#: ``python -m securetrees.protocols.hybridtree.attack`` (specs/hybridtree.md, "Subset-sum inference").
 MIN_NODE_SIZE: Final[int] = 1000
 
 

@@ -9,15 +9,15 @@ role in one process over the in-process network.
 
 from __future__ import annotations
 
-from protocols.revfrf.candidates import QuantileBins, RandomRange
-from protocols.revfrf.cc import ComputationServer
-from protocols.revfrf.cs import CentralServer
-from protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
-from protocols.revfrf.facade import RevFRFClassifier, RevFRFRegressor, check_partition
-from protocols.revfrf.kgc import KeyCentre
-from protocols.revfrf.participant import Participant
-from protocols.revfrf.requester import Requester
-from protocols.revfrf.revocation import RevocationRecord
+from securetrees.protocols.revfrf.candidates import QuantileBins, RandomRange
+from securetrees.protocols.revfrf.cc import ComputationServer
+from securetrees.protocols.revfrf.cs import CentralServer
+from securetrees.protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
+from securetrees.protocols.revfrf.facade import RevFRFClassifier, RevFRFRegressor, check_partition
+from securetrees.protocols.revfrf.kgc import KeyCentre
+from securetrees.protocols.revfrf.participant import Participant
+from securetrees.protocols.revfrf.requester import Requester
+from securetrees.protocols.revfrf.revocation import RevocationRecord
 
 __all__ = [
     "CentralServer",

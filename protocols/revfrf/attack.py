@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.messages import ExpandReply, ExpandRequest
+from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest
 from securetrees.runtime import Transcript
 from securetrees.trees import BinMapper
 

@@ -10,7 +10,7 @@ Two proposers (``specs/revfrf.md``, construction step 3):
 
 Each sample gets its *candidate code* ``c = #{i : s_i < x}``, so candidate ``b`` sends
 ``x ≤ s_b ⇔ c ≤ b`` to the left: the codes hold exactly the split vectors' information.
-A missing value (NaN) gets :data:`~protocols.revfrf.missing.MISSING_CODE`; candidates come
+A missing value (NaN) gets :data:`~securetrees.protocols.revfrf.missing.MISSING_CODE`; candidates come
 from the present values only.
 :class:`CoarseCodes` (``code_resolution`` = k) keeps at most k − 1 candidates per (node,
 column), near the node's quantiles j/k, so the CS sees at most k codes per node and codes that
@@ -26,8 +26,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.missing import MISSING_CODE
 from securetrees.errors import ParameterError
+from securetrees.protocols.revfrf.missing import MISSING_CODE
 from securetrees.trees import BinMapper
 
 __all__ = ["CandidateSet", "CoarseCodes", "Proposer", "QuantileBins", "RandomRange", "candidate_codes", "coarsen"]

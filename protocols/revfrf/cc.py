@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from protocols.revfrf.defaults import DEFAULT_HOLT
-from protocols.revfrf.messages import RefreshReply, RefreshRequest
-from protocols.revfrf.signing import verify_revocation
 from securetrees.dtpkc import Ciphertext, PublicKey, StrongKeyShare, WeakSecretKey, hencref, twoserver
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.errors import KeyMismatchError, RevokedError, UnexpectedMessage
+from securetrees.protocols.revfrf.defaults import DEFAULT_HOLT
+from securetrees.protocols.revfrf.messages import RefreshReply, RefreshRequest
+from securetrees.protocols.revfrf.signing import verify_revocation
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, handles
 

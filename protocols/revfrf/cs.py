@@ -1,12 +1,12 @@
 """RevFRF's CS (``specs/revfrf.md``, "Roles"): the label owner, FLE-Expan/FOS-Find driver
-(:mod:`~protocols.revfrf.cs_training`), FRF-Predict, FRF-Test and vertical prediction
-(:mod:`~protocols.revfrf.cs_prediction`) and FRF-Revoc (:mod:`~protocols.revfrf.revocation`),
-over what it holds (:mod:`~protocols.revfrf.cs_state`)."""
+(:mod:`~securetrees.protocols.revfrf.cs_training`), FRF-Predict, FRF-Test and vertical prediction
+(:mod:`~securetrees.protocols.revfrf.cs_prediction`) and FRF-Revoc (:mod:`~securetrees.protocols.revfrf.revocation`),
+over what it holds (:mod:`~securetrees.protocols.revfrf.cs_state`)."""
 
 from __future__ import annotations
 
-from protocols.revfrf.cs_prediction import CSPrediction
-from protocols.revfrf.revocation import CSRevocation
+from securetrees.protocols.revfrf.cs_prediction import CSPrediction
+from securetrees.protocols.revfrf.revocation import CSRevocation
 
 __all__ = ["CentralServer"]
 

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.cs_state import CSState
-from protocols.revfrf.forest import aggregate
-from protocols.revfrf.messages import (
+from securetrees.dtpkc import Ciphertext, decrypt_weak
+from securetrees.errors import KeyMismatchError, ProtocolError, RevokedError, UnexpectedMessage
+from securetrees.protocols.revfrf.cs_state import CSState
+from securetrees.protocols.revfrf.forest import aggregate
+from securetrees.protocols.revfrf.messages import (
     ParHDecReply,
     ParHDecRequest,
     PathReply,
@@ -27,8 +29,6 @@ from protocols.revfrf.messages import (
     TestReply,
     TestRequest,
 )
-from securetrees.dtpkc import Ciphertext, decrypt_weak
-from securetrees.errors import KeyMismatchError, ProtocolError, RevokedError, UnexpectedMessage
 from securetrees.runtime import handles
 
 __all__ = ["CSPrediction", "Level"]

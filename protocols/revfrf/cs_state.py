@@ -14,12 +14,12 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.defaults import DEFAULT_HOLT
-from protocols.revfrf.forest import Node, RevTree
-from protocols.revfrf.messages import NodeRef
 from securetrees.dtpkc import Ciphertext, PublicKey, StrongKeyShare, WeakSecretKey, twoserver
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.errors import KeyMismatchError, ProtocolError, RevokedError
+from securetrees.protocols.revfrf.defaults import DEFAULT_HOLT
+from securetrees.protocols.revfrf.forest import Node, RevTree
+from securetrees.protocols.revfrf.messages import NodeRef
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network
 from securetrees.trees import Criterion, GrowParams

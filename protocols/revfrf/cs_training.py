@@ -16,13 +16,13 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.cs_state import CSState, TreeNode
-from protocols.revfrf.forest import Node, RevTree
-from protocols.revfrf.messages import ExpandReply, ExpandRequest, SplitReply, SplitRequest
-from protocols.revfrf.missing import MISSING_CODE
-from protocols.revfrf.signing import node_message
 from securetrees.dtpkc import Ciphertext
 from securetrees.errors import ProtocolError, UnexpectedMessage
+from securetrees.protocols.revfrf.cs_state import CSState, TreeNode
+from securetrees.protocols.revfrf.forest import Node, RevTree
+from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest, SplitReply, SplitRequest
+from securetrees.protocols.revfrf.missing import MISSING_CODE
+from securetrees.protocols.revfrf.signing import node_message
 from securetrees.signing import verify
 from securetrees.trees import best_splits, build_histograms
 

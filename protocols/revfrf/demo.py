@@ -17,10 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.facade import RevFRFClassifier
 from securetrees.datasets import load_adult
 from securetrees.errors import InsecureParameterWarning
 from securetrees.progress import phase
+from securetrees.protocols.revfrf.facade import RevFRFClassifier
+
+ABOUT = "RevFRF on Adult: train, encrypted prediction, revocation"
+"""One line for ``securetrees demo --list``."""
 
 __all__ = ["main"]
 

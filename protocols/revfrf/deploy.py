@@ -27,12 +27,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.cc import ComputationServer
-from protocols.revfrf.cs import CentralServer
-from protocols.revfrf.facade import make_proposer, plan_run
-from protocols.revfrf.kgc import KeyCentre
-from protocols.revfrf.participant import Participant
-from protocols.revfrf.requester import Requester
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
@@ -40,6 +34,12 @@ from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.trial import TrialPlan, write_trial
+from securetrees.protocols.revfrf.cc import ComputationServer
+from securetrees.protocols.revfrf.cs import CentralServer
+from securetrees.protocols.revfrf.facade import make_proposer, plan_run
+from securetrees.protocols.revfrf.kgc import KeyCentre
+from securetrees.protocols.revfrf.participant import Participant
+from securetrees.protocols.revfrf.requester import Requester
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network

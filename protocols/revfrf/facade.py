@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
-from protocols.revfrf.cc import ComputationServer
-from protocols.revfrf.cs import CentralServer
-from protocols.revfrf.kgc import KeyCentre
-from protocols.revfrf.participant import Participant
-from protocols.revfrf.requester import Requester
-from protocols.revfrf.revocation import RevocationRecord
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.progress import phase, tracked
+from securetrees.protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
+from securetrees.protocols.revfrf.cc import ComputationServer
+from securetrees.protocols.revfrf.cs import CentralServer
+from securetrees.protocols.revfrf.kgc import KeyCentre
+from securetrees.protocols.revfrf.participant import Participant
+from securetrees.protocols.revfrf.requester import Requester
+from securetrees.protocols.revfrf.revocation import RevocationRecord
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.signing import make_roster

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from protocols.revfrf.messages import Ack, KGCRevoke
-from protocols.revfrf.signing import verify_revocation
 from securetrees.dtpkc import KGC
+from securetrees.protocols.revfrf.messages import Ack, KGCRevoke
+from securetrees.protocols.revfrf.signing import verify_revocation
 from securetrees.runtime import Network, Party, handles
 
 __all__ = ["KeyCentre"]

@@ -123,9 +123,9 @@ class PredictRequest(Message):
 
     ``(t1, t2)``: the value compared at nodes whose missing values go right (a missing value
     as ``+B``), ``(low_t1, low_t2)``: at nodes whose missing values go left (``-B``); both
-    encrypt the value itself when it is present (``protocols.revfrf.missing``).  Empty low
+    encrypt the value itself when it is present (``securetrees.protocols.revfrf.missing``).  Empty low
     fields mean the same ciphertexts at every node (a request that reveals it has no missing
-    value; :class:`~protocols.revfrf.requester.Requester` always sends both)."""
+    value; :class:`~securetrees.protocols.revfrf.requester.Requester` always sends both)."""
 
     t1: tuple[int, ...]
     t2: tuple[int, ...]

@@ -6,7 +6,7 @@ FOS-Find line 8 (:meth:`Participant.on_split`), FT-Predict line 6 (:meth:`on_par
 consent and epoch checks), FT-Test (:meth:`on_test`), ``predict(X)`` path bits
 (:meth:`on_path`), FRF-Revoc line 1 (:meth:`request_revocation`) and line 16 with the
 epoch re-signing (:meth:`on_epoch`).  Missing values (NaN) are routed as the shared trees
-route them (:mod:`protocols.revfrf.missing`): the provider keeps each split's missing side.
+route them (:mod:`securetrees.protocols.revfrf.missing`): the provider keeps each split's missing side.
 """
 
 from __future__ import annotations
@@ -18,10 +18,14 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.candidates import CandidateSet, Proposer
-from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
-from protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
-from protocols.revfrf.messages import (
+from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
+from securetrees.dtpkc.twoserver import HoLTParams
+from securetrees.encoding import FixedPoint
+from securetrees.errors import ParameterError, RevokedError, UnexpectedMessage
+from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
+from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from securetrees.protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
+from securetrees.protocols.revfrf.messages import (
     EpochAck,
     EpochNotice,
     ExpandReply,
@@ -38,12 +42,8 @@ from protocols.revfrf.messages import (
     TestReply,
     TestRequest,
 )
-from protocols.revfrf.missing import threshold_plaintext, value_plaintext
-from protocols.revfrf.signing import node_message, revocation_message, verify_revocation
-from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
-from securetrees.dtpkc.twoserver import HoLTParams
-from securetrees.encoding import FixedPoint
-from securetrees.errors import ParameterError, RevokedError, UnexpectedMessage
+from securetrees.protocols.revfrf.missing import threshold_plaintext, value_plaintext
+from securetrees.protocols.revfrf.signing import node_message, revocation_message, verify_revocation
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.signing import SigningKey, verify
@@ -275,7 +275,7 @@ class Participant(Party):
     @handles(TestRequest)
     def on_test(self, sender: str, msg: TestRequest) -> TestReply:
         """FT-Test (erratum 7): ``[[x]]_{pk_u}`` of its own value for each (row, node); a
-        missing value as the stand-in of the node's missing side (:mod:`~protocols.revfrf.missing`)."""
+        missing value as the stand-in of the node's missing side (:mod:`~securetrees.protocols.revfrf.missing`)."""
         self._check_active()
         v = self._batch_values(msg)
         cts = [encrypt(self._weak.public, value_plaintext(self._fx, self._range, x, ml), rng=self._rng,

@@ -1,19 +1,19 @@
 """A prediction requester (FRF-Predict line 1): encrypts its whole request under its own key,
 each feature twice: as compared at missing-left and at missing-right nodes
-(:mod:`protocols.revfrf.missing`), so the CS cannot tell a missing value from a present one."""
+(:mod:`securetrees.protocols.revfrf.missing`), so the CS cannot tell a missing value from a present one."""
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
 
-from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
-from protocols.revfrf.messages import PredictReply, PredictRequest
-from protocols.revfrf.missing import value_plaintext
 from securetrees.dtpkc import Ciphertext, WeakSecretKey, encrypt
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError
+from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from securetrees.protocols.revfrf.messages import PredictReply, PredictRequest
+from securetrees.protocols.revfrf.missing import value_plaintext
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party
 

@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from protocols.revfrf.cs_state import ArchivedSplit, TreeNode
-from protocols.revfrf.cs_training import CSTraining, Draw
-from protocols.revfrf.errors import RevocationRefused
-from protocols.revfrf.forest import RevTree
-from protocols.revfrf.messages import (
+from securetrees.dtpkc import Ciphertext, PublicKey, hencref
+from securetrees.errors import ProtocolError, RevokedError, UnexpectedMessage
+from securetrees.protocols.revfrf.cs_state import ArchivedSplit, TreeNode
+from securetrees.protocols.revfrf.cs_training import CSTraining, Draw
+from securetrees.protocols.revfrf.errors import RevocationRefused
+from securetrees.protocols.revfrf.forest import RevTree
+from securetrees.protocols.revfrf.messages import (
     Ack,
     EpochAck,
     EpochNotice,
@@ -30,9 +32,7 @@ from protocols.revfrf.messages import (
     RevokeReply,
     RevokeRequest,
 )
-from protocols.revfrf.signing import node_message, verify_revocation
-from securetrees.dtpkc import Ciphertext, PublicKey, hencref
-from securetrees.errors import ProtocolError, RevokedError, UnexpectedMessage
+from securetrees.protocols.revfrf.signing import node_message, verify_revocation
 from securetrees.runtime import Network, handles
 from securetrees.signing import verify
 

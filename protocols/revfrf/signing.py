@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from protocols.revfrf.errors import RevocationRefused
-from protocols.revfrf.messages import RevokeRequest
+from securetrees.protocols.revfrf.errors import RevocationRefused
+from securetrees.protocols.revfrf.messages import RevokeRequest
 from securetrees.signing import verify
 
 __all__ = ["node_message", "revocation_message", "verify_revocation"]

@@ -19,6 +19,9 @@ from securetrees.encoding import FixedPoint
 from securetrees.errors import InsecureParameterWarning, KeyMismatchError
 from securetrees.runtime import InProcessNetwork
 
+ABOUT = "DT-PKC keys, HoAdd and HoLT between the two servers"
+"""One line for ``securetrees demo --list``."""
+
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="securetrees demo dtpkc", description=__doc__)

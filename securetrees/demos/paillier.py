@@ -25,6 +25,10 @@ from securetrees.paillier import (
     generate_keypair,
     sum_ciphertexts,
 )
+from securetrees.paillier.batch import decrypt_many, encrypt_many
+
+ABOUT = "Paillier encryption modes, homomorphic sums, timings"
+"""One line for ``securetrees demo --list``."""
 
 
 def _fmt(seconds: float) -> str:
@@ -94,10 +98,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"  2.5 * -0.5 = {sk.decrypt_fixed(scaled)}   (scale tracked: 2^-{scaled.frac_bits})")
 
         values = list(range(-48, 48))
-        serial = _median_time(lambda: pk.encrypt_many(values), 3)
-        parallel = _median_time(lambda: pk.encrypt_many(values, executor=ex), 3)
-        cts = pk.encrypt_many(values, executor=ex)
-        if sk.decrypt_many(cts, executor=ex) != values:
+        serial = _median_time(lambda: encrypt_many(pk, values), 3)
+        parallel = _median_time(lambda: encrypt_many(pk, values, executor=ex), 3)
+        cts = encrypt_many(pk, values, executor=ex)
+        if decrypt_many(sk, cts, executor=ex) != values:
             raise SecureTreesError("batch did not decrypt")
         print(f"\nbatch: encrypt_many of {len(values)} values (DJN)")
         print(f"  1 process {_fmt(serial)}, 2 processes {_fmt(parallel)}"

@@ -1,7 +1,7 @@
 """Running roles as services: one role per process, a launcher for a local federation.
 
-A protocol supports deployment by a module (named in :data:`PROTOCOLS`, imported
-only when used, so ``securetrees`` never imports ``protocols``) that provides:
+A protocol supports deployment by a module (a ``securetrees.deployments`` entry point,
+:mod:`securetrees.plugins`, imported only when used, so the core names no protocol) that provides:
 
 ``make_role(role, config, network, secrets, data, passphrase) -> Party``
     build ``role`` from the run's public parameters, its opened key file (items sealed in
@@ -14,7 +14,6 @@ only when used, so ``securetrees`` never imports ``protocols``) that provides:
 
 from __future__ import annotations
 
-import importlib
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from securetrees import plugins
 from securetrees.errors import OutputExistsError, ParameterError, PartyUnavailable, PeerTimeout, SecureTreesError
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, load_config, read_passphrase
@@ -34,22 +34,14 @@ from securetrees.net.keyfile import open_key_file
 from securetrees.net.tls import load_identity
 from securetrees.net.transport import GrpcNetwork
 
-__all__ = ["PROTOCOLS", "await_roles", "launch", "load_data", "network_for", "protocol_module", "spawn_role",
+__all__ = ["await_roles", "launch", "load_data", "network_for", "protocol_module", "spawn_role",
            "start_role"]
 
 _log = get_logger("net.service")
 
-PROTOCOLS: Final[dict[str, str]] = {
-    "revfrf": "protocols.revfrf.deploy",
-    "federated-forest": "protocols.federated_forest.deploy",
-}
-
-
 def protocol_module(name: str) -> ModuleType:
-    target = PROTOCOLS.get(name)
-    if target is None:
-        raise ParameterError(f"no networked deployment for protocol {name!r}; known: {sorted(PROTOCOLS)}")
-    return importlib.import_module(target)
+    """The deployment module of protocol ``name`` (a ``securetrees.deployments`` entry point)."""
+    return plugins.load_deployment(name)
 
 
 def load_data(path: Path | None) -> dict[str, npt.NDArray[Any]]:
@@ -116,10 +108,17 @@ def loopback_bytes() -> int:
     return 0
 
 
+_ROLE_MAIN: Final = ("import sys; sys.path = [p for p in sys.path if p not in ('', '.')]; "
+                     "from securetrees.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
 def spawn_role(config: RunConfig, role: str, passphrase_file: Path, log: Path | None = None
                ) -> subprocess.Popen[bytes]:
-    """``securetrees party`` for ``role`` as a child process (output to ``log``, else discarded)."""
-    cmd = [sys.executable, "-m", "securetrees", "party", "--config", str(config.path), "--role", role,
+    """``securetrees party`` for ``role`` as a child process (output to ``log``, else discarded).
+
+    The child drops the working directory from its import path before importing anything, so a
+    module in the caller's folder (a ``protocols.py``, a ``grpc.py``) cannot stand in for ours."""
+    cmd = [sys.executable, "-c", _ROLE_MAIN, "party", "--config", str(config.path), "--role", role,
            "--passphrase-file", str(passphrase_file)]
     if log is None:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # noqa: S603

@@ -17,7 +17,7 @@ Modules: :mod:`~securetrees.paillier.keys` (keys, modes, decryption),
 
 from __future__ import annotations
 
-from securetrees.paillier.batch import sum_ciphertexts, sum_many
+from securetrees.paillier.batch import decrypt_many, encrypt_many, sum_ciphertexts, sum_many
 from securetrees.paillier.ciphertext import Ciphertext, FixedCiphertext
 from securetrees.paillier.keys import (
     DEFAULT_BITS,
@@ -40,6 +40,8 @@ __all__ = [
     "PrivateKey",
     "PublicKey",
     "RandomnessPool",
+    "decrypt_many",
+    "encrypt_many",
     "generate_keypair",
     "security_level",
     "sum_ciphertexts",

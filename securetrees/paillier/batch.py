@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,10 +29,8 @@ from securetrees._nt import mpz
 from securetrees.errors import ParameterError, TypeMismatchError
 from securetrees.executors import flatten_ints, modular_products, run_chunked
 from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
+from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-
-if TYPE_CHECKING:
-    from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 
 __all__ = ["decrypt_many", "encrypt_many", "obfuscators", "sum_ciphertexts", "sum_many"]
 
@@ -41,15 +39,11 @@ __all__ = ["decrypt_many", "encrypt_many", "obfuscators", "sum_ciphertexts", "su
 def _obfuscator_chunk(
     sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, randomness: list[Any]
 ) -> list[mpz]:
-    from securetrees.paillier.keys import WorkerPrivateKey
-
     key = WorkerPrivateKey.unwrap(sent)
     return [key.obfuscator_from(mode, r) for r in randomness]
 
 
 def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
-    from securetrees.paillier.keys import PrivateKey, WorkerPrivateKey
-
     sk = WorkerPrivateKey.unwrap(sent)
     if not isinstance(sk, PrivateKey):
         raise TypeMismatchError("decryption needs a private key")
@@ -64,8 +58,6 @@ def _placement(
     A public key goes to the executor as it is.  A private key goes only wrapped and
     only with ``trusted_workers=True``; otherwise its work stays in this process.
     """
-    from securetrees.paillier.keys import PrivateKey
-
     if executor is None or not isinstance(key, PrivateKey):
         return key, executor
     if trusted_workers:
@@ -99,8 +91,6 @@ def encrypt_many(
     public key; plaintexts never leave this process.  With a private key (key-owner
     CRT encryption) the executor is used only if ``trusted_workers=True``.
     """
-    from securetrees.paillier.keys import PublicKey
-
     pk = key if isinstance(key, PublicKey) else key.public_key
     residues = [mpz(pk._range.embed(v)) for v in flatten_ints(values)]
     obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,

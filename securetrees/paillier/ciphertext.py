@@ -23,7 +23,7 @@ the fixed-point value inside it (``specs/encoding.md``).
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import gmpy2
 
@@ -35,13 +35,22 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
 if TYPE_CHECKING:
     from securetrees.paillier.keys import Mode, PublicKey
-    from securetrees.paillier.pool import RandomnessPool
 
 __all__ = ["Ciphertext", "FixedCiphertext"]
 
 
 def _immutable(self: object, name: str, value: object = None) -> NoReturn:
     raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class ObfuscatorSource(Protocol):
+    """Precomputed single-use encryptions of 0 for one key (a
+    :class:`~securetrees.paillier.pool.RandomnessPool`): what encryption takes from a pool."""
+
+    @property
+    def public_key(self) -> PublicKey: ...
+
+    def take(self) -> mpz: ...
 
 
 def _key_mismatch(a: PublicKey, b: PublicKey) -> None:
@@ -153,7 +162,7 @@ class Ciphertext:
 
     # -- freshness and the wire ------------------------------------------------------------
     def rerandomize(
-        self, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
+        self, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> Ciphertext:
         """A fresh ciphertext of the same plaintext: multiply by a new encryption of 0."""

@@ -27,12 +27,9 @@ import math
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 import gmpy2
-import numpy as np
 
 from securetrees import sealing
 from securetrees._nt import (
@@ -55,11 +52,8 @@ from securetrees.errors import (
     TypeMismatchError,
 )
 from securetrees.paillier import wire
-from securetrees.paillier.ciphertext import Ciphertext, FixedCiphertext, _make
+from securetrees.paillier.ciphertext import Ciphertext, FixedCiphertext, ObfuscatorSource, _make
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-
-if TYPE_CHECKING:
-    from securetrees.paillier.pool import RandomnessPool
 
 __all__ = [
     "DEFAULT_BITS",
@@ -287,7 +281,7 @@ class PublicKey:
         return self.comb_table().pow(randomness, self.exponent_bits(mode))
 
     def obfuscator(
-        self, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
+        self, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> mpz:
         """One encryption of 0: from ``pool`` if given (single use), else computed now."""
@@ -305,7 +299,7 @@ class PublicKey:
 
     # -- encryption ------------------------------------------------------------------------
     def encrypt(
-        self, m: int, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
+        self, m: int, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> Ciphertext:
         """Encrypt a signed integer ``|m| < N // 3`` (else :class:`EncodingOverflowError`).
@@ -316,13 +310,13 @@ class PublicKey:
         return self._encrypt_element(self._range.embed(m), mode, pool, rng)
 
     def _encrypt_element(
-        self, residue: int, mode: Mode, pool: RandomnessPool | None, rng: RandomSource
+        self, residue: int, mode: Mode, pool: ObfuscatorSource | None, rng: RandomSource
     ) -> Ciphertext:
         obf = self.obfuscator(mode=mode, pool=pool, rng=rng)
         return _make(self, (1 + residue * self._n) * obf % self._n2, True)
 
     def encrypt_residue(
-        self, r: int, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
+        self, r: int, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> Ciphertext:
         """Encrypt an element ``0 <= r < N`` of Z_N as is (masks that are uniform mod N)."""
@@ -332,7 +326,7 @@ class PublicKey:
         return self._encrypt_element(residue, mode, pool, rng)
 
     def encrypt_fixed(
-        self, x: Fixed, *, mode: Mode = "djn", pool: RandomnessPool | None = None,
+        self, x: Fixed, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
     ) -> FixedCiphertext:
         """Encrypt a fixed-point value (``FixedPoint(f).fixed(x)``); the scale travels with it."""
@@ -340,21 +334,6 @@ class PublicKey:
             raise ParameterError("encrypt_fixed takes a Fixed value: use FixedPoint(f).fixed(x)")
         return FixedCiphertext(self.encrypt(x.value, mode=mode, pool=pool, rng=rng), x.frac_bits)
 
-    def encrypt_many(
-        self, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
-        executor: Executor | None = None, chunk_size: int | None = None,
-        rng: RandomSource = SYSTEM_RANDOM,
-    ) -> list[Ciphertext]:
-        """Encrypt many signed integers; with ``executor``, chunks run in its workers.
-
-        All randomness is drawn here, from ``rng``; workers receive this public
-        key and random exponents and return encryptions of 0; the plaintexts stay
-        here (``specs/batch_executors.md``).
-        """
-        from securetrees.paillier import batch
-
-        return batch.encrypt_many(self, values, mode=mode, executor=executor,
-                                  chunk_size=chunk_size, rng=rng)
 
 
 # Keys that arrived by pickle in this process (an executor's worker), kept alive so that
@@ -489,17 +468,6 @@ class PrivateKey:
             raise TypeMismatchError(f"expected a FixedCiphertext, got {type(c).__name__}")
         return float(Fixed(self.decrypt(c.ciphertext, constant_time=constant_time), c.frac_bits))
 
-    def decrypt_many(
-        self, ciphertexts: Sequence[Ciphertext], *, executor: Executor | None = None,
-        chunk_size: int | None = None, constant_time: bool = True, trusted_workers: bool = False,
-    ) -> list[int]:
-        """Decrypt many ciphertexts, in this process unless ``trusted_workers=True``: only then does
-        ``executor`` receive this private key (its factors, pickled) and run the chunks."""
-        from securetrees.paillier import batch
-
-        return batch.decrypt_many(self, ciphertexts, executor=executor, chunk_size=chunk_size,
-                                  constant_time=constant_time, trusted_workers=trusted_workers)
-
     # -- key-owner encryption --------------------------------------------------------------
     def comb_tables(self) -> tuple[FixedBaseTable, FixedBaseTable]:
         """Fixed-base tables for ``hs mod p²`` and ``hs mod q²`` (built on first use)."""
@@ -545,19 +513,6 @@ class PrivateKey:
         residue = pk._range.embed(m)
         obf = self.obfuscator_from(mode, self.draw_randomness(mode, rng))
         return _make(pk, (1 + residue * pk._n) * obf % pk._n2, True)
-
-    def encrypt_many(
-        self, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
-        executor: Executor | None = None, chunk_size: int | None = None,
-        rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
-    ) -> list[Ciphertext]:
-        """Key-owner (CRT) batch encryption, in this process unless ``trusted_workers=True``: only then
-        does ``executor`` receive this private key.  To spread encryption over workers without
-        the key, use ``public_key.encrypt_many(values, executor=...)``."""
-        from securetrees.paillier import batch
-
-        return batch.encrypt_many(self, values, mode=mode, executor=executor,
-                                  chunk_size=chunk_size, rng=rng, trusted_workers=trusted_workers)
 
     # -- storage ---------------------------------------------------------------------------
     def to_encrypted_bytes(

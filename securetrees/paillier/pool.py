@@ -21,14 +21,13 @@ import os
 import threading
 from collections import deque
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from securetrees._nt import mpz
 from securetrees.errors import ParameterError, SecureTreesError, TypeMismatchError
+from securetrees.paillier import batch
+from securetrees.paillier.keys import MODES, Mode, PublicKey
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-
-if TYPE_CHECKING:
-    from securetrees.paillier.keys import Mode, PublicKey
 
 __all__ = ["PoolExhausted", "RandomnessPool"]
 
@@ -43,8 +42,6 @@ class RandomnessPool:
     __slots__ = ("_lock", "_mode", "_pid", "_pk", "_values")
 
     def __init__(self, public_key: PublicKey, *, mode: Mode = "djn") -> None:
-        from securetrees.paillier.keys import MODES
-
         if mode not in MODES:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
         self._pk = public_key
@@ -85,8 +82,6 @@ class RandomnessPool:
         The random exponents are drawn here from ``rng``; workers only
         exponentiate, so they hold no secret of their own and share no state.
         """
-        from securetrees.paillier import batch
-
         if type(count) is not int or count < 0:
             raise ParameterError("count must be a non-negative integer")
         values = batch.obfuscators(self._pk, self._mode, count, executor=executor,

@@ -62,8 +62,14 @@ def _tree_doc(t: Tree) -> dict[str, Any]:
 def _classes_doc(classes: np.ndarray[Any, Any] | None) -> dict[str, Any] | None:
     if classes is None:
         return None
-    kind = "int" if np.issubdtype(classes.dtype, np.integer) else "float"
-    return {"dtype": kind, "values": classes.tolist()}
+    if np.issubdtype(classes.dtype, np.integer):
+        return {"dtype": "int", "values": classes.tolist()}
+    if np.issubdtype(classes.dtype, np.floating):
+        return {"dtype": "float", "values": classes.tolist()}
+    if all(isinstance(c, str) for c in classes.tolist()):
+        return {"dtype": "str", "values": classes.tolist()}
+    raise ParameterError(f"classes of dtype {classes.dtype} cannot be saved: labels must be integers, "
+                         "floats or strings")
 
 
 def dumps(model: Model) -> str:
@@ -185,8 +191,8 @@ def _decode_tree(doc: Any, where: str) -> Tree:
     known = inner & ~withheld
     thr = threshold[known]
     cat = categorical[known]
-    if np.any(feature[known] < 0) or np.any(provider[inner] < 0) or np.any(np.isnan(thr)):
-        raise _fail(f"{where}: a known split needs a feature, a provider and a threshold")
+    if np.any(feature[known] < 0) or np.any(provider[hid] < 0) or np.any(np.isnan(thr)):
+        raise _fail(f"{where}: a known split needs a feature and a threshold, a withheld one its provider")
     cat_thr = thr[cat]
     if np.any(~np.isfinite(cat_thr)) or np.any(cat_thr < 0) or np.any(cat_thr != np.floor(cat_thr)):
         raise _fail(f"{where}: a categorical threshold must be a category code")
@@ -203,9 +209,13 @@ def _decode_classes(v: Any) -> np.ndarray[Any, Any] | None:
         out = np.array([_int(x, "class", -(1 << 62), 1 << 62) for x in values], dtype=np.int64)
     elif d["dtype"] == "float":
         out = np.array([_number(x, "class") for x in values], dtype=np.float64)
+    elif d["dtype"] == "str":
+        if not all(isinstance(x, str) for x in values):
+            raise _fail("classes of dtype 'str' must be strings")
+        out = np.array(values, dtype=np.str_)
     else:
-        raise _fail("classes.dtype must be 'int' or 'float'")
-    if out.size < 2 or np.any(np.diff(out) <= 0):
+        raise _fail("classes.dtype must be 'int', 'float' or 'str'")
+    if out.size < 2 or np.any(out[1:] <= out[:-1]):
         raise _fail("classes must be at least two strictly increasing labels")
     return out
 

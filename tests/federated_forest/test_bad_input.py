@@ -5,18 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.federated_forest import (
-    Client,
-    FederatedForestClassifier,
-    FederatedForestRegressor,
-    ForestParams,
-    LabelSpec,
-    Master,
-)
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.ids import hash_ids
-from protocols.federated_forest.slots import SlotLayout
-from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.errors import (
     EncodingOverflowError,
     InvalidCiphertext,
@@ -25,6 +13,18 @@ from securetrees.errors import (
     ProtocolError,
     UnexpectedMessage,
 )
+from securetrees.protocols.federated_forest import (
+    Client,
+    FederatedForestClassifier,
+    FederatedForestRegressor,
+    ForestParams,
+    LabelSpec,
+    Master,
+)
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.ids import hash_ids
+from securetrees.protocols.federated_forest.slots import SlotLayout
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.runtime import InProcessNetwork
 
 KEY = b"k" * 32

@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.federated_forest import FederatedForestClassifier
-from protocols.federated_forest.cover import cover_features, prune, random_valid_splits, reference_ancestor
-from protocols.federated_forest.testing import mixed_data, small_key_options
+from securetrees.protocols.federated_forest import FederatedForestClassifier
+from securetrees.protocols.federated_forest.cover import cover_features, prune, random_valid_splits, reference_ancestor
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.rand import DeterministicRandom, RandomSource
 from securetrees.trees import Tree
 

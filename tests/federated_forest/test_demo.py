@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.federated_forest.demo import main
+from securetrees.protocols.federated_forest.demo import main
 
 
 def test_demo_small(capsys: pytest.CaptureFixture[str]) -> None:

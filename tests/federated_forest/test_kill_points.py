@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, model_tree
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.checkpoint import CheckpointStore
-from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.errors import PartyUnavailable, UnexpectedMessage
 from securetrees.paillier import Ciphertext
+from securetrees.protocols.federated_forest import Client, ForestParams, LabelSpec, Master, model_tree
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork, Message, Party, encode
 

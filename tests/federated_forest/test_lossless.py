@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
-from protocols.federated_forest.testing import mixed_data, small_key_options
+from securetrees.protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 
 PARTITION = [[0, 3, 4], [1, 2, 5]]
 

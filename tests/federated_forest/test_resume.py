@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import Client, ForestParams, LabelSpec, Master, model_tree
-from protocols.federated_forest.checkpoint import CheckpointStore, ClientState, MasterState
-from protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.errors import DecodeError, ProtocolError
+from securetrees.protocols.federated_forest import Client, ForestParams, LabelSpec, Master, model_tree
+from securetrees.protocols.federated_forest.checkpoint import CheckpointStore, ClientState, MasterState
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork, Message
 
@@ -118,7 +118,7 @@ def test_checkpoint_files_are_sealed(tmp_path: Path) -> None:
 def test_facade_resume(tmp_path: Path) -> None:
     """The facade's checkpoints: a finished run resumed from its last checkpoint is unchanged,
     and a run interrupted after two of four trees finishes the same forest."""
-    from protocols.federated_forest import FederatedForestClassifier
+    from securetrees.protocols.federated_forest import FederatedForestClassifier
 
     kw: dict[str, Any] = {"max_depth": 3, "random_state": 5, "label_protection": "shared",
                           "checkpoint_key": b"c" * 32, "categorical": CAT}

@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.federated_forest.slots import classification_units, regression_units
+from securetrees.paillier.batch import encrypt_many
+from securetrees.protocols.federated_forest.slots import classification_units, regression_units
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.data())
@@ -50,15 +51,20 @@ def test_known_answer_layout() -> None:
 def test_encrypted_bins_pack_and_unpack(codes: list[int], n_bins: int) -> None:
     """Client side (bin sums, Horner packing, re-randomisation) then label-holder side
     (decryption, unpacking) give the plaintext per-bin class counts."""
-    from protocols.federated_forest.encrypted_stats import CryptoCounters, bin_sums, candidate_histograms, pack_bins
     from securetrees.paillier import Ciphertext
+    from securetrees.protocols.federated_forest.encrypted_stats import (
+        CryptoCounters,
+        bin_sums,
+        candidate_histograms,
+        pack_bins,
+    )
     from securetrees.rand import DeterministicRandom
     from securetrees.testing.paillier import small_keypair
 
     pk, sk = small_keypair(256)
     rng = DeterministicRandom("ff-pack")
     layout, units = classification_units(np.asarray(codes, dtype=np.int64), 4)
-    cts: list[Ciphertext | None] = list(pk.encrypt_many(units, rng=rng))
+    cts: list[Ciphertext | None] = list(encrypt_many(pk, units, rng=rng))
     n = len(codes)
     bins = np.arange(n, dtype=np.int64) % (n_bins + 1)
     counters = CryptoCounters()

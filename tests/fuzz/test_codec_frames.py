@@ -1,6 +1,6 @@
 """Fuzzing the wire codec with mutated frames of every registered message type.
 
-Every module of ``securetrees`` and ``protocols`` is imported, so the registry holds every
+Every module of ``securetrees`` (the protocols included) is imported, so the registry holds every
 message class the library declares.  For each one a valid instance is built from its
 dataclass field types (a few value profiles are tried until the class's own validation
 accepts one; :data:`MANUAL` holds the rest), encoded, and then mutated: every truncation,
@@ -28,7 +28,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import protocols
 import securetrees
 from securetrees.errors import DecodeError, SecureTreesError
 from securetrees.runtime import codec
@@ -36,16 +35,15 @@ from securetrees.runtime.messages import Message, message_fields, registered_mes
 
 
 def _import_everything() -> None:
-    for pkg in (securetrees, protocols):
-        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-            if not info.name.endswith("__main__"):
-                importlib.import_module(info.name)
+    for info in pkgutil.walk_packages(securetrees.__path__, "securetrees."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
 
 
 _import_everything()
 LIBRARY_MESSAGES: dict[str, type[Message]] = {
     name: cls for name, cls in sorted(registered_messages().items())
-    if cls.__module__.split(".")[0] in ("securetrees", "protocols")
+    if cls.__module__.split(".")[0] == "securetrees"
 }
 
 # --------------------------------------------------------------------------- valid examples

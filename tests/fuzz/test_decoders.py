@@ -326,7 +326,7 @@ def test_typed_helper_fails_on_an_untyped_error() -> None:
 
 
 def _checkpoint() -> tuple[Any, bytes]:
-    from protocols.federated_forest.checkpoint import CheckpointStore
+    from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 
     store = CheckpointStore(KEY_FILE_DIR, "client", b"\x01" * 32, rng=DeterministicRandom(b"fuzz"))
     from securetrees.runtime.messages import message_class

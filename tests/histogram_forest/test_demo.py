@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.histogram_forest.demo import main
+from securetrees.protocols.histogram_forest.demo import main
 
 
 def test_demo_quick_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,13 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import chi2
 
-from protocols.histogram_forest.accountant import (
+from securetrees.errors import ParameterError, ProtocolError
+from securetrees.protocols.histogram_forest.accountant import (
     PrivacyAccountant,
     Release,
     layer_sensitivity,
     per_release_epsilon,
 )
-from protocols.histogram_forest.mechanisms import (
+from securetrees.protocols.histogram_forest.mechanisms import (
     GRID_BITS,
     MAX_RATIO,
     MIN_RATIO,
@@ -31,7 +32,6 @@ from protocols.histogram_forest.mechanisms import (
     randomized_response,
     uniforms,
 )
-from securetrees.errors import ParameterError, ProtocolError
 from securetrees.rand import DeterministicRandom
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.histogram_forest import HistogramForestClassifier
-from protocols.histogram_forest.schema import fixed_mapper
+from securetrees.protocols.histogram_forest import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.schema import fixed_mapper
 from securetrees.rand import DeterministicRandom
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Gini

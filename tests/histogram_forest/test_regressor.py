@@ -11,13 +11,13 @@ import pytest
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import RandomForestRegressor
 
-import protocols.histogram_forest.client as client_mod
-import protocols.histogram_forest.regressor as regressor_mod
-import protocols.histogram_forest.server as server_mod
-from protocols.histogram_forest import Client, ForestConfig, HistogramForestRegressor, Server
-from protocols.histogram_forest.messages import LayerRequest, SetupRequest
-from protocols.histogram_forest.ring import RING, check_capacity, encode_targets
+import securetrees.protocols.histogram_forest.client as client_mod
+import securetrees.protocols.histogram_forest.regressor as regressor_mod
+import securetrees.protocols.histogram_forest.server as server_mod
 from securetrees.errors import EncodingOverflowError, NotFittedError, ParameterError, ProtocolError
+from securetrees.protocols.histogram_forest import Client, ForestConfig, HistogramForestRegressor, Server
+from securetrees.protocols.histogram_forest.messages import LayerRequest, SetupRequest
+from securetrees.protocols.histogram_forest.ring import RING, check_capacity, encode_targets
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork
 from securetrees.trees.criteria import SquaredError

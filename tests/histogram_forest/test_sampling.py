@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-import protocols.histogram_forest.client as client_mod
-from protocols.histogram_forest import Client
-from protocols.histogram_forest.messages import LayerRequest, SetupRequest
-from protocols.histogram_forest.sampling import RowLaw, dp_row_law
+import securetrees.protocols.histogram_forest.client as client_mod
 from securetrees.errors import ParameterError
+from securetrees.protocols.histogram_forest import Client
+from securetrees.protocols.histogram_forest.messages import LayerRequest, SetupRequest
+from securetrees.protocols.histogram_forest.sampling import RowLaw, dp_row_law
 from securetrees.rand import DeterministicRandom, RandomSource
 from securetrees.runtime import InProcessNetwork
 

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from protocols.histogram_forest.streaming import build_bins, combine_bins, merge_nearest
 from securetrees.errors import ParameterError
+from securetrees.protocols.histogram_forest.streaming import build_bins, combine_bins, merge_nearest
 
 
 def direct(values: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_classes: int):

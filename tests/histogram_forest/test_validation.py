@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.histogram_forest import Client, HistogramForestClassifier
-from protocols.histogram_forest.messages import (
+from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.protocols.histogram_forest import Client, HistogramForestClassifier
+from securetrees.protocols.histogram_forest.messages import (
     EdgesNotice,
     GridRequest,
     KeysRequest,
@@ -18,7 +19,6 @@ from protocols.histogram_forest.messages import (
     RangesRequest,
     SetupRequest,
 )
-from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.runtime import InProcessNetwork, decode, encode
 
 
@@ -277,7 +277,7 @@ def test_dp_schema_does_not_depend_on_a_single_record(parts3: Any, schema: dict[
 
 def test_planted_inferred_schema_is_caught(parts3: Any, schema: dict[str, Any], monkeypatch: Any) -> None:
     """Planted leak: the facade infers classes and categories from the pooled data under DP (the old code)."""
-    import protocols.histogram_forest.classifier as facade
+    import securetrees.protocols.histogram_forest.classifier as facade
 
     real_classes, real_schema = facade.HistogramForestClassifier._classes, facade.HistogramForestClassifier._schema
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from protocols.hybridtree import HybridTreeClassifier, HybridTreeRegressor
-from protocols.hybridtree.testing import HybridData, hybrid_data
+from securetrees.protocols.hybridtree import HybridTreeClassifier, HybridTreeRegressor
+from securetrees.protocols.hybridtree.testing import HybridData, hybrid_data
 from securetrees.testing.paillier import small_keypair
 
 

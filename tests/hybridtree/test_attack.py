@@ -1,4 +1,4 @@
-"""The host's subset-sum solver (protocols.hybridtree.attack) is sound against brute force: it keeps
+"""The host's subset-sum solver (securetrees.protocols.hybridtree.attack) is sound against brute force: it keeps
 every bin some assignment consistent with the aggregates gives (so a cell it calls certain is
 determined), never excludes the true bin, and pins instances with distinct gradients in tiny bins."""
 
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.hybridtree.attack import Observation, SubsetSumAttack
+from securetrees.protocols.hybridtree.attack import Observation, SubsetSumAttack
 
 WIDTH = 4  # three real bins and the missing bin
 

@@ -7,8 +7,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.hybridtree import Guest, HybridTreeParams, check_mode
-from protocols.hybridtree.testing import HybridData
 from securetrees.errors import (
     InsecureParameterWarning,
     NotFittedError,
@@ -17,6 +15,8 @@ from securetrees.errors import (
     UnauthorizedSender,
     UnexpectedMessage,
 )
+from securetrees.protocols.hybridtree import Guest, HybridTreeParams, check_mode
+from securetrees.protocols.hybridtree.testing import HybridData
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.paillier import small_keypair
 from securetrees.trees import BinMapper
@@ -79,7 +79,7 @@ def test_mode_and_key_policy(data: HybridData) -> None:
     with pytest.warns(InsecureParameterWarning):
         assert check_mode("paper", allow_insecure=True) == "paper"
     assert check_mode("secure", allow_insecure=False) == "secure"
-    from protocols.hybridtree import HybridTreeClassifier
+    from securetrees.protocols.hybridtree import HybridTreeClassifier
 
     with pytest.raises(ParameterError):  # 1024 bits without the insecure flag
         HybridTreeClassifier(1, key_bits=1024).fit(data.X, data.y, data.host_features,
@@ -107,7 +107,7 @@ def test_not_fitted_and_predict_layout(make: Any, data: HybridData) -> None:
 
 
 def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:
-    from protocols.hybridtree.messages import HistogramRequest, Setup, SetupReply
+    from securetrees.protocols.hybridtree.messages import HistogramRequest, Setup, SetupReply
 
     net = InProcessNetwork()
     params = HybridTreeParams()
@@ -129,7 +129,7 @@ def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:
 
 @pytest.mark.parametrize("features", [(1, 0), (0, 0), (-1,), (3,)])
 def test_guest_refuses_malformed_feature_lists(make: Any, data: HybridData, features: tuple[int, ...]) -> None:
-    from protocols.hybridtree.messages import BuildNode, HistogramRequest
+    from securetrees.protocols.hybridtree.messages import BuildNode, HistogramRequest
 
     m = _fit(make, data)
     guest = m.guests_[0]

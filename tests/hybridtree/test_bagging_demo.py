@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocols.hybridtree.bagging import HybridTreeBagging
-from protocols.hybridtree.demo import main
-from protocols.hybridtree.testing import HybridData
+from securetrees.protocols.hybridtree.bagging import HybridTreeBagging
+from securetrees.protocols.hybridtree.demo import main
+from securetrees.protocols.hybridtree.testing import HybridData
 from securetrees.testing.paillier import small_keypair
 
 

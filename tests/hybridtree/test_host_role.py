@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import protocols.hybridtree.host as host_module
-from protocols.hybridtree import Guest, Host, HybridTreeParams
-from protocols.hybridtree.boosting import FitProgress
-from protocols.hybridtree.guest import agree_bins, guest_matrix
-from protocols.hybridtree.host import owners
-from protocols.hybridtree.progress import ProgressBar
-from protocols.hybridtree.testing import HybridData
+import securetrees.protocols.hybridtree.host as host_module
+from securetrees import progress as progress_module
 from securetrees.errors import NotFittedError, ParameterError
+from securetrees.protocols.hybridtree import Guest, Host, HybridTreeParams
+from securetrees.protocols.hybridtree.boosting import FitProgress
+from securetrees.protocols.hybridtree.guest import agree_bins, guest_matrix
+from securetrees.protocols.hybridtree.host import owners
+from securetrees.protocols.hybridtree.testing import HybridData
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.paillier import small_keypair
 
@@ -117,16 +117,18 @@ def test_progress_after_every_step_and_every_chunk(data: HybridData, make: Any,
     assert all(r.name == "securetrees.hybridtree.host" for r in caplog.records)
 
 
-def test_progress_lines_without_tqdm() -> None:
-    lines: list[str] = []
-    every_event = ProgressBar(desc="x", fallback=lines.append, every=0.0, use_tqdm=False)
-    for e in (FitProgress(0, 2, "host layers"), FitProgress(0, 2, "encrypting", 5, 10),
-              FitProgress(0, 2, "tree done")):
-        every_event(e)
-    assert lines == ["x: tree 1/2: host layers", "x: tree 1/2: encrypting 5/10", "x: tree 1/2: tree done"]
-    lines.clear()
-    throttled = ProgressBar(desc="x", fallback=lines.append, every=3600.0, use_tqdm=False)
-    for e in (FitProgress(0, 1, "host layers"), FitProgress(0, 1, "gradients sent"),
-              FitProgress(0, 1, "tree done")):
-        throttled(e)
-    assert lines == ["x: tree 1/1: host layers", "x: tree 1/1: tree done"]  # finished trees always show
+def test_progress_lines_without_tqdm(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The host's events move the library's one progress display: without tqdm, a line for each
+    finished tree (with the current step) and nothing in between until the heartbeat is due."""
+    monkeypatch.setattr(progress_module, "_tqdm", lambda: None)
+    caplog.set_level(logging.INFO, logger="securetrees.progress")
+    with progress_module.phase("x", total=2, interval=3600.0) as bar:
+        show = FitProgress.shown_on(bar)
+        for e in (FitProgress(0, 2, "host layers"), FitProgress(0, 2, "encrypting", 5, 10),
+                  FitProgress(0, 2, "tree done"), FitProgress(1, 2, "host layers"), FitProgress(1, 2, "tree done")):
+            show(e)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "x: started (2 steps)" and lines[-1].startswith("x: done, 2 steps in ")
+    assert [line.rsplit(",", 1)[0] for line in lines[1:-1]] == ["x: 1/2 (tree 1/2: tree done)",
+                                                               "x: 2/2 (tree 2/2: tree done)"]
+    assert bar.done == 2 and bar.note == "tree 2/2: tree done"

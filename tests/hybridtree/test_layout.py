@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.hybridtree.layout import SlotLayout
 from securetrees.encoding import FixedPoint
 from securetrees.errors import EncodingOverflowError, ParameterError
+from securetrees.protocols.hybridtree.layout import SlotLayout
 
 
 @st.composite

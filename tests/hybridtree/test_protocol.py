@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.hybridtree.testing import HybridData
+from securetrees.protocols.hybridtree.testing import HybridData
 
 
 @pytest.fixture

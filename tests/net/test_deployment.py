@@ -6,9 +6,9 @@ Keys are 1024-bit (the size is not the point here), hence the insecure-key warni
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,10 +19,6 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from protocols.federated_forest import FederatedForestClassifier
-from protocols.federated_forest import deploy as ff_deploy
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf import deploy as rev_deploy
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
 from securetrees.errors import PartyUnavailable
@@ -30,6 +26,10 @@ from securetrees.net.config import load_config
 from securetrees.net.control import Operator
 from securetrees.net.service import await_roles, launch, network_for, read_passphrase, spawn_role
 from securetrees.paillier import PublicKey, generate_keypair
+from securetrees.protocols.federated_forest import FederatedForestClassifier
+from securetrees.protocols.federated_forest import deploy as ff_deploy
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf import deploy as rev_deploy
 from securetrees.rand import DeterministicRandom
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
@@ -145,15 +145,23 @@ def test_killed_client_fails_fast_and_training_resumes_when_it_returns(adult: An
 
 
 def test_cli_init_and_launch_a_local_federation(tmp_path: Path) -> None:
+    """The installed command, launched from a folder whose ``protocols.py`` and ``grpc.py`` would
+    break any process that imported them from its working directory (the roles included)."""
+    command = shutil.which("securetrees")
+    assert command is not None, "the securetrees command is not installed (pip install -e '.[test]')"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    init = subprocess.run([sys.executable, "-m", "securetrees", "federation", "init", "federated-forest",  # noqa: S603
-                           "--out", str(tmp_path), "--rows", "200", "--trees", "2", "--insecure-1024"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    here = tmp_path / "work"
+    here.mkdir()
+    for name in ("protocols.py", "grpc.py"):
+        (here / name).write_text("raise SystemExit('imported from the working directory')\n")
+    init = subprocess.run([command, "federation", "init", "federated-forest",  # noqa: S603
+                           "--out", str(tmp_path / "run"), "--rows", "200", "--trees", "2", "--insecure-1024"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=here)
     assert init.returncode == 0, init.stderr
     assert "run.toml" in init.stdout
-    assert "passphrase" not in (tmp_path / "run.toml").read_text()
-    run = subprocess.run([sys.executable, "-m", "securetrees", "federation", "launch",  # noqa: S603
-                          "--config", str(tmp_path / "run.toml")], capture_output=True, text=True, env=env,
-                         timeout=300)
+    assert "passphrase" not in (tmp_path / "run" / "run.toml").read_text()
+    run = subprocess.run([command, "federation", "launch",  # noqa: S603
+                          "--config", str(tmp_path / "run" / "run.toml")], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=here)
     assert run.returncode == 0, run.stderr
     assert "federation finished" in run.stdout and "output: shape (500, 2)" in run.stdout

@@ -14,7 +14,7 @@ import pytest
 
 from securetrees.errors import EncodingOverflowError, KeyMismatchError, ParameterError
 from securetrees.paillier import sum_ciphertexts
-from securetrees.paillier.batch import sum_many
+from securetrees.paillier.batch import decrypt_many, encrypt_many, sum_many
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
 
@@ -31,62 +31,62 @@ def procs() -> Any:
 
 @pytest.mark.parametrize("mode", ["djn", "djn-short", "classic"])
 def test_encrypt_decrypt_many_serial(mode: str) -> None:
-    cts = PK.encrypt_many(VALUES, mode=mode)  # type: ignore[arg-type]
+    cts = encrypt_many(PK, VALUES, mode=mode)  # type: ignore[arg-type]
     assert all(c.fresh for c in cts)
-    assert SK.decrypt_many(cts) == VALUES
+    assert decrypt_many(SK, cts) == VALUES
 
 
 def test_with_processes(procs: Executor) -> None:
-    cts = PK.encrypt_many(np.array(VALUES[:-2], dtype=np.int64), executor=procs)
-    assert SK.decrypt_many(cts, executor=procs, trusted_workers=True) == VALUES[:-2]
+    cts = encrypt_many(PK, np.array(VALUES[:-2], dtype=np.int64), executor=procs)
+    assert decrypt_many(SK, cts, executor=procs, trusted_workers=True) == VALUES[:-2]
     for mode in ("djn", "classic"):
-        owner = SK.encrypt_many(VALUES, mode=mode, executor=procs, chunk_size=5,  # type: ignore[arg-type]
+        owner = encrypt_many(SK, VALUES, mode=mode, executor=procs, chunk_size=5,  # type: ignore[arg-type]
                                 trusted_workers=True)
-        assert SK.decrypt_many(owner) == VALUES
+        assert decrypt_many(SK, owner) == VALUES
     assert SK.decrypt(sum_ciphertexts(cts, executor=procs, chunk_size=7)) == sum(VALUES[:-2])
 
 
 def test_with_threads() -> None:
     with ThreadPoolExecutor(2) as ex:
-        cts = PK.encrypt_many(VALUES, executor=ex)
-        assert SK.decrypt_many(cts, executor=ex, trusted_workers=True) == VALUES
-        assert SK.decrypt_many(cts, executor=ex) == VALUES  # in this process
+        cts = encrypt_many(PK, VALUES, executor=ex)
+        assert decrypt_many(SK, cts, executor=ex, trusted_workers=True) == VALUES
+        assert decrypt_many(SK, cts, executor=ex) == VALUES  # in this process
 
 
 def test_private_key_work_stays_here_by_default(procs: Executor) -> None:
     """Without trusted_workers an executor does not change what a private-key call computes."""
     rng_a, rng_b = DeterministicRandom("owner"), DeterministicRandom("owner")
     for mode in ("djn", "classic"):
-        a = SK.encrypt_many(VALUES, mode=mode, rng=rng_a)  # type: ignore[arg-type]
-        b = SK.encrypt_many(VALUES, mode=mode, rng=rng_b, executor=procs)  # type: ignore[arg-type]
+        a = encrypt_many(SK, VALUES, mode=mode, rng=rng_a)  # type: ignore[arg-type]
+        b = encrypt_many(SK, VALUES, mode=mode, rng=rng_b, executor=procs)  # type: ignore[arg-type]
         assert [c.value for c in a] == [c.value for c in b]
-        assert SK.decrypt_many(b, executor=procs) == VALUES
+        assert decrypt_many(SK, b, executor=procs) == VALUES
 
 
 def test_owner_and_public_encryption_agree_in_djn_mode(procs: Executor) -> None:
     """Key-owner CRT encryption on trusted workers gives the public key's ciphertexts."""
-    a = PK.encrypt_many(VALUES, rng=DeterministicRandom("agree"))
-    b = SK.encrypt_many(VALUES, rng=DeterministicRandom("agree"), executor=procs, trusted_workers=True)
+    a = encrypt_many(PK, VALUES, rng=DeterministicRandom("agree"))
+    b = encrypt_many(SK, VALUES, rng=DeterministicRandom("agree"), executor=procs, trusted_workers=True)
     assert [c.value for c in a] == [c.value for c in b]
 
 
 def test_same_result_serial_and_parallel(procs: Executor) -> None:
     """All randomness is drawn in the caller, so the executor does not change the ciphertexts."""
-    a = PK.encrypt_many(VALUES, rng=DeterministicRandom("batch"))
-    b = PK.encrypt_many(VALUES, rng=DeterministicRandom("batch"), executor=procs, chunk_size=3)
+    a = encrypt_many(PK, VALUES, rng=DeterministicRandom("batch"))
+    b = encrypt_many(PK, VALUES, rng=DeterministicRandom("batch"), executor=procs, chunk_size=3)
     assert [c.value for c in a] == [c.value for c in b]
 
 
 def test_arrays_and_shapes() -> None:
     arr = np.arange(-6, 6).reshape(3, 4)
-    cts = PK.encrypt_many(arr)
-    assert SK.decrypt_many(np.array(cts, dtype=object).reshape(3, 4)) == arr.ravel().tolist()
+    cts = encrypt_many(PK, arr)
+    assert decrypt_many(SK, np.array(cts, dtype=object).reshape(3, 4)) == arr.ravel().tolist()
     with pytest.raises(ParameterError):
-        PK.encrypt_many(np.array([1.5, 2.0]))
+        encrypt_many(PK, np.array([1.5, 2.0]))
 
 
 def test_sum_of_many() -> None:
-    cts = PK.encrypt_many(VALUES[:-2])
+    cts = encrypt_many(PK, VALUES[:-2])
     s = sum_ciphertexts(cts)
     assert not s.fresh and SK.decrypt(s) == sum(VALUES[:-2])
     with pytest.raises(ParameterError):
@@ -99,14 +99,14 @@ def test_sum_of_many() -> None:
 
 def test_overflow_in_batch() -> None:
     with pytest.raises(EncodingOverflowError):
-        PK.encrypt_many([1, PK.n])
+        encrypt_many(PK, [1, PK.n])
     big = PK.encrypt_residue(PK.n // 2)
     with pytest.raises(EncodingOverflowError):
-        SK.decrypt_many([PK.encrypt(1), big])
+        decrypt_many(SK, [PK.encrypt(1), big])
 
 
 def test_sum_many(procs: Executor) -> None:
-    cts = PK.encrypt_many(VALUES[:-2])
+    cts = encrypt_many(PK, VALUES[:-2])
     bounds = [(0, 1), (1, 9), (9, 30), (30, len(cts))]
     groups = [cts[a:b] for a, b in bounds]
     expected = [sum(VALUES[a:b]) for a, b in bounds]
@@ -140,11 +140,11 @@ def test_private_key_batches_on_trusted_workers(procs: Executor) -> None:
     """With trusted_workers=True the (wrapped) key reaches the workers and they do the work."""
     _, sk = small_keypair()
     values = list(range(-20, 20))
-    cts = sk.encrypt_many(values, executor=procs, trusted_workers=True)
-    assert sk.decrypt_many(cts, executor=procs, trusted_workers=True) == values
+    cts = encrypt_many(sk, values, executor=procs, trusted_workers=True)
+    assert decrypt_many(sk, cts, executor=procs, trusted_workers=True) == values
     with ThreadPoolExecutor(2) as threads:
-        owner = sk.encrypt_many(values, executor=threads, trusted_workers=True)
-        assert sk.decrypt_many(owner, executor=threads, trusted_workers=True) == values
+        owner = encrypt_many(sk, values, executor=threads, trusted_workers=True)
+        assert decrypt_many(sk, owner, executor=threads, trusted_workers=True) == values
 
 
 def test_wrapped_private_key_survives_a_forwarding_hop() -> None:

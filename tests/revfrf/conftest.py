@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf import RevFRFClassifier
 
 from .helpers import PARTITION, classifier, make_data
 

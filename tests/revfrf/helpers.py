@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocols.revfrf import RevFRFClassifier, RevFRFRegressor
-from protocols.revfrf.attack import integer_data
+from securetrees.protocols.revfrf import RevFRFClassifier, RevFRFRegressor
+from securetrees.protocols.revfrf.attack import integer_data
 from securetrees.testing.dtpkc import dtpkc_test_kgc
 
 TEST_BITS = 512

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.demo import main as demo_main
 from securetrees.datasets import load_adult
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.demo import main as demo_main
 from securetrees.trees import BinningParams, GrowParams, train_forest
 
 from .helpers import small_kgc

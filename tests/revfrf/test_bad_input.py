@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.revfrf import ConsentRefused, RevFRFClassifier, RevFRFRegressor, check_partition
 from securetrees.errors import InsecureParameterWarning, NotFittedError, ParameterError
+from securetrees.protocols.revfrf import ConsentRefused, RevFRFClassifier, RevFRFRegressor, check_partition
 
 from .helpers import PARTITION, classifier, make_data
 
@@ -102,7 +102,7 @@ def test_bad_code_resolution_refused(k: object) -> None:
 
 
 def test_coarse_codes_refuse_fewer_than_two_codes() -> None:
-    from protocols.revfrf.candidates import CoarseCodes, RandomRange, coarsen
+    from securetrees.protocols.revfrf.candidates import CoarseCodes, RandomRange, coarsen
 
     with pytest.raises(ParameterError):
         CoarseCodes(RandomRange(), 1)

@@ -12,10 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.candidates import CandidateSet, RandomRange, candidate_codes, coarsen
-from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
-from protocols.revfrf.messages import (
+from securetrees.dtpkc import decrypt_weak, encrypt, parhdec1
+from securetrees.dtpkc.twoserver import CentralServer, ComputationServer
+from securetrees.errors import EncodingOverflowError, UnexpectedMessage
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.candidates import CandidateSet, RandomRange, candidate_codes, coarsen
+from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from securetrees.protocols.revfrf.messages import (
     ExpandReply,
     ExpandRequest,
     PredictReply,
@@ -23,11 +26,8 @@ from protocols.revfrf.messages import (
     SplitReply,
     SplitRequest,
 )
-from protocols.revfrf.missing import MISSING_CODE, threshold_plaintext, value_plaintext
-from protocols.revfrf.requester import Requester
-from securetrees.dtpkc import decrypt_weak, encrypt, parhdec1
-from securetrees.dtpkc.twoserver import CentralServer, ComputationServer
-from securetrees.errors import EncodingOverflowError, UnexpectedMessage
+from securetrees.protocols.revfrf.missing import MISSING_CODE, threshold_plaintext, value_plaintext
+from securetrees.protocols.revfrf.requester import Requester
 from securetrees.runtime import InProcessNetwork, Message
 from securetrees.testing.dtpkc import dtpkc_test_keys
 from securetrees.trees import BinningParams, GrowParams, train_forest

@@ -6,11 +6,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.revfrf.candidates import CandidateSet, CoarseCodes, RandomRange, candidate_codes, coarsen
-from protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
-from protocols.revfrf.signing import node_message, revocation_message
 from securetrees.dtpkc import decrypt_weak, encrypt, parhdec1
 from securetrees.dtpkc.twoserver import CentralServer, ComputationServer
+from securetrees.protocols.revfrf.candidates import CandidateSet, CoarseCodes, RandomRange, candidate_codes, coarsen
+from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from securetrees.protocols.revfrf.signing import node_message, revocation_message
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.dtpkc import dtpkc_test_keys
 

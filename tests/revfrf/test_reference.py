@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.trees import BinningParams, GrowParams, train_forest
 
 from .helpers import PARTITION, classifier, make_data, regressor

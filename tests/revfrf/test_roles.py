@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.revfrf import RevFRFClassifier, RevocationRefused, StaleEpochError
-from protocols.revfrf.messages import (
+from securetrees.dtpkc import encrypt
+from securetrees.errors import InvalidCiphertext, KeyMismatchError, UnauthorizedSender, UnexpectedMessage
+from securetrees.protocols.revfrf import RevFRFClassifier, RevocationRefused, StaleEpochError
+from securetrees.protocols.revfrf.messages import (
     EpochAck,
     EpochNotice,
     ExpandReply,
@@ -19,9 +21,7 @@ from protocols.revfrf.messages import (
     SplitReply,
     SplitRequest,
 )
-from protocols.revfrf.requester import Requester
-from securetrees.dtpkc import encrypt
-from securetrees.errors import InvalidCiphertext, KeyMismatchError, UnauthorizedSender, UnexpectedMessage
+from securetrees.protocols.revfrf.requester import Requester
 
 from .helpers import PARTITION
 

@@ -8,10 +8,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from protocols.revfrf.messages import RefreshReply, RefreshRequest
-from protocols.revfrf.participant import Participant
-from protocols.revfrf.server import ComputationServer
 from securetrees.errors import ProtocolError, UnexpectedMessage
+from securetrees.protocols.revfrf.messages import RefreshReply, RefreshRequest
+from securetrees.protocols.revfrf.participant import Participant
+from securetrees.protocols.revfrf.server import ComputationServer
 
 from .helpers import PARTITION, classifier
 

@@ -7,6 +7,8 @@ planted plaintext in any encoding.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from securetrees._nt import mpz
@@ -79,8 +81,12 @@ def test_holt_without_the_blinding_is_caught(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_holt_output_not_rerandomised_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planted leak: the CS un-flips without re-randomising; with α = 1 its output is the CC's reply."""
+    """Planted leak: the CS un-flips without re-randomising; with α = 1 its output is the CC's reply
+    (α is pinned to 1 here: with the real coin all four comparisons draw α = 0 once in 16 runs)."""
     monkeypatch.setattr(Ciphertext, "rerandomize", lambda self, **_: self)
+    draw = twoserver.draw_holt_blinding
+    monkeypatch.setattr(twoserver, "draw_holt_blinding",
+                        lambda params, rng: dataclasses.replace(draw(params, rng), alpha=1))
     net, cs = _servers()
     with pytest.raises(AssertionError, match="reply unchanged"):
         check_holt_view_of_cc(cs, net)

@@ -1,6 +1,6 @@
 """The label attacks on Federated Forest's ``encrypted`` mode, as regression tests
 (``specs/federated_forest.md``, "What the attacks measure"; helpers in
-``protocols.federated_forest.attacks``).
+``securetrees.protocols.federated_forest.attacks``).
 
 Every fit here is deterministic: the data and the forest's draws are seeded, and every
 party's secret randomness (id key, Paillier coins, cover-split keys) comes from a
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import Client, Master
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.attacks import (
+from securetrees.protocols.federated_forest import Client, Master
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.attacks import (
     ATTACK_DEPTH,
     attack_fit,
     bin_count_fingerprint,
@@ -27,7 +27,7 @@ from protocols.federated_forest.attacks import (
     master_label_recovery,
     purity_flag_attack,
 )
-from protocols.federated_forest.skeleton import LayerState, TreeSkeleton
+from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton
 from securetrees.rand import DeterministicRandom
 from securetrees.trees import node_totals
 

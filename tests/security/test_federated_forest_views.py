@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
-from protocols.federated_forest import messages as m
-from protocols.federated_forest.client import Client
-from protocols.federated_forest.testing import mixed_data, small_key_options
+from securetrees.protocols.federated_forest import FederatedForestClassifier, FederatedForestRegressor
+from securetrees.protocols.federated_forest import messages as m
+from securetrees.protocols.federated_forest.client import Client
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.runtime import Record, encode
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 

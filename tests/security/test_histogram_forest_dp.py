@@ -34,10 +34,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-import protocols.histogram_forest.client as client_mod
-from protocols.histogram_forest import Client
-from protocols.histogram_forest.mechanisms import geometric_alpha, geometric_pmf
-from protocols.histogram_forest.messages import LayerRequest, SetupRequest
+import securetrees.protocols.histogram_forest.client as client_mod
+from securetrees.protocols.histogram_forest import Client
+from securetrees.protocols.histogram_forest.mechanisms import geometric_alpha, geometric_pmf
+from securetrees.protocols.histogram_forest.messages import LayerRequest, SetupRequest
 from securetrees.rand import DeterministicRandom, RandomSource
 from securetrees.runtime import InProcessNetwork
 

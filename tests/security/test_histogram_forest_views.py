@@ -18,11 +18,11 @@ import math
 import numpy as np
 import pytest
 
-import protocols.histogram_forest.client as client_mod
-from protocols.histogram_forest import HistogramForestClassifier, HistogramForestRegressor
-from protocols.histogram_forest.mechanisms import geometric_pmf
-from protocols.histogram_forest.messages import CountsReply
-from protocols.histogram_forest.schema import fixed_mapper
+import securetrees.protocols.histogram_forest.client as client_mod
+from securetrees.protocols.histogram_forest import HistogramForestClassifier, HistogramForestRegressor
+from securetrees.protocols.histogram_forest.mechanisms import geometric_pmf
+from securetrees.protocols.histogram_forest.messages import CountsReply
+from securetrees.protocols.histogram_forest.schema import fixed_mapper
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import Transcript
 from securetrees.testing.canaries import assert_no_canaries, find_canaries

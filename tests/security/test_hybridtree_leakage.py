@@ -4,7 +4,7 @@
 * contributing guests are counted per (node, guest feature): a feature only one guest holds
   (Appendix C.4) is never built, so the host never receives that guest's histogram; the planted
   leak (the former per-node rule) shows the aggregate then equals the guest's own histogram;
-* with the defaults the host's subset-sum solver (``protocols.hybridtree.attack``) recovers the
+* with the defaults the host's subset-sum solver (``securetrees.protocols.hybridtree.attack``) recovers the
   exact bin of at most 5% of the guests' cells; with the minimum node size off (0) it recovers
   more than 30% (the companion).  Data, model and solver are deterministic (seeded test data, no
   randomness in training or in the solver), so these rates are fixed numbers, never flaky.
@@ -17,17 +17,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.hybridtree import Host
-from protocols.hybridtree.attack import (
+from securetrees.protocols.hybridtree import Host
+from securetrees.protocols.hybridtree.attack import (
     RecordingHost,
     Task,
     attack,
     fit_recorded,
     regression_task,
 )
-from protocols.hybridtree.messages import HistogramRequest
-from protocols.hybridtree.params import MIN_NODE_SIZE
-from protocols.hybridtree.testing import hybrid_data
+from securetrees.protocols.hybridtree.messages import HistogramRequest
+from securetrees.protocols.hybridtree.params import MIN_NODE_SIZE
+from securetrees.protocols.hybridtree.testing import hybrid_data
 
 ONLY_GUEST = 3  # the one guest holding column 5 (guest-space feature 2)
 

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.hybridtree import Guest, Host, HybridTreeClassifier, HybridTreeParams, HybridTreeRegressor
-from protocols.hybridtree.messages import Gradients, HistogramRequest, MaskedHistogram
-from protocols.hybridtree.testing import hybrid_data
 from securetrees.errors import ProtocolError
 from securetrees.paillier import Ciphertext
+from securetrees.protocols.hybridtree import Guest, Host, HybridTreeClassifier, HybridTreeParams, HybridTreeRegressor
+from securetrees.protocols.hybridtree.messages import Gradients, HistogramRequest, MaskedHistogram
+from securetrees.protocols.hybridtree.testing import hybrid_data
 from securetrees.runtime import InProcessNetwork, Record, encode
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 from securetrees.testing.paillier import small_keypair

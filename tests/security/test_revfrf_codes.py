@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.attack import ColumnLeak, cs_code_view, forest_leak
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.attack import ColumnLeak, cs_code_view, forest_leak
 
 from ..revfrf.helpers import PARTITION, classifier, make_data
 

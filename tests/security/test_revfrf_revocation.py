@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.revfrf import RevFRFClassifier, RevocationRefused, StaleEpochError
-from protocols.revfrf.messages import NodeRef, ParHDecReply, ParHDecRequest, RevokeReply, RevokeRequest
-from protocols.revfrf.signing import revocation_message
 from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, decrypt_weak, encrypt
 from securetrees.errors import EncodingOverflowError, InvalidCiphertext, KeyMismatchError, RevokedError
+from securetrees.protocols.revfrf import RevFRFClassifier, RevocationRefused, StaleEpochError
+from securetrees.protocols.revfrf.messages import NodeRef, ParHDecReply, ParHDecRequest, RevokeReply, RevokeRequest
+from securetrees.protocols.revfrf.signing import revocation_message
 
 from ..revfrf.helpers import PARTITION, classifier, make_data
 

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf import participant as participant_module
-from protocols.revfrf.messages import ExpandRequest, PathReply, PathRequest, SplitReply
 from securetrees._nt import invert
 from securetrees.errors import SecureTreesError
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf import participant as participant_module
+from securetrees.protocols.revfrf.messages import ExpandRequest, PathReply, PathRequest, SplitReply
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import Record, encode
 from securetrees.testing.canaries import assert_no_canaries

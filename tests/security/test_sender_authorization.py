@@ -23,28 +23,28 @@ from typing import Any
 import numpy as np
 import pytest
 
-import protocols.federated_forest.checkpoint
-import protocols.federated_forest.estimators as ff_estimators
-import protocols.federated_forest.messages
-import protocols.histogram_forest.facade as hf_facade
-import protocols.histogram_forest.messages
-import protocols.hybridtree.estimators as ht_estimators
-import protocols.hybridtree.messages
-import protocols.revfrf.messages
 import securetrees.dtpkc.twoserver
 import securetrees.net.control
 import securetrees.net.keyfile
+import securetrees.protocols.federated_forest.checkpoint
+import securetrees.protocols.federated_forest.estimators as ff_estimators
+import securetrees.protocols.federated_forest.messages
+import securetrees.protocols.histogram_forest.facade as hf_facade
+import securetrees.protocols.histogram_forest.messages
+import securetrees.protocols.hybridtree.estimators as ht_estimators
+import securetrees.protocols.hybridtree.messages
+import securetrees.protocols.revfrf.messages
 import securetrees.runtime.network as network_module
 import securetrees.secagg.messages
-from protocols.federated_forest import FederatedForestClassifier
-from protocols.federated_forest.testing import mixed_data, small_key_options
-from protocols.histogram_forest import HistogramForestClassifier
-from protocols.hybridtree import HybridTreeClassifier
-from protocols.hybridtree.testing import hybrid_data
-from protocols.revfrf import RevFRFClassifier
-from protocols.revfrf.messages import PathReply, PathRequest, TestReply
-from protocols.revfrf.participant import Participant
 from securetrees.errors import DecodeError, ParameterError, UnauthorizedSender, UnexpectedMessage
+from securetrees.protocols.federated_forest import FederatedForestClassifier
+from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
+from securetrees.protocols.histogram_forest import HistogramForestClassifier
+from securetrees.protocols.hybridtree import HybridTreeClassifier
+from securetrees.protocols.hybridtree.testing import hybrid_data
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.messages import PathReply, PathRequest, TestReply
+from securetrees.protocols.revfrf.participant import Participant
 from securetrees.runtime import ANY_ROLE, InProcessNetwork, Message, Party, codec, message
 from securetrees.runtime.messages import message_fields, registered_messages
 from securetrees.secagg import build_simulation
@@ -53,8 +53,9 @@ from securetrees.testing.paillier import small_keypair
 
 MODULES = (
     securetrees.dtpkc.twoserver, securetrees.secagg.messages, securetrees.net.control, securetrees.net.keyfile,
-    protocols.revfrf.messages, protocols.federated_forest.messages, protocols.federated_forest.checkpoint,
-    protocols.hybridtree.messages, protocols.histogram_forest.messages,
+    securetrees.protocols.revfrf.messages, securetrees.protocols.federated_forest.messages,
+    securetrees.protocols.federated_forest.checkpoint,
+    securetrees.protocols.hybridtree.messages, securetrees.protocols.histogram_forest.messages,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -396,11 +397,11 @@ def test_the_control_plane_obeys_the_operator_role_only(runs: Callable[[str], Ru
 
 
 def test_over_grpc_the_certificate_names_role_is_checked(tmp_path: Path) -> None:
-    from protocols.revfrf.requester import Requester
     from securetrees.dtpkc import encrypt
     from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoLTRequest
     from securetrees.net import GrpcNetwork, Peer, TransportOptions, load_identity
     from securetrees.net.tls import make_test_pki
+    from securetrees.protocols.revfrf.requester import Requester
     from securetrees.testing.dtpkc import dtpkc_test_keys
 
     keys = dtpkc_test_keys(512)

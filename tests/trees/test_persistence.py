@@ -40,13 +40,28 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 def models() -> dict[str, Any]:
     X, y = _data()
     kw = {"categorical_features": [2]}
+    rf = RandomForestClassifier(3, max_depth=4, random_state=0, **kw).fit(X, y * 10).model_
     return {
-        "rf": RandomForestClassifier(3, max_depth=4, random_state=0, **kw).fit(X, y * 10).model_,
+        "rf": rf,
         "rfr": RandomForestRegressor(2, max_depth=3, random_state=0, **kw).fit(X, y * 0.5).model_,
         "gb": GradientBoostingClassifier(3, max_depth=3, **kw).fit(X, y).model_,
         "gb2": GradientBoostingClassifier(2, max_depth=2, **kw).fit(X, y > 0).model_,
         "gbr": GradientBoostingRegressor(2, max_depth=2, **kw).fit(X, y * 1.5).model_,
-    }
+        "hist": _histogram_forest(X, y),
+    } | {"rf-str": Forest(rf.trees, "classification", np.array(["high", "low", "mid"]))}
+
+
+def _histogram_forest(X: np.ndarray, y: np.ndarray) -> Forest:
+    """A horizontal model: its splits name no provider (every client holds every feature)."""
+    from securetrees.protocols.histogram_forest import HistogramForestClassifier
+
+    half = len(y) // 2
+    Xf = np.nan_to_num(X)
+    model = HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0)
+    model.fit([(Xf[:half], y[:half]), (Xf[half:], y[half:])])
+    forest: Forest = model.forest_
+    assert np.all(forest.trees[0].provider == -1)
+    return forest
 
 
 def test_round_trips(models: dict[str, Any], tmp_path: Path) -> None:
@@ -86,6 +101,13 @@ MUTATIONS = {
     "classes-one": lambda d: d["classes"].update(values=[1]),
     "classes-order": lambda d: d["classes"].update(values=[20, 10, 0]),
     "classes-dtype": lambda d: d["classes"].update(dtype="str"),
+    "classes-dtype-other": lambda d: d["classes"].update(dtype="object"),
+    "withheld-without-provider": lambda d: (d["trees"][0]["nodes"]["withheld"].__setitem__(0, True),
+                                            d["trees"][0]["nodes"]["feature"].__setitem__(0, -1),
+                                            d["trees"][0]["nodes"]["threshold"].__setitem__(0, None),
+                                            d["trees"][0]["nodes"]["categorical"].__setitem__(0, False),
+                                            d["trees"][0]["nodes"]["missing_left"].__setitem__(0, False),
+                                            d["trees"][0]["nodes"]["provider"].__setitem__(0, -1)),
     "no-trees": lambda d: d.update(trees=[]),
     "left-cycle": lambda d: d["trees"][0]["nodes"]["left"].__setitem__(0, 0),
     "left-range": lambda d: d["trees"][0]["nodes"]["left"].__setitem__(0, 10_000),
@@ -106,6 +128,26 @@ MUTATIONS = {
     "leaf-provider": lambda d: d["trees"][0]["nodes"]["provider"].__setitem__(
         d["trees"][0]["nodes"]["left"].index(-1), 0),
 }
+
+
+def test_string_classes_are_checked(models: dict[str, Any]) -> None:
+    d = _doc(models, "rf-str")
+    assert d["classes"] == {"dtype": "str", "values": ["high", "low", "mid"]}
+    for bad in (["high", 1, "mid"], ["mid", "low", "high"], ["low"]):
+        d["classes"]["values"] = bad
+        with pytest.raises(DecodeError):
+            loads(json.dumps(d))
+    mixed = Forest(models["rf"].trees, "classification", np.array([b"a", b"b", b"c"], dtype=object))
+    with pytest.raises(ParameterError, match="cannot be saved"):
+        dumps(mixed)
+
+
+def test_withheld_control_is_valid(models: dict[str, Any]) -> None:
+    """The withheld-node mutation below differs from a valid partial tree only by its provider."""
+    d = _doc(models)
+    MUTATIONS["withheld-without-provider"](d)
+    d["trees"][0]["nodes"]["provider"][0] = 0
+    assert isinstance(loads(json.dumps(d)), Forest)
 
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
