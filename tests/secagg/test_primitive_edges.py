@@ -199,3 +199,14 @@ def test_fixed_point_decode_reads_python_residues() -> None:
     codec = FixedPointVectors(100.0, 3, frac_bits=16)
     total = [int(v) for v in codec.encode([-1.5, 2.25])]
     np.testing.assert_array_equal(codec.decode(total), [-1.5, 2.25])  # type: ignore[arg-type]
+
+
+def test_zn_addition_of_unequal_lengths_is_a_typed_error() -> None:
+    from securetrees.errors import ParameterError
+    from securetrees.secagg.rings import ZN
+
+    ring = ZN(3)
+    with pytest.raises(ParameterError, match="lengths 2 and 1"):
+        ring.add([1, 2], [1])
+    with pytest.raises(ParameterError, match="lengths 1 and 2"):
+        ring.iadd([1], [1, 2])
