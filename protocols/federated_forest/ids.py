@@ -4,6 +4,11 @@ The paper hashes ids and then applies MD5, which anyone can recompute over a
 guessed id space.  Here the clients share a secret key (the master never
 gets it) and send ``HMAC-SHA256(key, id)``; the canonical sample order is the
 sorted list of these values, so every party can compute it alone.
+
+This is the trusted setting only: any holder of the key can hash a guessed id and look for it
+in the lists the clients send, and every client must hold exactly the same ids.  Between
+clients that do not trust each other with their id sets, align with private set intersection
+first (:mod:`securetrees.psi`, ``specs/psi.md``).
 """
 
 from __future__ import annotations
