@@ -5,8 +5,9 @@ guessed id space.  Here the clients share a secret key (the master never
 gets it) and send ``HMAC-SHA256(key, id)``; the canonical sample order is the
 sorted list of these values, so every party can compute it alone.
 
-This is the trusted setting only: any holder of the key can hash a guessed id and look for it
-in the lists the clients send, and every client must hold exactly the same ids.  Between
+This is the trusted setting only: the master with any one client's key can hash guessed ids
+and look for them in the digests every client sent, and every client must hold exactly the
+same ids (no intersection).  Between
 clients that do not trust each other with their id sets, align with private set intersection
 first (:mod:`securetrees.psi`, ``specs/psi.md``).
 """
