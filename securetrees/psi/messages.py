@@ -59,7 +59,7 @@ class ExchangeReply(Message):
     own: bytes
 
 
-@message("psi.result", sender=LEADER_ROLE, receiver=MEMBER_ROLE)
+@message("psi.result.notice", sender=LEADER_ROLE, receiver=MEMBER_ROLE)
 @dataclass(frozen=True)
 class Result(Message):
     """Leader → member: the agreed order of the global intersection, as positions in the

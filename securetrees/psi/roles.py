@@ -138,7 +138,7 @@ class PsiMember(Party):
     def on_result(self, sender: str, msg: m.Result) -> None:
         """The agreed order of the global intersection.  Learns which of its ids are in it."""
         if self._scalar is None or self._next != _rounds(self._leader_size, len(self._ids), self._chunk_size):
-            raise UnexpectedMessage("psi.result before the exchange is complete")
+            raise UnexpectedMessage("psi.result.notice before the exchange is complete")
         pos = msg.positions
         if pos.dtype != np.int64 or pos.ndim != 1 or pos.size > min(len(self._ids), self._leader_size):
             raise DecodeError("the result is a one-dimensional int64 array no longer than either set")

@@ -24,7 +24,7 @@ SETS: dict[str, list[Id]] = {
     "bob": [f"canary-id-{i:04d}" for i in range(20, 45)],
     "carol": [f"canary-id-{i:04d}" for i in range(10, 40)],
 }
-MEMBER_TYPES = {"psi.hello", "psi.exchange", "psi.result"}
+MEMBER_TYPES = {"psi.hello", "psi.exchange", "psi.result.notice"}
 LEADER_TYPES = {"psi.hello_reply", "psi.exchange_reply"}
 
 
