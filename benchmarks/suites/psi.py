@@ -5,11 +5,13 @@ Per-id costs, measured in this run on a batch of ids (median of repeats): hashin
 subgroup check included), matching (the leader's table of ``a·b·H(y)`` and one lookup per id).
 
 Whole run: two processes on loopback over gRPC with mutual TLS (``securetrees.psi.net``), the
-leader here and the member in a child process, ``n`` ids each with half shared, in chunks of
-at most 8192 points per message (at least 32 chunks); timed from the first message to the leader's result (the member
-already listening).  The floor counted from the per-id costs: each party hashes and blinds its
-own ids and blinds the other's, the two in parallel on this machine's two cores, then the
-leader matches: ``n·(hash + 2·blind) + n·match``.  ``--quick``: 10^3 ids; full: 10^5 and 10^6.
+leader here and the member in a child process, ``n`` ids each with half shared, in chunks of at
+most 8192 points per message (at least 32 chunks); timed from the first message to the leader's
+result (the member already listening).  The floor counted from the per-id costs: each party
+hashes and blinds its own ids and blinds the other's, the two in parallel on this machine's two
+cores, then the leader matches: ``n·(hash + 2·blind) + n·match``.  ``--quick``: 10^3 ids, a
+smoke run (the ratio is reported, not checked: each round trip's fixed cost outweighs so little
+crypto); full: 10^5 and 10^6.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def run(report: Report, quick: bool) -> None:
         runs.add(n, round(wall, 2), round(floor, 2), round(wall / floor, 3), round(received / n, 1),
                  target if target is not None else "")
         results["runs"][str(n)] = {"seconds": seconds, "floor_seconds": floor, "leader_received_bytes": received}
-        report.check(f"{n} ids: run / counted floor", wall / floor, "<=", 1.3)
+        if n >= 10**5:  # at 10^3 ids the fixed cost of each gRPC round trip outweighs the crypto
+            report.check(f"{n} ids: run / counted floor", wall / floor, "<=", 1.3)
         if target is not None:
             report.check(f"{n} ids per party: wall seconds", wall, "<=", target)
     report.data.update(results)
