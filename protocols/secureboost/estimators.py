@@ -32,6 +32,16 @@ __all__ = ["SecureBoostClassifier", "SecureBoostRegressor"]
 FloatArray = npt.NDArray[np.float64]
 
 
+def _categorical(cols: Sequence[int] | None, n_features: int) -> set[int]:
+    """The categorical column indices, validated (:class:`ParameterError` otherwise)."""
+    out: set[int] = set()
+    for c in cols or ():
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= int(c) < n_features:
+            raise ParameterError(f"categorical_features: column {c!r} is not in [0, {n_features})")
+        out.add(int(c))
+    return out
+
+
 class _SecureBoost:
     _loss: Loss = "squared"
 
@@ -42,7 +52,7 @@ class _SecureBoost:
         min_samples_split: float = 2.0, min_gain: float = 0.0, max_bins: int = 32, frac_bits: int = 24,
         key_bits: int = 2048, encryption: Encryption = "key-owner", allow_insecure: bool = False,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = True,
-        rng: RandomSource = SYSTEM_RANDOM,
+        categorical_features: Sequence[int] | None = None, rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         self.partition = partition
         self.n_estimators = n_estimators
@@ -61,6 +71,7 @@ class _SecureBoost:
         self.allow_insecure = allow_insecure
         self.keypair = keypair
         self.record_payloads = record_payloads
+        self.categorical_features = categorical_features
         self.rng = rng
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -93,15 +104,17 @@ class _SecureBoost:
         if Xa.ndim != 2:
             raise ParameterError("X must be two-dimensional")
         parts = check_partition(self.partition, Xa.shape[1], min_parties=2, party="party")
+        cat = _categorical(self.categorical_features, Xa.shape[1])
         codes, n_classes = self._codes(y)
         params = self._params(n_classes)
         keys = self.keypair or generate_keypair(self.key_bits, allow_insecure=self.allow_insecure, rng=self.rng)
         net = InProcessNetwork(keep_payloads=self.record_payloads)
         names = [f"passive{u}" for u in range(1, len(parts))]
-        passives = [PassiveParty(name, net, X=Xa[:, cols], active_key=keys[0], allow_insecure=self.allow_insecure,
-                                 rng=self.rng) for name, cols in zip(names, parts[1:], strict=True)]
+        passives = [PassiveParty(name, net, X=Xa[:, cols], categorical=tuple(c in cat for c in cols),
+                                 active_key=keys[0], allow_insecure=self.allow_insecure, rng=self.rng)
+                    for name, cols in zip(names, parts[1:], strict=True)]
         active = ActiveParty("active", net, X=Xa[:, parts[0]], y=codes, passives=names, params=params,
-                             keypair=keys, rng=self.rng)
+                             keypair=keys, categorical=tuple(c in cat for c in parts[0]), rng=self.rng)
         active.fit()
         self.partition_, self.params_, self.n_features_in_ = parts, params, Xa.shape[1]
         self.active_, self.passives_, self.network_ = active, passives, net
