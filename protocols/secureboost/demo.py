@@ -74,9 +74,10 @@ def main(argv: Sequence[str]) -> int:
                            binning=BinningParams(max_bins=MAX_BINS, categorical=[c in cat for c in order]),
                            providers=[p for p, cols in enumerate(partition) for _ in cols], classes=np.unique(y))
     ref_acc = float(np.mean(ref.predict(Xt[:, order]) == yt))
-    same = all(
+    fitted = model.active_.model
+    same = fitted is not None and all(
         np.array_equal(joined_tree(r, model.passives_, len(partition[0])).feature, t.feature)
-        for r, t in zip(model.active_.model.trees, ref.trees, strict=True)
+        for r, t in zip(fitted.trees, ref.trees, strict=True)
     )
     c = model.active_.counts
     print(f"SecureBoost ({args.key_bits}-bit key, {args.trees} trees of depth {args.depth}): accuracy {acc:.4f}, "
