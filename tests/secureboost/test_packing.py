@@ -103,3 +103,10 @@ def test_unpack_rejects_a_wrong_count_and_stray_bits() -> None:
         layout.unpack_slot(-1)
     with pytest.raises(ParameterError):
         layout.encode(np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64))
+
+
+def test_the_spec_example_layout() -> None:
+    """specs/secureboost.md: Adult (n = 32 561), f = 24, logistic: W = 96, k = 10 / 21."""
+    small, large = PackingLayout(24, 1, 1, 32561, 1023), PackingLayout(24, 1, 1, 32561, 2047)
+    assert (small.w_n, small.w_g, small.w_h, small.width) == (15, 41, 40, 96)
+    assert (small.slots_per_ciphertext, large.slots_per_ciphertext) == (10, 21)
