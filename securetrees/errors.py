@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "AuthenticationError",
     "DecodeError",
+    "DuplicateIdError",
     "EncodingOverflowError",
     "ExponentRangeError",
     "InsecureParameterWarning",
@@ -24,10 +25,12 @@ __all__ = [
     "ParameterError",
     "PartyUnavailable",
     "PeerTimeout",
+    "PointRefusedError",
     "ProtocolError",
     "RemoteError",
     "RevokedError",
     "SecureTreesError",
+    "SetSizeError",
     "TypeMismatchError",
     "UnauthorizedSender",
     "UnexpectedMessage",
@@ -125,6 +128,21 @@ class NotFittedError(SecureTreesError, ValueError, AttributeError):
 class OutputExistsError(SecureTreesError, FileExistsError):
     """A command would overwrite existing files (a trial folder with keys) and was not told to
     (``--force``)."""
+
+
+class DuplicateIdError(ParameterError):
+    """A party's id set for private set intersection holds the same id twice (rows would be
+    ambiguous), or a peer sent the same blinded point twice."""
+
+
+class SetSizeError(ParameterError):
+    """An id set, one's own or a peer's announced one, is larger than the run's ``max_set_size``
+    (the cap that bounds how many guessed ids a party can probe in one run)."""
+
+
+class PointRefusedError(ProtocolError):
+    """libsodium refused a group element received from a peer (not canonical, not on the curve,
+    of small order, outside the prime-order subgroup, or giving the identity): the run aborts."""
 
 
 class InsecureParameterWarning(UserWarning):

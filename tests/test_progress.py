@@ -35,6 +35,16 @@ def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "securetrees.progress"]
 
 
+def _await_line(caplog: pytest.LogCaptureFixture, prefix: str, count: int = 1, timeout: float = 60.0) -> None:
+    """Block until ``count`` progress lines starting with ``prefix`` are logged.  A beat is due
+    0.05 s in; waiting for it (rather than sleeping a fixed time and counting) keeps the outcome
+    independent of the machine's load: a starved heartbeat thread only makes the test slower."""
+    end = time.monotonic() + timeout
+    while len([ln for ln in _lines(caplog) if ln.startswith(prefix)]) < count:
+        assert time.monotonic() < end, f"no line {prefix!r} within {timeout} s: {_lines(caplog)}"
+        time.sleep(0.01)
+
+
 def test_disabled_is_a_plain_loop(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
     with caplog.at_level(logging.DEBUG, logger="securetrees"):
         assert list(progress(range(5), desc="x", enabled=False)) == list(range(5))
@@ -48,12 +58,10 @@ def test_lines_without_tqdm_and_a_heartbeat_through_a_long_step(no_tqdm: None,
     with caplog.at_level(logging.INFO, logger="securetrees"):
         items = list(progress(range(3), desc="trees", interval=0.05))
         with phase("one long step", interval=0.05):
-            time.sleep(0.6)
+            _await_line(caplog, "one long step: 0, ")  # a heartbeat inside the step (ticks every 0.0125 s)
     lines = _lines(caplog)
     assert items == [0, 1, 2]
     assert lines[0] == "trees: started (3 steps)" and lines[1].startswith("trees: done, 3 steps in ")
-    beats = [ln for ln in lines if ln.startswith("one long step: 0, ")]
-    assert beats, lines  # at least one heartbeat inside the 0.6 s step (ticks every 0.0125 s)
     assert lines[-1].startswith("one long step: done in ")
 
 
@@ -67,9 +75,16 @@ def test_heartbeat_check_fails_without_a_heartbeat(no_tqdm: None, caplog: pytest
 
 
 def test_nested_progress_beats_only_the_innermost(no_tqdm: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Once the inner phase is entered only it beats.  The outer may beat before that (it is the
+    innermost until then: a main thread starved for 0.05 s between the two entries lets it), so
+    the lines are cleared after the inner phase's first beat; the test then waits for 20 more inner
+    beats, not a fixed time.  If both phases beat, each beat is the outer's about half the time:
+    20 inner beats in a row would hide that with probability about 1e-6."""
     with caplog.at_level(logging.INFO, logger="securetrees"), phase("outer", interval=0.05), \
             phase("inner", interval=0.05):
-        time.sleep(0.4)
+        _await_line(caplog, "inner: 0, ")
+        caplog.clear()
+        _await_line(caplog, "inner: 0, ", count=20)
     assert not [ln for ln in _lines(caplog) if ln.startswith("outer: 0, ")]
 
 

@@ -4,6 +4,12 @@ The paper hashes ids and then applies MD5, which anyone can recompute over a
 guessed id space.  Here the clients share a secret key (the master never
 gets it) and send ``HMAC-SHA256(key, id)``; the canonical sample order is the
 sorted list of these values, so every party can compute it alone.
+
+This is the trusted setting only: the master with any one client's key can hash guessed ids
+and look for them in the digests every client sent, and every client must hold exactly the
+same ids (no intersection).  Between
+clients that do not trust each other with their id sets, align with private set intersection
+first (:mod:`securetrees.psi`, ``specs/psi.md``).
 """
 
 from __future__ import annotations

@@ -210,10 +210,12 @@ class ZN(Ring):
         return [a % self.modulus for a in acc]
 
     def add(self, a: Vector, b: Vector) -> Vector:
+        _same_length(a, b)
         n = self.modulus
         return [(x + y) % n for x, y in zip(a, b, strict=True)]
 
     def iadd(self, acc: Vector, v: Vector) -> Vector:
+        _same_length(acc, v)
         return [x + y for x, y in zip(acc, v, strict=True)]
 
     def to_wire(self, v: Vector) -> npt.NDArray[Any]:
@@ -295,3 +297,8 @@ class FixedPointVectors:
         if signed.size and (int(signed.max()) > limit or int(signed.min()) < -limit):
             raise EncodingOverflowError("the sum lies outside the range its bounds allow")
         return signed.astype(np.float64) / self._scale
+
+
+def _same_length(a: Vector, b: Vector) -> None:
+    if len(a) != len(b):
+        raise ParameterError(f"vectors of lengths {len(a)} and {len(b)} cannot be added")

@@ -10,7 +10,7 @@ companions disable one binding check at a time and show the same attack then suc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from securetrees.net.config import dump_toml, load_config
 from securetrees.net.control import Controllable, ControlReply, ControlRequest, Operator
 from securetrees.net.service import network_for
 from securetrees.net.tls import load_ca_bundle, make_test_pki
-from securetrees.net.trial import TrialPlan, free_ports, write_trial
+from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.runtime import Message, Party, handles, message
 
 HONEST_CA = {"operator": "A", "cs": "A", "u1": "B", "u2": "C"}
@@ -124,8 +124,9 @@ def test_every_ca_of_the_bundle_loads(pki: Pki) -> None:
     assert pki.honest["u2"].name == "u2"
 
 
-def test_honest_parties_under_different_cas_start_and_talk(pki: Pki, closing: list[GrpcNetwork]) -> None:
-    ports = free_ports(3)
+def test_honest_parties_under_different_cas_start_and_talk(pki: Pki, closing: list[GrpcNetwork],
+                                                          held_ports: Callable[[int], list[int]]) -> None:
+    ports = held_ports(3)
     roster = {n: _peer(pki, n, f"127.0.0.1:{ports.pop()}" if n != "operator" else "127.0.0.1:0") for n in HONEST_CA}
     cs, cs_net, _ = _serve(pki.honest["cs"], roster, closing)
     u1, _, _ = _serve(pki.honest["u1"], roster, closing)

@@ -150,6 +150,8 @@ def test_cli_init_and_launch_a_local_federation(tmp_path: Path) -> None:
     command = shutil.which("securetrees")
     assert command is not None, "the securetrees command is not installed (pip install -e '.[test]')"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if env.get("PYTHONPATH"):  # `PYTHONPATH=.` (how a worktree runs the suite) would name the folder below
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
     here = tmp_path / "work"
     here.mkdir()
     for name in ("protocols.py", "grpc.py"):

@@ -34,6 +34,9 @@ import securetrees.protocols.histogram_forest.messages
 import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
 import securetrees.protocols.revfrf.messages
+import securetrees.protocols.secureboost.estimators as sb_estimators
+import securetrees.protocols.secureboost.messages
+import securetrees.psi.messages
 import securetrees.runtime.network as network_module
 import securetrees.secagg.messages
 from securetrees.errors import DecodeError, ParameterError, UnauthorizedSender, UnexpectedMessage
@@ -45,6 +48,8 @@ from securetrees.protocols.hybridtree.testing import hybrid_data
 from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.protocols.revfrf.messages import PathReply, PathRequest, TestReply
 from securetrees.protocols.revfrf.participant import Participant
+from securetrees.protocols.secureboost import SecureBoostRegressor
+from securetrees.psi import intersect
 from securetrees.runtime import ANY_ROLE, InProcessNetwork, Message, Party, codec, message
 from securetrees.runtime.messages import message_fields, registered_messages
 from securetrees.secagg import build_simulation
@@ -56,6 +61,7 @@ MODULES = (
     securetrees.protocols.revfrf.messages, securetrees.protocols.federated_forest.messages,
     securetrees.protocols.federated_forest.checkpoint,
     securetrees.protocols.hybridtree.messages, securetrees.protocols.histogram_forest.messages,
+    securetrees.psi.messages, securetrees.protocols.secureboost.messages,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -66,7 +72,8 @@ STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_for
 """Written to disk, never sent (a key file, checkpoints)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",
-          "histogram_forest": "histogram_forest", "secagg": "secagg", "securetrees": "federated_forest"}
+          "histogram_forest": "histogram_forest", "secagg": "secagg", "securetrees": "federated_forest",
+          "psi": "psi", "secureboost": "secureboost"}
 """The run each message family is tried in (HoAdd/HoLT serve RevFRF; the control plane any run)."""
 
 
@@ -152,9 +159,26 @@ def _secagg() -> Run:
     return _run(sim.network)
 
 
+def _psi() -> Run:
+    net = InProcessNetwork()
+    intersect({"lead": ["a", "b", "c"], "m1": ["b", "c"], "m2": ["c", "d"]}, network=net)
+    return _run(net)
+
+
+def _secureboost() -> Run:
+    rng = np.random.default_rng(11)  # test data only
+    X = rng.normal(size=(60, 4))
+    y = X[:, 0] + X[:, 2]
+    model = SecureBoostRegressor([[0], [1, 2], [3]], 1, max_depth=2, max_bins=8, keypair=small_keypair(1024),
+                                 allow_insecure=True)
+    net = _fit_capturing(sb_estimators, lambda: model.fit(X, y))
+    model.predict(X[:5])
+    return _run(net)
+
+
 BUILDERS: dict[str, Callable[[], Run]] = {
     "revfrf": lambda: _revfrf()[0], "federated_forest": _federated_forest, "hybridtree": _hybridtree,
-    "histogram_forest": _histogram_forest, "secagg": _secagg,
+    "histogram_forest": _histogram_forest, "secagg": _secagg, "psi": _psi, "secureboost": _secureboost,
 }
 
 

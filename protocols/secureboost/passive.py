@@ -1,0 +1,255 @@
+"""The passive party: bins its own features, sums encrypted ``(1, g, h)`` per bucket, keeps its
+thresholds in a lookup table (``specs/secureboost.md``, steps S0-S4 and P1).
+
+A passive party never sees a gradient, a hessian or a label: it holds the active party's
+ciphertexts only.  It learns the instance space of every node it is asked to build (the
+rows of that node) and, for the splits it owns, the record ids it hands out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import ParameterError, ProtocolError
+from securetrees.paillier import Ciphertext, PublicKey
+from securetrees.protocols.secureboost.messages import (
+    Ack,
+    End,
+    Gradients,
+    HistogramReply,
+    HistogramRequest,
+    NodeJob,
+    PredictReply,
+    PredictRequest,
+    Setup,
+    SetupReply,
+    SplitOrder,
+    SplitReply,
+    SplitRequest,
+)
+from securetrees.protocols.secureboost.packing import PackingLayout, pack_ciphertexts
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Network, Party, handles
+from securetrees.trees import BinMapper
+
+__all__ = ["LookupRecord", "PassiveParty"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class LookupRecord:
+    """One row of the passive party's lookup table: the split it owns (kept, never sent)."""
+
+    feature: int
+    threshold: float
+    categorical: bool
+    missing_left: bool
+
+    def goes_left(self, x: FloatArray) -> npt.NDArray[np.bool_]:
+        """``x <= threshold`` (categorical ``x == threshold``); NaN follows ``missing_left``."""
+        test = x == self.threshold if self.categorical else x <= self.threshold
+        return np.asarray(np.where(np.isnan(x), self.missing_left, test))
+
+
+class PassiveParty(Party):
+    """A passive party holding columns ``X`` of the aligned training rows (row ``i`` is instance
+    ``i`` for every party).  ``active_key`` pins the active party's public key (a setup with
+    another key raises :class:`ProtocolError`); without it the received key must pass the
+    size policy (1024 bits only with ``allow_insecure``)."""
+
+    role = "passive"
+
+    def __init__(
+        self, name: str, network: Network, *, X: npt.ArrayLike, categorical: tuple[bool, ...] | None = None,
+        active_key: PublicKey | None = None, allow_insecure: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        super().__init__(name, network)
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
+            raise ParameterError("a passive party holds a non-empty two-dimensional table")
+        if np.isinf(Xa).any():
+            raise ParameterError("feature values must be finite or NaN (missing)")
+        self._X = Xa
+        self._categorical = categorical
+        self._pinned = active_key
+        self._allow_insecure = allow_insecure
+        self._rng = rng
+        self._pk: PublicKey | None = None
+        self._mapper: BinMapper | None = None
+        self._binned: IntArray | None = None
+        self._grads: list[Ciphertext] = []
+        self._layout: PackingLayout | None = None
+        self._tree = -1
+        self._cache: dict[int, list[Ciphertext]] = {}  # node -> unpacked bucket sums (last layer)
+        self._node_ids: dict[int, IntArray] = {}
+        self.table: list[LookupRecord] = []
+        """The lookup table: record id (its index) → the split's feature and threshold."""
+        self._query: FloatArray | None = None
+        self.op_counts = {"add": 0, "subtract": 0, "shift": 0, "rerandomize": 0}
+
+    @property
+    def table_width(self) -> int:
+        """Number of this party's features."""
+        return int(self._X.shape[1])
+
+    # -- S0: setup ----------------------------------------------------------------------------
+    @handles(Setup)
+    def on_setup(self, sender: str, msg: Setup) -> SetupReply:
+        """Bin the own columns with the agreed bin budget; reveals the bucket schema only."""
+        if self._pinned is not None:
+            if msg.public_key != self._pinned.to_bytes():
+                raise ProtocolError("the setup carries another public key than the pinned active key")
+            pk = self._pinned
+        else:
+            pk = PublicKey.from_bytes(msg.public_key, allow_insecure=self._allow_insecure)
+        if msg.n_instances != self._X.shape[0]:
+            raise ProtocolError(f"the active party has {msg.n_instances} instances, this party {self._X.shape[0]}")
+        self._pk = pk
+        self._mapper = BinMapper.fit(self._X, max_bins=msg.max_bins, categorical=self._categorical)
+        self._binned = self._mapper.transform(self._X).astype(np.int64)
+        return SetupReply(tuple(self._mapper.n_bins), tuple(self._mapper.categorical))
+
+    def _key(self) -> PublicKey:
+        if self._pk is None:
+            raise ProtocolError("no setup received")
+        return self._pk
+
+    # -- S1: encrypted gradients ----------------------------------------------------------------
+    @handles(Gradients)
+    def on_gradients(self, sender: str, msg: Gradients) -> Ack:
+        """Store one tree's ciphertexts (validated under the active key); nothing is decrypted."""
+        pk = self._key()
+        if len(msg.values) != self._X.shape[0]:
+            raise ProtocolError("one gradient ciphertext per instance expected")
+        self._layout = PackingLayout(msg.frac_bits, msg.g_bound, msg.h_bound, self._X.shape[0], pk.n.bit_length() - 1)
+        self._grads = [Ciphertext(pk, v) for v in msg.values]
+        self._tree = msg.tree
+        self._cache = {}
+        self._node_ids = {}
+        return Ack()
+
+    # -- S2: bucket sums with sibling subtraction -------------------------------------------------
+    def _direct(self, ids: IntArray) -> list[Ciphertext]:
+        """Encrypted ``(count, G, H)`` per (feature, bucket) of the instances ``ids`` by homomorphic
+        additions; an empty bucket is the trivial encryption of 0 (re-randomised when packed)."""
+        mapper = self._mapper
+        if mapper is None or self._binned is None:
+            raise ProtocolError("no setup received")
+        pk = self._key()
+        zero = Ciphertext(pk, 1)
+        out: list[Ciphertext] = []
+        for f, nb in enumerate(mapper.n_bins):
+            col = self._binned[ids, f]
+            col = np.where(col == mapper.missing_bin, nb, col)
+            order = np.argsort(col, kind="stable")
+            bounds = np.searchsorted(col[order], np.arange(nb + 2))
+            for b in range(nb + 1):
+                members = ids[order[bounds[b]:bounds[b + 1]]]
+                acc = zero
+                for i in members.tolist():
+                    acc = acc + self._grads[i]
+                self.op_counts["add"] += int(members.size)
+                out.append(acc)
+        return out
+
+    def bucket_sums(self, jobs: tuple[NodeJob, ...]) -> list[list[Ciphertext]]:
+        """Per job, its bucket sums: where the parent's sums are cached and the sibling is in the
+        same request, the smaller child is summed directly and the larger is parent − smaller."""
+        n = self._X.shape[0]
+        by_node = {j.node: j for j in jobs}
+        done: dict[int, list[Ciphertext]] = {}
+        for job in jobs:
+            if job.ids.size and (job.ids.min() < 0 or job.ids.max() >= n):
+                raise ProtocolError("a node names instances that do not exist")
+            if job.node in done:
+                continue
+            sib = by_node.get(job.sibling)
+            parent = self._cache.get(job.parent)
+            if sib is not None and parent is not None and sib.parent == job.parent:
+                small, large = (job, sib) if (job.ids.size, job.node) <= (sib.ids.size, sib.node) else (sib, job)
+                direct = self._direct(small.ids)
+                done[small.node] = direct
+                done[large.node] = [p - s for p, s in zip(parent, direct, strict=True)]
+                self.op_counts["subtract"] += len(direct)
+            else:
+                done[job.node] = self._direct(job.ids)
+        self._cache = done
+        self._node_ids = {j.node: j.ids for j in jobs}
+        return [done[j.node] for j in jobs]
+
+    @handles(HistogramRequest)
+    def on_histogram(self, sender: str, msg: HistogramRequest) -> HistogramReply:
+        """Pack the bucket sums ``k`` per ciphertext and re-randomise each before it leaves."""
+        if msg.tree != self._tree or self._layout is None:
+            raise ProtocolError("a histogram request for a tree whose gradients were not received")
+        sums = [c for node in self.bucket_sums(msg.jobs) for c in node]
+        packed = pack_ciphertexts(sums, self._layout)
+        self.op_counts["shift"] += len(sums) - len(packed)
+        fresh = [c.rerandomize(rng=self._rng) for c in packed]
+        self.op_counts["rerandomize"] += len(fresh)
+        return HistogramReply(len(sums), tuple(c.value for c in fresh))
+
+    # -- S4: the owner applies a split ----------------------------------------------------------
+    def record_for(self, order: SplitOrder) -> int:
+        """Store the split's feature and threshold in the lookup table; return its record id."""
+        mapper = self._mapper
+        if mapper is None:
+            raise ProtocolError("no setup received")
+        if not 0 <= order.feature < mapper.n_features or not 0 <= order.bin < mapper.n_bins[order.feature]:
+            raise ProtocolError("a split order names a feature or bucket this party does not have")
+        self.table.append(LookupRecord(order.feature, mapper.threshold(order.feature, order.bin),
+                                       mapper.categorical[order.feature], order.missing_left))
+        return len(self.table) - 1
+
+    @handles(SplitRequest)
+    def on_split(self, sender: str, msg: SplitRequest) -> SplitReply:
+        """For each order: a lookup record, and the node's instances that go left (the instance
+        space the active party needs to continue)."""
+        if msg.tree != self._tree:
+            raise ProtocolError("a split order for another tree")
+        records: list[int] = []
+        lefts: list[IntArray] = []
+        for order in msg.orders:
+            ids = self._node_ids.get(order.node)
+            if ids is None:
+                raise ProtocolError(f"node {order.node} was not built in this layer")
+            rec = self.record_for(order)
+            row = self.table[-1]
+            go = row.goes_left(self._X[ids, row.feature])
+            records.append(rec)
+            lefts.append(np.asarray(ids[go], dtype=np.int64))
+        return SplitReply(tuple(records), tuple(lefts))
+
+    @handles(End)
+    def on_end(self, sender: str, msg: End) -> Ack:
+        self._grads, self._cache, self._node_ids = [], {}, {}
+        return Ack()
+
+    # -- P1: inference ---------------------------------------------------------------------------
+    def load_queries(self, X: npt.ArrayLike) -> None:
+        """This party's columns of the rows to predict (row ``r`` as the active party numbers it)."""
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape[1] != self._X.shape[1]:
+            raise ParameterError(f"queries must have {self._X.shape[1]} columns")
+        self._query = Xa
+
+    @handles(PredictRequest)
+    def on_predict(self, sender: str, msg: PredictRequest) -> PredictReply:
+        """Route each (record, row) with the lookup table; reveals one bit per query."""
+        if self._query is None:
+            raise ProtocolError("no prediction rows loaded")
+        if msg.records.size and (msg.records.min() < 0 or msg.records.max() >= len(self.table)):
+            raise ProtocolError("unknown lookup record")
+        if msg.rows.size and (msg.rows.min() < 0 or msg.rows.max() >= self._query.shape[0]):
+            raise ProtocolError("unknown prediction row")
+        left = np.zeros(msg.rows.size, dtype=bool)
+        for rec in np.unique(msg.records).tolist():
+            sel = np.flatnonzero(msg.records == rec)
+            row = self.table[rec]
+            left[sel] = row.goes_left(self._query[msg.rows[sel], row.feature])
+        return PredictReply(left)
