@@ -60,7 +60,7 @@ class HistogramForestBase(Estimator):
     max_multiplicity: int
     min_samples_split: float
     min_samples_leaf: float
-    categorical: Sequence[bool] | None
+    categorical_features: Sequence[bool] | None
     categories: Sequence[int] | None
     feature_ranges: Sequence[tuple[float, float] | None] | None
     progress: bool
@@ -158,7 +158,7 @@ class HistogramForestBase(Estimator):
         self, Xs: list[FloatArray]
     ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
         d = Xs[0].shape[1]
-        cat = [False] * d if self.categorical is None else [bool(c) for c in self.categorical]
+        cat = [False] * d if self.categorical_features is None else [bool(c) for c in self.categorical_features]
         if len(cat) != d:
             raise ParameterError("categorical mask length differs from the number of features")
         if self.categories is not None:

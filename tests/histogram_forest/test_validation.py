@@ -66,7 +66,7 @@ def test_refused_combinations(parts3: Any, schema: dict[str, Any]) -> None:
         HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema).fit(parts3)
     with pytest.raises(ParameterError, match="streaming"):
         HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema).fit(parts3)
-    declared: dict[str, Any] = dict(categorical=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
+    declared: dict[str, Any] = dict(categorical_features=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
     with pytest.raises(ParameterError, match="feature_ranges"):
         HistogramForestClassifier(epsilon=1.0, **declared).fit(parts3)
     with pytest.raises(ParameterError):

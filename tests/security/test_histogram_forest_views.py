@@ -62,7 +62,7 @@ def server_counts(transcript: Transcript) -> dict[int, dict[str, np.ndarray]]:
 
 def fit(**kw: object) -> HistogramForestClassifier:
     common: dict[str, object] = dict(
-        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES,
+        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical_features=CATEGORICAL, feature_ranges=RANGES,
         categories=[0, 0, 4], classes=[0, 1], bin_edges="uniform",
     )
     common.update(kw)
