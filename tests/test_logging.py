@@ -106,7 +106,7 @@ def _revfrf(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
     X = rng.integers(0, 30, size=(80, 4)).astype(np.float64)
     y = (X[:, 0] + X[:, 2] > 30).astype(np.int64)
     clf = RevFRFClassifier(n_estimators=2, max_depth=2, random_state=1, kgc_factory=lambda: dtpkc_test_kgc(512))
-    clf.fit(X, y, [[0, 1], [2], [3]])
+    clf.set_params(partition=[[0, 1], [2], [3]]).fit(X, y)
     clf.predict(X[:1], method="encrypted")
     clf.revoke("u2", level=2)
     return clf.network_
@@ -118,7 +118,7 @@ def _federated_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 4))
     y = (X[:, 0] > 0).astype(np.int64)
-    ff = FederatedForestClassifier(2, max_depth=2, random_state=0).fit(X, y, [[0, 1], [2, 3]])
+    ff = FederatedForestClassifier(2, max_depth=2, random_state=0).set_params(partition=[[0, 1], [2, 3]]).fit(X, y)
     return ff.network_
 
 

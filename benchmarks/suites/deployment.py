@@ -42,7 +42,7 @@ def in_process(X: Any, y: Any, Xt: Any, part: list[list[int]], settings: dict[st
                ) -> tuple[float, int, dict[str, Any]]:
     clf = RevFRFClassifier(n_estimators=settings["n_estimators"], max_depth=settings["max_depth"],
                            random_state=settings["random_state"], key_bits=bits, allow_insecure=bits < 2048)
-    clf.fit(X, y, part)
+    clf.set_params(partition=part).fit(X, y)
     clf.requester()  # the requester's key set-up, outside the timed run (offline in the networked one)
     t0 = time.perf_counter()
     out = {"vertical": clf.predict_proba(Xt), "test": clf.predict_proba(Xt, method="test"),

@@ -34,7 +34,7 @@ def _split(n_features: int, m: int) -> list[list[int]]:
 
 def _ff(n_trees: int, depth: int, seed: int, mode: str, cat: list[bool], **kw: Any) -> FederatedForestClassifier:
     return FederatedForestClassifier(n_trees, max_depth=depth, random_state=seed, label_protection=mode,
-                                     categorical=cat, record_payloads=False, **kw)
+                                     categorical_features=cat, record_payloads=False, **kw)
 
 
 def _sk(n_trees: int, depth: int, seed: int) -> RandomForestClassifier:
@@ -59,7 +59,7 @@ def run(report: Report, quick: bool) -> None:
     fitted: list[FederatedForestClassifier] = []
 
     def fit_shared() -> None:
-        fitted[:] = [_ff(n_trees, depth, 0, "shared", cat).fit(Xtr, ytr, part2)]
+        fitted[:] = [_ff(n_trees, depth, 0, "shared", cat).set_params(partition=part2).fit(Xtr, ytr)]
 
     t_ff = measure_each(fit_shared, repeats=repeats)
     t_sk = measure_each(lambda: _sk(n_trees, depth, 0).fit(Xtr, ytr), repeats=repeats)
@@ -75,7 +75,7 @@ def run(report: Report, quick: bool) -> None:
     seeds = range(2) if quick else range(10)
     acc_ff, acc_sk = [], []
     for s in seeds:
-        ff = fitted[-1] if s == 0 else _ff(n_trees, depth, s, "shared", cat).fit(Xtr, ytr, part2)
+        ff = fitted[-1] if s == 0 else _ff(n_trees, depth, s, "shared", cat).set_params(partition=part2).fit(Xtr, ytr)
         acc_ff.append(float((ff.predict(Xte) == yte).mean()))
         acc_sk.append(float((_sk(n_trees, depth, s).fit(Xtr, ytr).predict(Xte) == yte).mean()))
     tab = report.table(f"Accuracy on Adult's test split, {len(acc_ff)} seeds",
@@ -95,7 +95,7 @@ def run(report: Report, quick: bool) -> None:
     else:
         key_kw = {"paillier_keys": generate_keypair(2048)}
     t0 = time.perf_counter()
-    ffe = _ff(enc_trees, depth, 0, "encrypted", cat, **key_kw).fit(Xtr, ytr, part2)
+    ffe = _ff(enc_trees, depth, 0, "encrypted", cat, **key_kw).set_params(partition=part2).fit(Xtr, ytr)
     t_enc = time.perf_counter() - t0
     holder, other = ffe.clients_
     cnt_h, cnt_o = holder.counters, other.counters
@@ -175,7 +175,7 @@ def run(report: Report, quick: bool) -> None:
     def trained(m_clients: int, trees: int, dep: int, frac: float) -> tuple[Any, Any, Any, float]:
         parts = _split(F, m_clients)
         t0 = time.perf_counter()
-        ff = _ff(trees, dep, 0, "shared", cat).fit(Xs, ys, parts)
+        ff = _ff(trees, dep, 0, "shared", cat).set_params(partition=parts).fit(Xs, ys)
         t = time.perf_counter() - t0
         n_q = max(1, int(frac * Xte.shape[0]))
         return ff, parts, Xte[:n_q], t

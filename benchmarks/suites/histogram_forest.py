@@ -53,7 +53,7 @@ def _factory(schema: dict[str, Any], trees: int, depth: int, seed: int, **extra:
              ) -> Callable[[], HistogramForestClassifier]:
     def make() -> HistogramForestClassifier:
         return HistogramForestClassifier(
-            n_estimators=trees, max_depth=depth, random_state=seed, categorical=schema["categorical"], **extra
+            n_estimators=trees, max_depth=depth, random_state=seed, categorical_features=schema["categorical"], **extra
         )
     return make
 

@@ -70,7 +70,7 @@ def run(report: Report, quick: bool) -> None:
             def model(rep: int = rep, categorical: list[bool] = categorical, **extra: Any
                       ) -> HistogramForestClassifier:
                 return HistogramForestClassifier(n_estimators=trees, max_depth=depth, random_state=rep,
-                                                 categorical=categorical, **extra)
+                                                 categorical_features=categorical, **extra)
 
             t0 = time.perf_counter()
             local = [float(np.mean(model().fit([p]).predict(s.X_test) == s.y_test))

@@ -129,7 +129,7 @@ def _fit(system: System, X: np.ndarray, y: np.ndarray, partition: list[list[int]
          ) -> tuple[RevFRFClassifier, TimedNetwork, dict[str, float]]:
     net = TimedNetwork()
     clf = RevFRFClassifier(kgc_factory=system.kgc, random_state=0, **kw)
-    clf.fit(X, y, partition, network=net)
+    clf.set_params(partition=partition).fit(X, y, network=net)
     busy = net.snapshot()
     return clf, net, busy
 

@@ -48,7 +48,7 @@ def _leak_rows(splitter: str, trees: int, depth: int) -> list[tuple[str, float, 
     floor = None
     for k in RESOLUTIONS:
         clf = RevFRFClassifier(n_estimators=trees, max_depth=depth, splitter=splitter, code_resolution=k,
-                               random_state=7, kgc_factory=small_kgc).fit(X, y, PARTITION)
+                               random_state=7, kgc_factory=small_kgc).set_params(partition=PARTITION).fit(X, y)
         rows.append((_name(k), *_worst(forest_leak(clf.transcript_, X), X.shape[0])))
         if k == DEFAULT_K:
             floor = ("floor (winning splits)", *_worst(forest_leak(clf.transcript_, X, floor=True), X.shape[0]))
@@ -113,7 +113,7 @@ def accuracy(report: Report, quick: bool) -> dict[str, float]:
             base = 0.0
             for k in RESOLUTIONS:
                 accs = [float((RevFRFClassifier(n_estimators=10, max_depth=10, splitter=splitter, code_resolution=k,
-                                                random_state=s, kgc_factory=small_kgc).fit(X, y, part)
+                                                random_state=s, kgc_factory=small_kgc, partition=part).fit(X, y)
                                .predict(Xt) == yt).mean()) for s in seeds]
                 acc = float(np.median(accs))
                 if k is None:

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.client import Client, CryptoCounters, LabelSpec
-from securetrees.protocols.federated_forest.estimators import (
-    FederatedForestClassifier,
-    FederatedForestRegressor,
-    check_partition,
-)
+from securetrees.protocols.federated_forest.estimators import FederatedForestClassifier, FederatedForestRegressor
 from securetrees.protocols.federated_forest.master import Master
 from securetrees.protocols.federated_forest.params import ForestParams
 from securetrees.protocols.federated_forest.skeleton import assemble_tree, model_tree
@@ -29,6 +25,5 @@ __all__ = [
     "LabelSpec",
     "Master",
     "assemble_tree",
-    "check_partition",
     "model_tree",
 ]

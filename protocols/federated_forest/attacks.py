@@ -311,9 +311,9 @@ def attack_fit(seed: int, *, n: int = 300, n_classes: int = 3, n_estimators: int
     from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 
     X, y, cat = mixed_data(n, seed=seed, n_classes=n_classes)
-    ff = FederatedForestClassifier(n_estimators, max_depth=ATTACK_DEPTH, random_state=seed, categorical=cat,
+    ff = FederatedForestClassifier(n_estimators, max_depth=ATTACK_DEPTH, random_state=seed, categorical_features=cat,
                                    **{**small_key_options(), **options})
-    ff.fit(X, y, [list(p) for p in ATTACK_PARTITION])
+    ff.set_params(partition=[list(p) for p in ATTACK_PARTITION]).fit(X, y)
     return ff, np.asarray(y, dtype=np.int64)[ff.sample_order_]
 
 

@@ -44,10 +44,10 @@ def main(argv: Sequence[str]) -> int:
     for i, cols in enumerate(partition):
         print(f"client{i}: {', '.join(data.feature_names[c] for c in cols)}" + ("  (labels)" if i == 0 else ""))
     ff = FederatedForestClassifier(args.trees, max_depth=args.depth, random_state=args.seed,
-                                   label_protection=args.labels, categorical=list(data.categorical),
+                                   label_protection=args.labels, categorical_features=list(data.categorical),
                                    progress=not args.no_progress)
     t0 = time.perf_counter()
-    ff.fit(X, y, partition)
+    ff.set_params(partition=partition).fit(X, y)
     t_fit = time.perf_counter() - t0
     tr = ff.transcript_
     train_bytes, train_rounds = tr.total_bytes, tr.rounds

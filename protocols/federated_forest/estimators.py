@@ -1,8 +1,8 @@
 """One-process facade: every party of a Federated Forest run in one process, scikit-learn style.
 
-``fit(X, y, partition)`` splits the columns of ``X`` between clients
-(``partition[i]`` lists client ``i``'s column indices), gives the labels to
-client ``label_holder``, and runs the protocol over an
+``fit(X, y)`` splits the columns of ``X`` between clients by the ``partition``
+parameter (``partition[i]`` lists client ``i``'s columns, by index or, for a
+DataFrame, by name; ``None``: two halves), gives the labels to client ``label_holder``, and runs the protocol over an
 :class:`~securetrees.runtime.InProcessNetwork`; ``transcript_`` is the run's
 record (bytes, rounds, every party's view).  The random draws index the samples
 in the canonical (sorted HMAC) order: row ``sample_order_[j]`` of ``X`` is sample
@@ -15,6 +15,7 @@ keeps only sizes in the transcript (large benchmark runs).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,8 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from securetrees.errors import NotFittedError, ParameterError
+from securetrees.errors import ParameterError
+from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
 from securetrees.paillier import Mode, PrivateKey, PublicKey
 from securetrees.progress import tracked
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -33,9 +35,10 @@ from securetrees.protocols.federated_forest.params import LABEL_MODES, ForestPar
 from securetrees.protocols.federated_forest.skeleton import model_tree
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
-from securetrees.trees import Forest, check_partition
+from securetrees.schema import ColumnRef
+from securetrees.trees import Forest
 
-__all__ = ["FederatedForestClassifier", "FederatedForestRegressor", "check_partition"]
+__all__ = ["FederatedForestClassifier", "FederatedForestRegressor"]
 
 FloatArray = npt.NDArray[np.float64]
 PREDICTION_METHODS = ("one-round", "classical")
@@ -52,8 +55,10 @@ def _derive(key: bytes, purpose: str) -> bytes:
                 info=b"securetrees/federated_forest/" + purpose.encode("utf-8")).derive(key)
 
 
-class _FederatedForest:
+class _FederatedForest(Estimator):
     _task = ""
+    _fitted_attribute = "master_"
+    master_: Master
 
     def __init__(
         self,
@@ -67,7 +72,7 @@ class _FederatedForest:
         bootstrap: bool = True,
         criterion: str | None = None,
         max_bins: int = 255,
-        categorical: Sequence[bool] | None = None,
+        categorical_features: Sequence[bool] | Sequence[ColumnRef] | None = None,
         label_protection: str = "encrypted",
         label_holder: int = 0,
         key_bits: int = 2048,
@@ -84,7 +89,9 @@ class _FederatedForest:
         progress: bool = False,
         record_payloads: bool = True,
         rng: RandomSource = SYSTEM_RANDOM,
+        partition: Sequence[Sequence[ColumnRef]] | None = None,
     ) -> None:
+        self.partition = partition
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split
@@ -94,7 +101,7 @@ class _FederatedForest:
         self.bootstrap = bootstrap
         self.criterion = criterion
         self.max_bins = max_bins
-        self.categorical = categorical
+        self.categorical_features = categorical_features
         self.label_protection = label_protection
         self.label_holder = label_holder
         self.key_bits = key_bits
@@ -113,32 +120,28 @@ class _FederatedForest:
         self.rng = rng
 
     # ------------------------------------------------------------------ fitting
-    def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
+    def _labels(self, y: object, n: int) -> tuple[npt.NDArray[Any], int | None]:
         raise NotImplementedError
 
     @tracked("Federated Forest fit")
-    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
-            resume: bool = False) -> _FederatedForest:
+    def fit(self, X: object, y: object, *, resume: bool = False) -> _FederatedForest:
         """Train on ``X``'s columns split by ``partition``; with ``checkpoint_dir`` every party
         checkpoints its own state, and ``resume=True`` finishes an interrupted run from there
-        (the same data, partition, parameters and ``checkpoint_key``)."""
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[0] == 0:
-            raise ParameterError("X must be a non-empty 2-d array")
-        ya = np.asarray(y)
-        if ya.shape != (Xa.shape[0],):
-            raise ParameterError("y must have one entry per row of X")
-        parts = check_partition(partition, Xa.shape[1], min_parties=2, party="client", allow_empty=True)
+        (the same data, partition, parameters and ``checkpoint_key``).  Refitting the same object
+        reuses the clients' sample-id key drawn at its first fit, so two fits with the same
+        ``random_state`` grow the same trees (a clone draws a fresh key)."""
+        if hasattr(self, "master_"):
+            del self.master_
+        Xa = self._validate_X(X, reset=True)
+        parts = self._vertical_partition(self.partition, min_parties=2, party="client", allow_empty=True)
         if self.label_protection not in LABEL_MODES:
             raise ParameterError(f"label_protection must be one of {LABEL_MODES}")
         if self.prediction not in PREDICTION_METHODS:
             raise ParameterError(f"prediction must be one of {PREDICTION_METHODS}")
         if isinstance(self.label_holder, bool) or not 0 <= int(self.label_holder) < len(parts):
             raise ParameterError("label_holder must index a client")
-        cat = [False] * Xa.shape[1] if self.categorical is None else [bool(c) for c in self.categorical]
-        if len(cat) != Xa.shape[1]:
-            raise ParameterError("categorical needs one flag per column")
-        codes, n_classes = self._labels(ya)
+        cat = self._categorical(self.categorical_features)
+        codes, n_classes = self._labels(y, Xa.shape[0])
         params = ForestParams(
             n_estimators=self.n_estimators, max_depth=self.max_depth,
             min_samples_split=self.min_samples_split, min_samples_leaf=self.min_samples_leaf,
@@ -159,9 +162,9 @@ class _FederatedForest:
         elif resume:
             raise ParameterError("resume needs checkpoint_dir")
         else:
-            id_key = self.rng.token_bytes(32)
+            id_key = getattr(self, "_id_key", None) or self.rng.token_bytes(32)
         ids = _row_ids(Xa.shape[0])
-        loader = self.public_key_loader or PublicKey.from_bytes
+        loader = self.public_key_loader or partial(PublicKey.from_bytes, allow_insecure=self.allow_insecure)
         clients = [
             Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
                    labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
@@ -176,13 +179,12 @@ class _FederatedForest:
         else:
             master.fit()
         self.network_ = net
-        self.master_ = master
         self.clients_ = clients
         self.partition_ = parts
-        self.n_features_in_ = Xa.shape[1]
         self._id_key = id_key
         self._n_rows = Xa.shape[0]
         self._test_counter = 0
+        self.master_ = master
         return self
 
     @property
@@ -196,20 +198,17 @@ class _FederatedForest:
         return self._fitted().network_.transcript
 
     def _fitted(self) -> _FederatedForest:
-        if not hasattr(self, "master_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
+        self._check_fitted()
         return self
 
     # ------------------------------------------------------------------ prediction
     @tracked("Federated Forest prediction")
-    def _output(self, X: npt.ArrayLike, method: str | None) -> FloatArray:
+    def _output(self, X: object, method: str | None) -> FloatArray:
         self._fitted()
         how = self.prediction if method is None else method
         if how not in PREDICTION_METHODS:
             raise ParameterError(f"prediction must be one of {PREDICTION_METHODS}")
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
-            raise ParameterError(f"X must have {self.n_features_in_} columns")
+        Xa = self._validate_X(X, reset=False)
         self._test_counter += 1
         ids = [f"test{self._test_counter}-{i}" for i in range(Xa.shape[0])]
         for client, cols in zip(self.clients_, self.partition_, strict=True):
@@ -235,37 +234,26 @@ class _FederatedForest:
         return Forest(tuple(trees), "classification" if classes is not None else "regression", classes)
 
 
-class FederatedForestClassifier(_FederatedForest):
+class FederatedForestClassifier(ClassifierMixin, _FederatedForest):
     """Federated Forest for classification (binary and multi-class); see the module docstring."""
 
-    def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
-        ya = np.asarray(y)
-        if ya.dtype.kind == "f" and np.isnan(ya).any():
-            raise ParameterError("labels must not be NaN")
-        if ya.dtype.kind == "O" and any(v is None or (isinstance(v, float) and np.isnan(v)) for v in ya):
-            raise ParameterError("labels must not be missing")
-        classes, codes = np.unique(ya, return_inverse=True)
-        if classes.size < 2:
-            raise ParameterError("classification needs at least two classes")
-        self.classes_ = classes
-        return codes.astype(np.int64), int(classes.size)
+    def _labels(self, y: object, n: int) -> tuple[npt.NDArray[Any], int | None]:
+        self.classes_, codes = encode_labels(y, n)
+        return codes, int(self.classes_.size)
 
-    def predict_proba(self, X: npt.ArrayLike, *, method: str | None = None) -> FloatArray:
+    def predict_proba(self, X: object, *, method: str | None = None) -> FloatArray:
         return self._output(X, method)
 
-    def predict(self, X: npt.ArrayLike, *, method: str | None = None) -> npt.NDArray[Any]:
+    def predict(self, X: object, *, method: str | None = None) -> npt.NDArray[Any]:
         proba = self._output(X, method)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
-class FederatedForestRegressor(_FederatedForest):
+class FederatedForestRegressor(RegressorMixin, _FederatedForest):
     """Federated Forest for regression (squared error); see the module docstring."""
 
-    def _labels(self, y: npt.ArrayLike) -> tuple[npt.NDArray[Any], int | None]:
-        ya = np.asarray(y, dtype=np.float64)
-        if not np.all(np.isfinite(ya)):
-            raise ParameterError("regression targets must be finite (no NaN)")
-        return ya, None
+    def _labels(self, y: object, n: int) -> tuple[npt.NDArray[Any], int | None]:
+        return check_targets(y, n), None
 
-    def predict(self, X: npt.ArrayLike, *, method: str | None = None) -> FloatArray:
+    def predict(self, X: object, *, method: str | None = None) -> FloatArray:
         return np.asarray(self._output(X, method)[:, 0])

@@ -41,7 +41,7 @@ class HistogramForestClassifier(HistogramForestBase):
     ("gini" or "entropy"), ``max_features`` (per node; "sqrt", "log2", int, fraction, None),
     ``sampling`` ("bootstrap", "subsample" without replacement, "none"), ``subsample_fraction``,
     ``max_multiplicity`` (bootstrap cap under DP), ``min_samples_split``, ``min_samples_leaf``,
-    ``categorical`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
+    ``categorical_features`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
     parts if None, required with ``epsilon`` when a feature is categorical), ``classes`` (the labels;
     inferred from the parts if None, required with ``epsilon``), ``feature_ranges`` (``(low, high)`` per
     feature, None for categorical; required for DP), ``progress``.
@@ -50,6 +50,7 @@ class HistogramForestClassifier(HistogramForestBase):
     seen in one client's rows would otherwise show in ``classes_`` or in the number of slots.
     """
 
+    _estimator_type = "classifier"
     task = "classification"
     criteria = ("gini", "entropy")
 
@@ -73,7 +74,7 @@ class HistogramForestClassifier(HistogramForestBase):
         max_multiplicity: int = 3,
         min_samples_split: float = 2.0,
         min_samples_leaf: float = 1.0,
-        categorical: Sequence[bool] | None = None,
+        categorical_features: Sequence[bool] | None = None,
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         classes: Sequence[object] | None = None,
@@ -96,7 +97,7 @@ class HistogramForestClassifier(HistogramForestBase):
         self.max_multiplicity = max_multiplicity
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
-        self.categorical = categorical
+        self.categorical_features = categorical_features
         self.categories = categories
         self.feature_ranges = feature_ranges
         self.classes = classes

@@ -58,7 +58,7 @@ def main(argv: Sequence[str]) -> int:
     def model(**extra: object) -> HistogramForestClassifier:
         params: dict[str, object] = dict(
             n_estimators=args.trees, max_depth=args.depth, n_bins=args.bins, random_state=args.seed,
-            categorical=schema["categorical"], progress=not args.no_progress,
+            categorical_features=schema["categorical"], progress=not args.no_progress,
         )
         params.update(extra)
         return HistogramForestClassifier(**params)  # type: ignore[arg-type]

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import NotFittedError, ParameterError
+from securetrees.errors import ParameterError
+from securetrees.estimator import Estimator
 from securetrees.protocols.histogram_forest.accountant import Release
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.mechanisms import check_epsilon
@@ -36,10 +37,11 @@ Part = tuple[npt.ArrayLike, npt.ArrayLike]
 BIN_EDGE_KINDS = ("auto", "uniform", "quantile")
 
 
-class HistogramForestBase:
+class HistogramForestBase(Estimator):
     """The shared half of :class:`HistogramForestClassifier` and :class:`HistogramForestRegressor`."""
 
     task = "classification"
+    _fitted_attribute = "trees_"
     criteria: tuple[str, ...] = ()
     n_estimators: int
     max_depth: int
@@ -58,7 +60,7 @@ class HistogramForestBase:
     max_multiplicity: int
     min_samples_split: float
     min_samples_leaf: float
-    categorical: Sequence[bool] | None
+    categorical_features: Sequence[bool] | None
     categories: Sequence[int] | None
     feature_ranges: Sequence[tuple[float, float] | None] | None
     progress: bool
@@ -156,7 +158,7 @@ class HistogramForestBase:
         self, Xs: list[FloatArray]
     ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
         d = Xs[0].shape[1]
-        cat = [False] * d if self.categorical is None else [bool(c) for c in self.categorical]
+        cat = [False] * d if self.categorical_features is None else [bool(c) for c in self.categorical_features]
         if len(cat) != d:
             raise ParameterError("categorical mask length differs from the number of features")
         if self.categories is not None:
@@ -260,8 +262,7 @@ class HistogramForestBase:
         self.client_epsilon_spent_ = [c.privacy_spent for c in clients]
 
     def _checked_X(self, X: npt.ArrayLike) -> FloatArray:
-        if not hasattr(self, "trees_"):
-            raise NotFittedError("fit the forest first")
+        self._check_fitted()
         try:
             Xa = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:

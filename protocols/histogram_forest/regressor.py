@@ -34,7 +34,7 @@ class HistogramForestRegressor(HistogramForestBase):
     ``n_bins``, ``secure_aggregation``, ``random_state``, ``histogram`` ("auto" or "fixed"; the paper's
     streaming bins carry class counts and are refused), ``bin_edges``, ``grid_cells``, ``max_features``
     (default 1.0, every feature, as scikit-learn's regressor), ``sampling``, ``subsample_fraction``,
-    ``min_samples_split``, ``min_samples_leaf``, ``categorical``, ``categories``, ``feature_ranges``,
+    ``min_samples_split``, ``min_samples_leaf``, ``categorical_features``, ``categories``, ``feature_ranges``,
     ``progress``), plus ``y_range`` (``(low, high)``: the public range of the targets, which fixes
     the fixed-point scale; inferred from the pooled targets when None, so their minimum and maximum
     become public) and ``y_bits`` (fractional bits of an encoded target, default 32: a step of 2^-32 of
@@ -42,6 +42,7 @@ class HistogramForestRegressor(HistogramForestBase):
     privacy is not implemented for target sums (``ParameterError``).
     """
 
+    _estimator_type = "regressor"
     task = "regression"
     criteria = ("squared_error",)
 
@@ -63,7 +64,7 @@ class HistogramForestRegressor(HistogramForestBase):
         subsample_fraction: float = 0.632,
         min_samples_split: float = 2.0,
         min_samples_leaf: float = 1.0,
-        categorical: Sequence[bool] | None = None,
+        categorical_features: Sequence[bool] | None = None,
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         y_range: tuple[float, float] | None = None,
@@ -87,7 +88,7 @@ class HistogramForestRegressor(HistogramForestBase):
         self.max_multiplicity = 1
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
-        self.categorical = categorical
+        self.categorical_features = categorical_features
         self.categories = categories
         self.feature_ranges = feature_ranges
         self.y_range = y_range

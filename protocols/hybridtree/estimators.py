@@ -20,7 +20,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import NotFittedError, ParameterError
+from securetrees.errors import ParameterError
+from securetrees.estimator import Estimator
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.progress import phase
 from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
@@ -92,7 +93,8 @@ def check_layout(
     return host, space, per_guest, rows
 
 
-class _HybridTree:
+class _HybridTree(Estimator):
+    _fitted_attribute = "host_"
     _classifier = False
     _loss: Loss = "squared"
     #: The host role's class (the leakage measurement substitutes a recording subclass).
@@ -135,16 +137,6 @@ class _HybridTree:
         self.random_state = random_state
         self.progress = progress
         self.rng = rng
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in _PARAM_NAMES}
-
-    def set_params(self, **params: Any) -> _HybridTree:
-        for k, v in params.items():
-            if not hasattr(self, k):
-                raise ParameterError(f"unknown parameter {k!r}")
-            setattr(self, k, v)
-        return self
 
     # -- fitting ---------------------------------------------------------------------------
     def _params(self) -> HybridTreeParams:
@@ -221,8 +213,7 @@ class _HybridTree:
     # -- prediction ------------------------------------------------------------------------
     def decision_function(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:
         """Raw scores by the inference protocol; ``guest_rows`` lists each guest's test rows."""
-        if not hasattr(self, "host_"):
-            raise NotFittedError("fit the model before predicting")
+        self._check_fitted()
         Xa = check_matrix(X)
         if Xa.shape[1] != self.n_features_in_:
             raise ParameterError(f"X must have {self.n_features_in_} columns")
@@ -235,15 +226,8 @@ class _HybridTree:
         return self.host_.decision_function(Xa[:, self.host_features_], owners(Xa.shape[0], rows))
 
 
-_PARAM_NAMES = tuple(
-    _HybridTree.__init__.__code__.co_varnames[
-        1 : 1 + _HybridTree.__init__.__code__.co_argcount - 1
-        + _HybridTree.__init__.__code__.co_kwonlyargcount
-    ]
-)
-
-
 class HybridTreeClassifier(_HybridTree):
+    _estimator_type = "classifier"
     """HybridTree with logistic loss (sigmoid; softmax with one tree per class and round)."""
 
     _classifier = True
@@ -261,6 +245,7 @@ class HybridTreeClassifier(_HybridTree):
 
 
 class HybridTreeRegressor(_HybridTree):
+    _estimator_type = "regressor"
     """HybridTree with squared loss."""
 
     def predict(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> FloatArray:

@@ -13,7 +13,7 @@ from securetrees.protocols.revfrf.candidates import QuantileBins, RandomRange
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
-from securetrees.protocols.revfrf.facade import RevFRFClassifier, RevFRFRegressor, check_partition
+from securetrees.protocols.revfrf.facade import RevFRFClassifier, RevFRFRegressor
 from securetrees.protocols.revfrf.kgc import KeyCentre
 from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
@@ -33,5 +33,4 @@ __all__ = [
     "RevocationRecord",
     "RevocationRefused",
     "StaleEpochError",
-    "check_partition",
 ]

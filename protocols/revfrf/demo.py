@@ -83,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
     with warnings.catch_warnings():
         if args.insecure:
             warnings.simplefilter("ignore", InsecureParameterWarning)
-        clf.fit(X, y, partition)
+        clf.set_params(partition=partition).fit(X, y)
     tr = clf.transcript_
     splits = sum(len(t.internal()) for t in clf.cs_.trees)
     print(f"\nTraining (FLE-Expan + FOS-Find): key set-up {clf.timings_['setup']:.2f} s, growth "

@@ -1,8 +1,9 @@
 """One-process RevFRF with scikit-learn conventions: every role in one process, every
 message still crossing the in-process network as bytes (``network_.transcript``).
 
-    clf = RevFRFClassifier(n_estimators=10, max_depth=10, random_state=0)
-    clf.fit(X, y, partition=[[0, 1], [2], [3, 4]])      # one column list per participant
+    clf = RevFRFClassifier(n_estimators=10, max_depth=10, random_state=0,
+                           partition=[[0, 1], [2], [3, 4]])   # one column list per participant
+    clf.fit(X, y)                                        # X: an array or a DataFrame (names in partition)
     clf.predict(X_test)                                  # providers compare, CS sees path bits
     clf.predict(X_test, method="encrypted")              # FRF-Predict (HoLT per node)
     clf.revoke("u2", level=2)                            # FRF-Revoc + new forest epoch
@@ -22,7 +23,8 @@ import numpy.typing as npt
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
-from securetrees.errors import NotFittedError, ParameterError
+from securetrees.errors import ParameterError
+from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
 from securetrees.progress import phase, tracked
 from securetrees.protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
 from securetrees.protocols.revfrf.cc import ComputationServer
@@ -33,12 +35,12 @@ from securetrees.protocols.revfrf.requester import Requester
 from securetrees.protocols.revfrf.revocation import RevocationRecord
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.schema import ColumnRef
 from securetrees.signing import make_roster
 from securetrees.trees import (
     Forest,
     GrowParams,
     TreeDraws,
-    check_partition,
     class_stats,
     make_criterion,
     resolve_max_features,
@@ -46,24 +48,13 @@ from securetrees.trees import (
 )
 from securetrees.trees.train import regression_stats
 
-__all__ = ["RevFRFClassifier", "RevFRFRegressor", "check_partition"]
+__all__ = ["RevFRFClassifier", "RevFRFRegressor"]
 
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("vertical", "test", "encrypted")
 _SETTINGS = ("n_estimators", "max_depth", "max_features", "bootstrap", "min_samples_split", "min_samples_leaf",
              "splitter", "rho", "n_candidates", "max_bins", "code_resolution", "frac_bits", "voting", "random_state")
 """The public settings every party of a run agrees on (see :func:`plan_run`)."""
-
-
-def _check_X(X: npt.ArrayLike, n_features: int | None = None) -> FloatArray:
-    Xa = np.asarray(X, dtype=np.float64)
-    if Xa.ndim != 2 or Xa.shape[0] < 1:
-        raise ParameterError("X must be a non-empty 2-D array")
-    if n_features is not None and Xa.shape[1] != n_features:
-        raise ParameterError(f"X must have {n_features} columns, got {Xa.shape[1]}")
-    if np.any(np.isinf(Xa)):
-        raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
-    return Xa
 
 
 @dataclass(frozen=True)
@@ -110,12 +101,16 @@ def make_proposer(settings: Mapping[str, Any], X_own: FloatArray, columns: Seque
     return inner if k is None else CoarseCodes(inner, int(k))
 
 
-class _RevFRF:
-    """Shared facade.  Fitted attributes: ``cs_``, ``cc_``, ``kgc_``, ``participants_`` (the roles),
-    ``network_``, ``partition_``, ``n_features_in_``, ``timings_`` (wall and CPU seconds of key
-    set-up and of the growth, all parties in this thread)."""
+class _RevFRF(Estimator):
+    """Shared facade (the contract of :mod:`securetrees.estimator`).  ``partition`` lists each
+    participant's columns (names of a DataFrame's columns, or indexes; ``None``: two halves).
+    Fitted attributes: ``cs_``, ``cc_``, ``kgc_``, ``participants_`` (the roles), ``network_``,
+    ``partition_`` (column indexes), ``n_features_in_``, ``schema_``, ``timings_`` (wall and CPU
+    seconds of key set-up and of the growth, all parties in this thread)."""
 
     _task = ""
+    _fitted_attribute = "timings_"
+    timings_: dict[str, float]
 
     def __init__(
         self,
@@ -137,8 +132,10 @@ class _RevFRF:
         voting: str = "soft",
         random_state: int | None = None,
         kgc_factory: Callable[[], KGC] | None = None,
+        partition: Sequence[Sequence[ColumnRef]] | None = None,
         progress: bool = False,
     ) -> None:
+        self.partition = partition
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_features = max_features
@@ -160,23 +157,24 @@ class _RevFRF:
 
     # ------------------------------------------------------------------ fit
 
-    def _stats(self, y: npt.ArrayLike, weight: FloatArray) -> FloatArray:
+    def _stats(self, y: object, weight: FloatArray) -> FloatArray:
         raise NotImplementedError
 
-    def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
+    def _prepare_y(self, y: object, n: int) -> None:
         raise NotImplementedError
 
     @tracked("RevFRF fit")
-    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
-            network: InProcessNetwork | None = None) -> Any:
+    def fit(self, X: object, y: object, *, network: InProcessNetwork | None = None) -> Any:
         """Key set-up, then FLE-Expan/FOS-Find layer by layer over the whole forest.
 
         ``partition[i]`` lists the columns of participant ``u{i+1}``.  ``network``: the
         in-process network to run on (default: a fresh one; benchmarks pass one that times parties)."""
         t_start, c_start = time.perf_counter(), time.thread_time()
-        Xa = _check_X(X)
+        if hasattr(self, "timings_"):
+            del self.timings_
+        Xa = self._validate_X(X, reset=True)
         n, d = Xa.shape
-        parts = [tuple(sorted(cols)) for cols in check_partition(partition, d, party="participant")]
+        parts = [tuple(sorted(cols)) for cols in self._vertical_partition(self.partition, party="participant")]
         self._prepare_y(y, n)
         settings = {k: getattr(self, k) for k in _SETTINGS}
         plan = plan_run(settings, n, d)
@@ -222,7 +220,6 @@ class _RevFRF:
             )
         self.network_ = net
         self.partition_ = parts
-        self.n_features_in_ = d
         self._codec = codec
         self._holt = holt
         self._requesters: dict[str, Requester] = {}
@@ -240,10 +237,8 @@ class _RevFRF:
     # ------------------------------------------------------------------ predict
 
     def _fitted(self) -> CentralServer:
-        cs: CentralServer | None = getattr(self, "cs_", None)
-        if cs is None:
-            raise NotFittedError("call fit first")
-        return cs
+        self._check_fitted()
+        return self.cs_
 
     def requester(self, name: str = "requester") -> Requester:
         """A requester party with a key from the KGC (created once per name)."""
@@ -264,9 +259,9 @@ class _RevFRF:
         return r
 
     @tracked("RevFRF prediction")
-    def _output(self, X: npt.ArrayLike, method: str, requester: str) -> FloatArray:
+    def _output(self, X: object, method: str, requester: str) -> FloatArray:
         cs = self._fitted()
-        Xa = _check_X(X, self.n_features_in_)
+        Xa = self._validate_X(X, reset=False)
         if method not in METHODS:
             raise ParameterError(f"method is one of {METHODS}")
         if method == "encrypted":
@@ -323,49 +318,39 @@ def _defaults() -> dict[str, Any]:
     return {k: params[k].default for k in _SETTINGS}
 
 
-class RevFRFClassifier(_RevFRF):
+class RevFRFClassifier(ClassifierMixin, _RevFRF):
     """RevFRF classification (binary and multi-class), weighted Gini (erratum 4)."""
 
     _task = "classification"
 
-    def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
-        ya = np.asarray(y)
-        if ya.shape != (n,):
-            raise ParameterError("y must have one label per row")
-        if ya.dtype.kind == "f" and not np.all(np.isfinite(ya)):
-            raise ParameterError("labels must not be NaN")
-        self.classes_, self._codes = np.unique(ya, return_inverse=True)
-        if self.classes_.size < 2:
-            raise ParameterError("classification needs at least two classes")
+    def _prepare_y(self, y: object, n: int) -> None:
+        self.classes_, self._codes = encode_labels(y, n)
 
-    def _stats(self, y: npt.ArrayLike, weight: FloatArray) -> FloatArray:
+    def _stats(self, y: object, weight: FloatArray) -> FloatArray:
         return class_stats(self._codes.astype(np.int64), int(self.classes_.size), weight)
 
-    def predict_proba(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester"
+    def predict_proba(self, X: object, *, method: str = "vertical", requester: str = "requester"
                       ) -> FloatArray:
         """Class distribution per row (``voting``), by ``method``: ``"vertical"`` (providers compare
         in the clear), ``"test"`` (FRF-Test), ``"encrypted"`` (FRF-Predict)."""
         return self._output(X, method, requester)
 
-    def predict(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester"
+    def predict(self, X: object, *, method: str = "vertical", requester: str = "requester"
                 ) -> npt.NDArray[Any]:
         proba = self.predict_proba(X, method=method, requester=requester)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
-class RevFRFRegressor(_RevFRF):
+class RevFRFRegressor(RegressorMixin, _RevFRF):
     """RevFRF regression, weighted MSE (erratum 4)."""
 
     _task = "regression"
 
-    def _prepare_y(self, y: npt.ArrayLike, n: int) -> None:
-        ya = np.asarray(y, dtype=np.float64)
-        if ya.shape != (n,) or not np.all(np.isfinite(ya)):
-            raise ParameterError("y must hold one finite target per row")
-        self._y = ya
+    def _prepare_y(self, y: object, n: int) -> None:
+        self._y = check_targets(y, n)
 
-    def _stats(self, y: npt.ArrayLike, weight: FloatArray) -> FloatArray:
+    def _stats(self, y: object, weight: FloatArray) -> FloatArray:
         return np.asarray(regression_stats(self._y, weight), dtype=np.float64)
 
-    def predict(self, X: npt.ArrayLike, *, method: str = "vertical", requester: str = "requester") -> FloatArray:
+    def predict(self, X: object, *, method: str = "vertical", requester: str = "requester") -> FloatArray:
         return np.asarray(self._output(X, method, requester)[:, 0], dtype=np.float64)

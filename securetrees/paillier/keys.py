@@ -428,6 +428,14 @@ class PrivateKey:
             "store it with to_encrypted_bytes(passphrase)"
         )
 
+    def __copy__(self) -> PrivateKey:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrivateKey:
+        """The key itself: it is immutable, and a copy would only duplicate its secret in memory
+        (``sklearn.base.clone`` of an estimator holding a key pair shares the key)."""
+        return self
+
     def for_workers(self) -> WorkerPrivateKey:
         """This key wrapped for the executor of a private-key batch call with
         ``trusted_workers=True``: the only object that pickles the factors (see

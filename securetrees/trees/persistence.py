@@ -62,14 +62,16 @@ def _tree_doc(t: Tree) -> dict[str, Any]:
 def _classes_doc(classes: np.ndarray[Any, Any] | None) -> dict[str, Any] | None:
     if classes is None:
         return None
+    if classes.dtype == np.bool_:
+        return {"dtype": "bool", "values": classes.tolist()}
     if np.issubdtype(classes.dtype, np.integer):
         return {"dtype": "int", "values": classes.tolist()}
     if np.issubdtype(classes.dtype, np.floating):
         return {"dtype": "float", "values": classes.tolist()}
     if all(isinstance(c, str) for c in classes.tolist()):
         return {"dtype": "str", "values": classes.tolist()}
-    raise ParameterError(f"classes of dtype {classes.dtype} cannot be saved: labels must be integers, "
-                         "floats or strings")
+    raise ParameterError(f"classes of dtype {classes.dtype} cannot be saved: labels must be booleans, "
+                         "integers, floats or strings")
 
 
 def dumps(model: Model) -> str:
@@ -209,12 +211,16 @@ def _decode_classes(v: Any) -> np.ndarray[Any, Any] | None:
         out = np.array([_int(x, "class", -(1 << 62), 1 << 62) for x in values], dtype=np.int64)
     elif d["dtype"] == "float":
         out = np.array([_number(x, "class") for x in values], dtype=np.float64)
+    elif d["dtype"] == "bool":
+        if not all(isinstance(x, bool) for x in values):
+            raise _fail("classes of dtype 'bool' must be booleans")
+        out = np.array(values, dtype=np.bool_)
     elif d["dtype"] == "str":
         if not all(isinstance(x, str) for x in values):
             raise _fail("classes of dtype 'str' must be strings")
         out = np.array(values, dtype=np.str_)
     else:
-        raise _fail("classes.dtype must be 'int', 'float' or 'str'")
+        raise _fail("classes.dtype must be 'bool', 'int', 'float' or 'str'")
     if out.size < 2 or np.any(out[1:] <= out[:-1]):
         raise _fail("classes must be at least two strictly increasing labels")
     return out

@@ -57,18 +57,19 @@ def test_duplicate_ids_and_short_key() -> None:
                                        [[0, 1, 2], [3, 4, 6]], [[0, 1, 2], [3, 4, True]]])
 def test_bad_partition(partition: list[list[int]]) -> None:
     with pytest.raises(ParameterError):
-        FederatedForestClassifier(1, label_protection="shared").fit(X, Y, partition)
+        FederatedForestClassifier(1, label_protection="shared").set_params(partition=partition).fit(X, Y)
 
 
 def test_single_class_and_nan_labels() -> None:
     with pytest.raises(ParameterError, match="two classes"):
-        FederatedForestClassifier(1, label_protection="shared").fit(X, np.zeros(60), [[0, 1, 2], [3, 4, 5]])
+        FederatedForestClassifier(1, label_protection="shared").set_params(partition=[[0, 1, 2], [3, 4,
+                5]]).fit(X, np.zeros(60))
     y = Y.astype(float)
     y[3] = np.nan
     with pytest.raises(ParameterError, match="NaN"):
-        FederatedForestClassifier(1, label_protection="shared").fit(X, y, [[0, 1, 2], [3, 4, 5]])
+        FederatedForestClassifier(1, label_protection="shared").set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, y)
     with pytest.raises(ParameterError, match="NaN"):
-        FederatedForestRegressor(1, label_protection="shared").fit(X, y, [[0, 1, 2], [3, 4, 5]])
+        FederatedForestRegressor(1, label_protection="shared").set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, y)
     with pytest.raises(ParameterError):
         LabelSpec(np.array([0, 1, 2]), 2)
 
@@ -78,15 +79,16 @@ def test_single_class_and_nan_labels() -> None:
                                     {"n_estimators": 0}, {"max_depth": -1}, {"criterion": "squared_error"}])
 def test_bad_parameters(kwargs: dict[str, object]) -> None:
     with pytest.raises(ParameterError):
-        FederatedForestClassifier(**{"n_estimators": 1, "label_protection": "shared", **kwargs}).fit(  # type: ignore[arg-type]
-            X, Y, [[0, 1, 2], [3, 4, 5]])
+        FederatedForestClassifier(**{"n_estimators": 1, "label_protection": "shared",
+                **kwargs}).set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(  # type: ignore[arg-type]
+            X, Y)
 
 
 def test_not_fitted_and_wrong_width() -> None:
     ff = FederatedForestClassifier(1, label_protection="shared")
     with pytest.raises(NotFittedError):
         ff.predict(X)
-    ff.fit(X, Y, [[0, 1, 2], [3, 4, 5]])
+    ff.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     with pytest.raises(ParameterError):
         ff.predict(X[:, :5])
 
@@ -173,7 +175,7 @@ def test_leaf_values_requests_are_checked() -> None:
     """The label holder answers prediction's last step only in ``encrypted`` mode, only as the
     label holder, only for its trees and the loaded test rows, only for nodes with a value."""
     ff = FederatedForestClassifier(2, max_depth=2, random_state=1, **small_key_options())
-    ff.fit(X, Y, [[0, 1, 2], [3, 4, 5]])
+    ff.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     ff.predict(X[:7])
     net, trees = ff.network_, ff.clients_[0].trees
     good = np.zeros((2, 7), dtype=np.int64)
@@ -185,7 +187,7 @@ def test_leaf_values_requests_are_checked() -> None:
         with pytest.raises(ProtocolError):
             net.call("master", "client0", m.LeafValuesRequest(bad))
     shared = FederatedForestClassifier(1, max_depth=2, random_state=1, label_protection="shared")
-    shared.fit(X, Y, [[0, 1, 2], [3, 4, 5]])
+    shared.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     shared.predict(X[:7])
     with pytest.raises(UnexpectedMessage):
         shared.network_.call("master", "client0", m.LeafValuesRequest(np.zeros((1, 7), dtype=np.int64)))

@@ -111,9 +111,9 @@ def test_cover_splits_happen_and_leave_the_model_unchanged() -> None:
     X, y, cat = mixed_data(150, seed=4, n_classes=3)
     runs = {}
     for mode in ("encrypted", "shared"):
-        ff = FederatedForestClassifier(3, max_depth=5, random_state=3, categorical=cat, label_protection=mode,
+        ff = FederatedForestClassifier(3, max_depth=5, random_state=3, categorical_features=cat, label_protection=mode,
                                        rng=DeterministicRandom("same id key"), **small_key_options())
-        ff.fit(X, y, [[0, 2, 4], [1, 3, 5]])
+        ff.set_params(partition=[[0, 2, 4], [1, 3, 5]]).fit(X, y)
         runs[mode] = ff
     enc = runs["encrypted"]
     assert any((~r).any() for r in enc.master_.reference)  # some cover splits

@@ -31,9 +31,9 @@ def _same(ff: Any, ref: Any, X: np.ndarray) -> None:
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_classifier_equals_reference(mode: str, n_classes: int, reference_forest: Any) -> None:
     X, y, cat = mixed_data(240, seed=n_classes, n_classes=n_classes)
-    ff = FederatedForestClassifier(4, max_depth=4, random_state=11, label_protection=mode, categorical=cat,
+    ff = FederatedForestClassifier(4, max_depth=4, random_state=11, label_protection=mode, categorical_features=cat,
                                    **small_key_options())
-    ff.fit(X, y, PARTITION)
+    ff.set_params(partition=PARTITION).fit(X, y)
     ref = reference_forest(ff, X, y, n_classes=n_classes, categorical=cat)
     _same(ff, ref, X)
     assert np.array_equal(ff.predict(X), ref.predict(X))
@@ -44,9 +44,9 @@ def test_per_tree_feature_sampling_three_clients(mode: str, reference_forest: An
     """The paper's per-tree feature choice (Algorithms 2/6), three clients, the label holder last."""
     X, y, cat = mixed_data(200, seed=7)
     ff = FederatedForestClassifier(3, max_depth=3, max_features=4, feature_sampling="tree", random_state=2,
-                                   label_protection=mode, label_holder=2, categorical=cat, criterion="entropy",
+                                   label_protection=mode, label_holder=2, categorical_features=cat, criterion="entropy",
                                    **small_key_options())
-    ff.fit(X, y, [[5, 0], [4], [1, 2, 3]])
+    ff.set_params(partition=[[5, 0], [4], [1, 2, 3]]).fit(X, y)
     ref = reference_forest(ff, X, y, n_classes=2, criterion="entropy", max_features=None, max_features_tree=4,
                            categorical=cat)
     _same(ff, ref, X)
@@ -55,9 +55,9 @@ def test_per_tree_feature_sampling_three_clients(mode: str, reference_forest: An
 def test_featureless_label_holder(reference_forest: Any) -> None:
     """A label holder without features models the master holding the labels."""
     X, y, cat = mixed_data(150, seed=3)
-    ff = FederatedForestClassifier(2, max_depth=3, random_state=4, categorical=cat, label_holder=2,
+    ff = FederatedForestClassifier(2, max_depth=3, random_state=4, categorical_features=cat, label_holder=2,
                                    **small_key_options())
-    ff.fit(X, y, [[0, 1, 2], [3, 4, 5], []])
+    ff.set_params(partition=[[0, 1, 2], [3, 4, 5], []]).fit(X, y)
     _same(ff, reference_forest(ff, X, y, n_classes=2, categorical=cat), X)
 
 
@@ -70,7 +70,7 @@ def test_regressor_equals_reference(mode: str, reference_forest: Any) -> None:
     y = np.round((np.nan_to_num(X[:, 0]) * 3 + np.nan_to_num(X[:, 2]) ** 2) * 8) / 8
     ff = FederatedForestRegressor(3, max_depth=4, random_state=8, label_protection=mode, label_holder=1,
                                   frac_bits=8, **small_key_options())
-    ff.fit(X, y, [[0, 1], [2, 3]])
+    ff.set_params(partition=[[0, 1], [2, 3]]).fit(X, y)
     _same(ff, reference_forest(ff, X, y, n_classes=None, criterion="squared_error"), X)
 
 
@@ -81,8 +81,8 @@ def test_one_round_prediction_uses_one_round() -> None:
     rounds = {}
     for n_trees, depth in [(1, 2), (3, 5)]:
         ff = FederatedForestClassifier(n_trees, max_depth=depth, random_state=1, label_protection="shared",
-                                       categorical=cat)
-        ff.fit(X, y, PARTITION)
+                                       categorical_features=cat)
+        ff.set_params(partition=PARTITION).fit(X, y)
         ff.predict(X[:50])  # aligns ids; measure a second call's prediction step alone
         for c, cols in zip(ff.clients_, ff.partition_, strict=True):
             c.load_test(X[:50][:, cols], [f"q{i}" for i in range(50)])

@@ -121,12 +121,14 @@ def test_facade_resume(tmp_path: Path) -> None:
     from securetrees.protocols.federated_forest import FederatedForestClassifier
 
     kw: dict[str, Any] = {"max_depth": 3, "random_state": 5, "label_protection": "shared",
-                          "checkpoint_key": b"c" * 32, "categorical": CAT}
-    full = FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "a"), **kw).fit(X, Y, PARTITION)
-    FederatedForestClassifier(2, checkpoint_dir=str(tmp_path / "b"), **kw).fit(X, Y, PARTITION)
-    resumed = FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "b"), **kw).fit(X, Y, PARTITION, resume=True)
+                          "checkpoint_key": b"c" * 32, "categorical_features": CAT}
+    full = FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "a"),
+            **kw).set_params(partition=PARTITION).fit(X, Y)
+    FederatedForestClassifier(2, checkpoint_dir=str(tmp_path / "b"), **kw).set_params(partition=PARTITION).fit(X, Y)
+    resumed = FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "b"),
+            **kw).set_params(partition=PARTITION).fit(X, Y, resume=True)
     a, b = full.complete_forest(), resumed.complete_forest()
     assert all(s.same_as(t) for s, t in zip(a.trees, b.trees, strict=True)) and len(b.trees) == 4
     with pytest.raises(DecodeError):  # another key cannot open the checkpoints
         FederatedForestClassifier(4, checkpoint_dir=str(tmp_path / "b"),
-                                  **{**kw, "checkpoint_key": b"d" * 32}).fit(X, Y, PARTITION, resume=True)
+                                  **{**kw, "checkpoint_key": b"d" * 32, "partition": PARTITION}).fit(X, Y, resume=True)

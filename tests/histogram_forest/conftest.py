@@ -49,4 +49,4 @@ def make() -> object:
 @pytest.fixture
 def schema() -> dict[str, object]:
     """The public schema, declared (DP reads none of it from the data)."""
-    return {"categorical": CATEGORICAL, "feature_ranges": RANGES, "categories": CATEGORIES, "classes": CLASSES}
+    return {"categorical_features": CATEGORICAL, "feature_ranges": RANGES, "categories": CATEGORIES, "classes": CLASSES}

@@ -62,7 +62,7 @@ def test_streaming_tree_without_merging_equals_exact_central_tree(parts3: Any) -
     exact central splits (thresholds may differ only inside gaps with no training value)."""
     model = HistogramForestClassifier(
         n_estimators=1, max_depth=4, n_bins=128, histogram="streaming", sampling="none", max_features=None,
-        categorical=[False, False, True],
+        categorical_features=[False, False, True],
     ).fit(parts3)
     X, y = joined(parts3)
     mapper = BinMapper.fit(X, max_bins=128, categorical=[False, False, True])
@@ -145,7 +145,8 @@ def test_accountant_counts_only_layers_actually_released(make: Any, schema: dict
 
 def test_multiclass_and_soft_vote(make: Any) -> None:
     parts = make(2, 150, seed=5, n_classes=3)
-    model = HistogramForestClassifier(n_estimators=4, max_depth=4, random_state=0, categorical=[False, False, True])
+    model = HistogramForestClassifier(n_estimators=4, max_depth=4, random_state=0, categorical_features=[False,
+            False, True])
     model.fit(parts)
     X, y = joined(parts)
     proba = model.predict_proba(X)
@@ -179,7 +180,7 @@ def test_input_perturbation_trains_and_reports_its_epsilon(parts3: Any, schema: 
 def test_ranges_round_when_no_ranges_are_declared(parts3: Any) -> None:
     """Fixed bins without declared ranges: one extra round reveals each client's min and max (spec)."""
     model = HistogramForestClassifier(n_estimators=1, max_depth=2, histogram="fixed", max_features=None,
-                                      sampling="none", categorical=[False, False, True])
+                                      sampling="none", categorical_features=[False, False, True])
     model.fit(parts3)
     assert model.transcript_.types_received("server")["histogram_forest.ranges_reply"] == 3
     X, _ = joined(parts3)

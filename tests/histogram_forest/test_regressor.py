@@ -49,8 +49,8 @@ def joined(parts: Parts) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float6
 
 
 def declared(**kw: Any) -> HistogramForestRegressor:
-    params: dict[str, Any] = dict(categorical=[False, False, True], categories=[0, 0, 4], feature_ranges=RANGES,
-                                  y_range=Y_RANGE)
+    params: dict[str, Any] = dict(categorical_features=[False, False, True], categories=[0, 0, 4],
+                                  feature_ranges=RANGES, y_range=Y_RANGE)
     params.update(kw)
     return HistogramForestRegressor(**params)
 

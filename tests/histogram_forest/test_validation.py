@@ -66,7 +66,7 @@ def test_refused_combinations(parts3: Any, schema: dict[str, Any]) -> None:
         HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema).fit(parts3)
     with pytest.raises(ParameterError, match="streaming"):
         HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema).fit(parts3)
-    declared: dict[str, Any] = dict(categorical=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
+    declared: dict[str, Any] = dict(categorical_features=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
     with pytest.raises(ParameterError, match="feature_ranges"):
         HistogramForestClassifier(epsilon=1.0, **declared).fit(parts3)
     with pytest.raises(ParameterError):
@@ -84,7 +84,7 @@ def test_labels_of_a_single_class_and_bad_categories(parts3: Any) -> None:
     bad = X.copy()
     bad[0, 2] = 1.5
     with pytest.raises(ParameterError, match="integer codes"):
-        HistogramForestClassifier(categorical=[False, False, True]).fit([(bad, y)])
+        HistogramForestClassifier(categorical_features=[False, False, True]).fit([(bad, y)])
 
 
 def test_predict_before_fit_and_with_wrong_width(parts3: Any) -> None:
@@ -249,7 +249,8 @@ def test_dp_requires_declared_classes_and_categories(parts3: Any, schema: dict[s
         with pytest.raises(ParameterError):
             HistogramForestClassifier(**{**schema, "classes": bad}).fit(parts3)
     # Without DP both are still inferred; without categorical features no categories are needed.
-    model = HistogramForestClassifier(n_estimators=1, max_depth=2, categorical=[False, False, True]).fit(parts3)
+    model = HistogramForestClassifier(n_estimators=1, max_depth=2, categorical_features=[False, False,
+            True]).fit(parts3)
     assert model.classes_.tolist() == [0, 1] and model.config_.categories == (0, 0, 4)
     numeric = [(X[:, :2], y) for X, y in parts3]
     HistogramForestClassifier(n_estimators=1, max_depth=2, epsilon=5.0, classes=[0, 1],

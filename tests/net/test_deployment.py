@@ -54,7 +54,7 @@ def test_revfrf_build_predict_revoke_match_the_in_process_run(adult: Any, tmp_pa
     got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
 
     clf = RevFRFClassifier(n_estimators=2, max_depth=3, random_state=3, key_bits=1024, allow_insecure=True)
-    clf.fit(X, y, part)
+    clf.set_params(partition=part).fit(X, y)
     want = {"vertical": clf.predict_proba(Xt), "test": clf.predict_proba(Xt, method="test"),
             "encrypted": clf.predict_proba(Xt, method="encrypted")}
     clf.revoke("u3", level=2)
@@ -76,7 +76,7 @@ def _ff_setup(adult: Any, tmp_path: Path, **extra: Any) -> tuple[Path, dict[str,
     ff = FederatedForestClassifier(params["n_estimators"], max_depth=4, random_state=0, paillier_keys=keys,
                                    allow_insecure=True, key_bits=1024, rng=DeterministicRandom("ff ids"),
                                    public_key_loader=_insecure_loader)
-    ff.fit(X, y, part)
+    ff.set_params(partition=part).fit(X, y)
     return cfg, {"output": ff.predict_proba(Xt)}, (X, y, Xt)
 
 

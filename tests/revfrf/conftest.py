@@ -19,4 +19,4 @@ def data() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
 @pytest.fixture
 def fitted(data: tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]) -> RevFRFClassifier:
     X, y = data
-    return classifier().fit(X, y, PARTITION)  # type: ignore[no-any-return]
+    return classifier().set_params(partition=PARTITION).fit(X, y)  # type: ignore[no-any-return]

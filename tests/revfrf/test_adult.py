@@ -27,7 +27,7 @@ def _compare(n_rows: int | None, trees: int, depth: int) -> tuple[float, float, 
     # bins at full resolution (its candidates are then the central reference's); random_range at the default
     extra: dict[str, dict[str, None]] = {"bins": {"code_resolution": None}, "random_range": {}}
     fed = {s: RevFRFClassifier(n_estimators=trees, max_depth=depth, splitter=s, random_state=0, kgc_factory=small_kgc,
-                               **kw).fit(X, y, part) for s, kw in extra.items()}
+                               **kw).set_params(partition=part).fit(X, y) for s, kw in extra.items()}
     ref, _ = train_forest(X, y, n_classes=2, n_estimators=trees, criterion="gini", grow=GrowParams(max_depth=depth),
                           max_features="sqrt", binning=BinningParams(max_bins=255), random_state=0,
                           providers=list(range(X.shape[1])), classes=np.arange(2))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from securetrees.errors import InsecureParameterWarning, NotFittedError, ParameterError
-from securetrees.protocols.revfrf import ConsentRefused, RevFRFClassifier, RevFRFRegressor, check_partition
+from securetrees.protocols.revfrf import ConsentRefused, RevFRFClassifier, RevFRFRegressor
+from securetrees.trees import check_partition
 
 from .helpers import PARTITION, classifier, make_data
 
@@ -22,7 +23,7 @@ from .helpers import PARTITION, classifier, make_data
 def test_mismatched_partitions(partition: list[list[int]]) -> None:
     X, y = make_data()
     with pytest.raises(ParameterError):
-        classifier().fit(X, y, partition)
+        classifier().set_params(partition=partition).fit(X, y)
     with pytest.raises(ParameterError):
         check_partition(partition, X.shape[1])
 
@@ -33,7 +34,7 @@ def test_infinite_features_refused_in_fit_and_predict(fitted: RevFRFClassifier) 
     bad = X.copy()
     bad[3, 2] = np.inf
     with pytest.raises(ParameterError):
-        classifier().fit(bad, y, PARTITION)
+        classifier().set_params(partition=PARTITION).fit(bad, y)
     rounds = fitted.transcript_.rounds
     for method in ("vertical", "test", "encrypted"):
         with pytest.raises(ParameterError):
@@ -44,17 +45,18 @@ def test_infinite_features_refused_in_fit_and_predict(fitted: RevFRFClassifier) 
 def test_bad_labels_shapes_and_methods(fitted: RevFRFClassifier) -> None:
     X, y = make_data()
     with pytest.raises(ParameterError):
-        classifier().fit(X, np.zeros_like(y), PARTITION)  # a single class
+        classifier().set_params(partition=PARTITION).fit(X, np.zeros_like(y))  # a single class
     with pytest.raises(ParameterError):
-        classifier().fit(X, y[:-1], PARTITION)
+        classifier().set_params(partition=PARTITION).fit(X, y[:-1])
     with pytest.raises(ParameterError):
-        RevFRFRegressor(kgc_factory=classifier().kgc_factory).fit(X, np.full(y.shape, np.nan), PARTITION)
+        RevFRFRegressor(kgc_factory=classifier().kgc_factory).set_params(partition=PARTITION).fit(X,
+                np.full(y.shape, np.nan))
     with pytest.raises(ParameterError):
         fitted.predict(X[:, :4])
     with pytest.raises(ParameterError):
         fitted.predict(X, method="telepathy")
     with pytest.raises(ParameterError):
-        classifier(splitter="exact").fit(X, y, PARTITION)
+        classifier(splitter="exact").set_params(partition=PARTITION).fit(X, y)
 
 
 def test_not_fitted() -> None:
@@ -67,11 +69,12 @@ def test_not_fitted() -> None:
 def test_key_size_policy() -> None:
     X, y = make_data(n=20)
     with pytest.raises(ParameterError):
-        RevFRFClassifier(key_bits=512).fit(X, y, PARTITION)
+        RevFRFClassifier(key_bits=512).set_params(partition=PARTITION).fit(X, y)
     with pytest.raises(ParameterError):
-        RevFRFClassifier(key_bits=1024).fit(X, y, PARTITION)
+        RevFRFClassifier(key_bits=1024).set_params(partition=PARTITION).fit(X, y)
     with pytest.warns(InsecureParameterWarning):
-        clf = RevFRFClassifier(n_estimators=1, max_depth=1, key_bits=1024, allow_insecure=True).fit(X, y, PARTITION)
+        clf = RevFRFClassifier(n_estimators=1, max_depth=1, key_bits=1024,
+                allow_insecure=True).set_params(partition=PARTITION).fit(X, y)
     assert clf.cs_.params.bits == 1024
 
 
@@ -98,7 +101,7 @@ def test_bad_code_resolution_refused(k: object) -> None:
     """``code_resolution`` is None or an int in [2, 65534]; anything else is refused before key set-up."""
     X, y = make_data()
     with pytest.raises(ParameterError):
-        classifier(code_resolution=k).fit(X, y, PARTITION)
+        classifier(code_resolution=k).set_params(partition=PARTITION).fit(X, y)
 
 
 def test_coarse_codes_refuse_fewer_than_two_codes() -> None:

@@ -136,7 +136,7 @@ def test_missing_values_bins_mode_equals_central_reference() -> None:
     X, y = make_data(seed=2)
     Xm = _with_missing(X, 0.15, seed=1)
     clf = classifier(splitter="bins", max_bins=32, code_resolution=None, n_estimators=3, max_depth=5)
-    clf.fit(Xm, y, PARTITION)
+    clf.set_params(partition=PARTITION).fit(Xm, y)
     ref, _ = train_forest(Xm, y, n_classes=2, n_estimators=3, criterion="gini", grow=GrowParams(max_depth=5),
                           max_features="sqrt", bootstrap=True, binning=BinningParams(max_bins=32),
                           providers=_providers(X.shape[1]), random_state=7, classes=np.arange(2))
@@ -156,7 +156,7 @@ def test_missing_values_regression_equals_central_reference() -> None:
     y = X[:, 0] * 0.5 + X[:, 1] - codes * 3.0
     Xm = _with_missing(X, 0.1, seed=4)
     reg = regressor(splitter="bins", max_bins=16, code_resolution=None, n_estimators=3, max_depth=4)
-    reg.fit(Xm, y, PARTITION)
+    reg.set_params(partition=PARTITION).fit(Xm, y)
     ref, _ = train_forest(Xm, y, n_classes=None, n_estimators=3, criterion="squared_error",
                           grow=GrowParams(max_depth=4), max_features="sqrt", binning=BinningParams(max_bins=16),
                           providers=_providers(X.shape[1]), random_state=7)
@@ -176,7 +176,7 @@ def missing_apart() -> tuple[RevFRFClassifier, np.ndarray]:
     y = (rng.random(240) < 0.5).astype(np.int64)
     ones = np.flatnonzero(y == 1)
     X[ones[rng.random(ones.size) < 0.8], 1] = np.nan
-    clf = classifier(n_estimators=3, max_depth=3, max_features=None).fit(X, y, PARTITION)
+    clf = classifier(n_estimators=3, max_depth=3, max_features=None).set_params(partition=PARTITION).fit(X, y)
     return clf, X
 
 

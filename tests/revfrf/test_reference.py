@@ -25,7 +25,7 @@ def test_bins_mode_equals_central_reference(n_classes: int, max_features: object
     X, y = make_data(n_classes=n_classes, seed=n_classes)
     clf = classifier(splitter="bins", max_bins=32, code_resolution=None, max_features=max_features, n_estimators=4,
                      max_depth=5)
-    clf.fit(X, y, PARTITION)
+    clf.set_params(partition=PARTITION).fit(X, y)
     ref, _ = train_forest(
         X, y, n_classes=n_classes, n_estimators=4, criterion="gini", grow=GrowParams(max_depth=5),
         max_features=max_features, bootstrap=True, binning=BinningParams(max_bins=32),  # type: ignore[arg-type]
@@ -44,7 +44,7 @@ def test_bins_mode_regression_equals_central_reference() -> None:
     X, codes = make_data(seed=3)
     y = X[:, 0] * 0.5 + X[:, 1] - codes * 3.0
     reg = regressor(splitter="bins", max_bins=16, code_resolution=None, n_estimators=3, max_depth=4)
-    reg.fit(X, y, PARTITION)
+    reg.set_params(partition=PARTITION).fit(X, y)
     ref, _ = train_forest(X, y, n_classes=None, n_estimators=3, criterion="squared_error",
                           grow=GrowParams(max_depth=4), max_features="sqrt", binning=BinningParams(max_bins=16),
                           providers=_providers(PARTITION, X.shape[1]), random_state=7)
@@ -77,7 +77,7 @@ def test_every_prediction_path_matches_the_plaintext_model(fitted: RevFRFClassif
 def test_regression_paths_match(data: tuple[np.ndarray, np.ndarray]) -> None:
     X, codes = data
     y = X[:, 1] - 2.5 * codes
-    reg = regressor().fit(X, y, PARTITION)
+    reg = regressor().set_params(partition=PARTITION).fit(X, y)
     plain = reg.plaintext_forest().predict(X[:5])
     for method in ("vertical", "test", "encrypted"):
         np.testing.assert_allclose(reg.predict(X[:5], method=method), plain)
@@ -85,7 +85,7 @@ def test_regression_paths_match(data: tuple[np.ndarray, np.ndarray]) -> None:
 
 def test_hard_voting_is_the_majority_of_tree_votes(data: tuple[np.ndarray, np.ndarray]) -> None:
     X, y = data
-    clf = classifier(voting="hard", n_estimators=5).fit(X, y, PARTITION)
+    clf = classifier(voting="hard", n_estimators=5).set_params(partition=PARTITION).fit(X, y)
     votes = np.stack([t.leaf_values(X).argmax(axis=1) for t in clf.plaintext_forest().trees])
     share = np.stack([(votes == k).mean(axis=0) for k in range(2)], axis=1)
     np.testing.assert_allclose(clf.predict_proba(X), share)
@@ -93,7 +93,7 @@ def test_hard_voting_is_the_majority_of_tree_votes(data: tuple[np.ndarray, np.nd
 
 def test_depth_and_stopping_rules(data: tuple[np.ndarray, np.ndarray]) -> None:
     X, y = data
-    clf = classifier(max_depth=2, min_samples_leaf=20).fit(X, y, PARTITION)
+    clf = classifier(max_depth=2, min_samples_leaf=20).set_params(partition=PARTITION).fit(X, y)
     for t in clf.plaintext_forest().trees:
         assert t.max_depth <= 2
         assert t.weight[t.is_leaf].min() >= 20
@@ -102,7 +102,7 @@ def test_depth_and_stopping_rules(data: tuple[np.ndarray, np.ndarray]) -> None:
 def test_depth_is_not_capped_by_the_number_of_features() -> None:
     """Erratum 2: features are drawn per node with reuse, so depth can exceed |F|."""
     X, y = make_data(n=400, seed=5)
-    clf = classifier(max_depth=12, n_estimators=2).fit(X, y, [[c] for c in range(6)])
+    clf = classifier(max_depth=12, n_estimators=2).set_params(partition=[[c] for c in range(6)]).fit(X, y)
     assert max(t.max_depth for t in clf.plaintext_forest().trees) > X.shape[1]
 
 

@@ -23,7 +23,7 @@ def test_forged_split_upload_signature_is_refused(
     X, y = data
     monkeypatch.setattr(Participant, "_sign_node", lambda self, tree, node, epoch, c: bytes(64))
     with pytest.raises(ProtocolError, match="uploaded split"):
-        classifier().fit(X, y, PARTITION)
+        classifier().set_params(partition=PARTITION).fit(X, y)
 
 
 def test_malformed_refresh_reply_is_refused(
@@ -31,7 +31,7 @@ def test_malformed_refresh_reply_is_refused(
 ) -> None:
     """A CC that returns fewer refreshed splits than it was sent is caught (FRF-Revoc line 11)."""
     X, y = data
-    model = classifier().fit(X, y, PARTITION)
+    model = classifier().set_params(partition=PARTITION).fit(X, y)
     honest = ComputationServer.on_refresh
 
     def short(self: ComputationServer, sender: str, msg: RefreshRequest) -> RefreshReply:

@@ -30,7 +30,7 @@ def _regression_run(mode: str) -> tuple[Any, np.ndarray, np.ndarray]:
     y = 731.0271849 + 3.7 * X[:, 2] + 0.013 * np.arange(N)  # the labels
     ff = FederatedForestRegressor(2, max_depth=3, random_state=1, label_protection=mode, label_holder=1,
                                   **small_key_options())
-    ff.fit(X, y, [[0, 1], [2, 3]])
+    ff.set_params(partition=[[0, 1], [2, 3]]).fit(X, y)
     ff.predict(X[:20])
     ff.predict(X[:20], method="classical")
     return ff, X, y
@@ -136,9 +136,9 @@ def check_client_sees_only_its_features(view: list[Any], cols: list[int]) -> set
 def test_clients_see_only_their_own_selected_features(mode: str) -> None:
     X, y, cat = mixed_data(150, seed=5)
     partition = [[0, 1, 4], [2, 3], [5]]
-    ff = FederatedForestClassifier(3, max_depth=3, random_state=6, label_protection=mode, categorical=cat,
+    ff = FederatedForestClassifier(3, max_depth=3, random_state=6, label_protection=mode, categorical_features=cat,
                                    **small_key_options())
-    ff.fit(X, y, partition)
+    ff.set_params(partition=partition).fit(X, y)
     seen_types: set[str] = set()
     for i, cols in enumerate(partition):
         seen_types |= check_client_sees_only_its_features(ff.transcript_.view(f"client{i}"), cols)
@@ -182,8 +182,8 @@ def check_views_match_the_spec(received: dict[str, set[str]]) -> None:
 @pytest.fixture(scope="module")
 def spec_run() -> Any:
     X, y, cat = mixed_data(120, seed=8)
-    ff = FederatedForestClassifier(2, max_depth=2, random_state=3, categorical=cat, **small_key_options())
-    ff.fit(X, y, [[0, 1, 2], [3, 4, 5]])
+    ff = FederatedForestClassifier(2, max_depth=2, random_state=3, categorical_features=cat, **small_key_options())
+    ff.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, y)
     ff.predict(X[:10])
     return ff
 
@@ -243,9 +243,10 @@ def _mixed_run(mode: str) -> Any:
     X, y, cat = mixed_data(150, seed=5)
     stuck = np.full((X.shape[0], 1), 2.5)
     stuck[0] = 97.125
-    ff = FederatedForestClassifier(2, max_depth=3, random_state=6, label_protection=mode, categorical=[*cat, False],
+    ff = FederatedForestClassifier(2, max_depth=3, random_state=6, label_protection=mode,
+            categorical_features=[*cat, False],
                                    max_features=None, min_samples_leaf=5, **small_key_options())
-    return ff.fit(np.hstack([X, stuck]), y, [[0, 1, 4], [2, 3], [5], [6]])
+    return ff.set_params(partition=[[0, 1, 4], [2, 3], [5], [6]]).fit(np.hstack([X, stuck]), y)
 
 
 @pytest.mark.parametrize("mode", ["shared", "encrypted"])

@@ -62,7 +62,7 @@ def server_counts(transcript: Transcript) -> dict[int, dict[str, np.ndarray]]:
 
 def fit(**kw: object) -> HistogramForestClassifier:
     common: dict[str, object] = dict(
-        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES,
+        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical_features=CATEGORICAL, feature_ranges=RANGES,
         categories=[0, 0, 4], classes=[0, 1], bin_edges="uniform",
     )
     common.update(kw)
@@ -157,7 +157,7 @@ def test_dp_noise_is_on_every_cell_the_server_receives() -> None:
 def fit_regressor(**kw: object) -> HistogramForestRegressor:
     data = [(X, X[:, 0] / 100.0 + X[:, 2] + y) for X, y in parts()]
     return HistogramForestRegressor(
-        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical=CATEGORICAL, feature_ranges=RANGES,
+        n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical_features=CATEGORICAL, feature_ranges=RANGES,
         categories=[0, 0, 4], y_range=(0.0, 15.0), grid_cells=64, **kw,  # type: ignore[arg-type]
     ).fit(data, rng=DeterministicRandom("hfr/views"))
 

@@ -39,7 +39,8 @@ def _spec_bounds() -> dict[tuple[int, int], tuple[float, float, float]]:
 
 def _fit(splitter: str, trees: int, depth: int, **kw: object) -> tuple[RevFRFClassifier, np.ndarray]:
     X, y = make_data()
-    return classifier(splitter=splitter, n_estimators=trees, max_depth=depth, **kw).fit(X, y, PARTITION), X
+    return classifier(splitter=splitter, n_estimators=trees, max_depth=depth,
+            **kw).set_params(partition=PARTITION).fit(X, y), X
 
 
 def _violations(leaks: list[ColumnLeak], n: int, bound: tuple[float, float, float]) -> list[str]:

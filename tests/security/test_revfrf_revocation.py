@@ -21,7 +21,7 @@ from ..revfrf.helpers import PARTITION, classifier, make_data
 @pytest.fixture
 def fitted() -> RevFRFClassifier:
     X, y = make_data()
-    return classifier().fit(X, y, PARTITION)  # type: ignore[no-any-return]
+    return classifier().set_params(partition=PARTITION).fit(X, y)  # type: ignore[no-any-return]
 
 
 def _old_refs(clf: RevFRFClassifier) -> list[tuple[str, NodeRef]]:
@@ -187,7 +187,7 @@ def test_replayed_and_stale_requests_are_refused(fitted: RevFRFClassifier) -> No
 
 def test_several_participants_revoked_in_turn() -> None:
     X, y = make_data(n=300, seed=4)
-    clf = classifier(n_estimators=4).fit(X, y, [[0], [1], [2], [3], [4], [5]])
+    clf = classifier(n_estimators=4).set_params(partition=[[0], [1], [2], [3], [4], [5]]).fit(X, y)
     for k, u in enumerate(["u2", "u5", "u1"], start=1):
         clf.revoke(u)
         assert clf.cs_.epoch == k

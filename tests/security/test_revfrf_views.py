@@ -36,7 +36,7 @@ def _canary_data() -> tuple[np.ndarray, np.ndarray]:
 
 def _fit_predict_revoke() -> tuple[RevFRFClassifier, np.ndarray, np.ndarray]:
     X, y = _canary_data()
-    clf = classifier(n_estimators=2, max_depth=3).fit(X, y, PARTITION)
+    clf = classifier(n_estimators=2, max_depth=3).set_params(partition=PARTITION).fit(X, y)
     request = X[:2] + 0.123456789
     clf.predict(request, method="encrypted", requester="req")
     clf.predict(X[:10], method="test")

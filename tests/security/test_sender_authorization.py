@@ -117,16 +117,17 @@ def _revfrf() -> tuple[Run, RevFRFClassifier, np.ndarray]:
     model = RevFRFClassifier(n_estimators=1, max_depth=2, random_state=7,
                              kgc_factory=lambda: dtpkc_test_kgc(512))
     net = InProcessNetwork()
-    model.fit(X, y, [[0, 1], [2], [3]], network=net)
+    model.set_params(partition=[[0, 1], [2], [3]]).fit(X, y, network=net)
     model.requester()
     return _run(net), model, X
 
 
 def _federated_forest() -> Run:
     X, y, cat = mixed_data(80, seed=0)
-    ff = FederatedForestClassifier(1, max_depth=2, random_state=0, label_protection="encrypted", categorical=cat,
+    ff = FederatedForestClassifier(1, max_depth=2, random_state=0, label_protection="encrypted",
+            categorical_features=cat,
                                    **small_key_options())
-    return _run(_fit_capturing(ff_estimators, lambda: ff.fit(X, y, [[0, 3, 4], [1, 2, 5]])))
+    return _run(_fit_capturing(ff_estimators, lambda: ff.set_params(partition=[[0, 3, 4], [1, 2, 5]]).fit(X, y)))
 
 
 def _hybridtree() -> Run:
@@ -143,7 +144,7 @@ def _histogram_forest() -> Run:
         X = np.column_stack([rng.uniform(0, 10, 50), rng.integers(0, 21, 50), rng.integers(0, 4, 50)])
         parts.append((X.astype(np.float64), (X[:, 0] > 4).astype(np.int64)))
     model = HistogramForestClassifier(n_estimators=1, max_depth=2, n_bins=8, histogram="fixed", sampling="none",
-                                      max_features=None, categorical=[False, False, True],
+                                      max_features=None, categorical_features=[False, False, True],
                                       feature_ranges=[(0.0, 10.0), (0.0, 20.0), None])
     return _run(_fit_capturing(hf_facade, lambda: model.fit(parts)))
 

@@ -48,13 +48,26 @@ def test_not_fitted(cls: type) -> None:
         (X, Y[:3]),  # mismatched shapes
         (X[:, 0], Y),  # 1-D X
         (np.where(X == 3.0, np.inf, X), Y),  # infinite feature
-        (X, np.array(["a", "b", "a", "b"])),  # non-numeric labels
     ],
-    ids=["nan-label", "empty", "mismatch", "1d", "inf", "strings"],
+    ids=["nan-label", "empty", "mismatch", "1d", "inf"],
 )
 def test_bad_training_input(cls: type, Xb: np.ndarray, yb: np.ndarray) -> None:
     with pytest.raises(ParameterError):
         cls(2).fit(Xb, yb)
+
+
+@pytest.mark.parametrize("cls", [RandomForestClassifier, GradientBoostingClassifier])
+def test_continuous_labels_rejected_string_labels_kept(cls: type) -> None:
+    with pytest.raises(ParameterError, match="Unknown label type"):
+        cls(2).fit(X, np.array([0.5, 1.5, 0.5, 1.5]))
+    est = cls(2, max_depth=2).fit(X, np.array(["a", "b", "a", "b"]))
+    assert list(est.classes_) == ["a", "b"] and set(est.predict(X)) <= {"a", "b"}
+
+
+@pytest.mark.parametrize("cls", [RandomForestRegressor, GradientBoostingRegressor])
+def test_string_targets_rejected(cls: type) -> None:
+    with pytest.raises(ParameterError):
+        cls(2).fit(X, np.array(["a", "b", "a", "b"]))
 
 
 @pytest.mark.parametrize("cls", [RandomForestClassifier, GradientBoostingClassifier])
@@ -92,8 +105,8 @@ def test_bad_boosting_parameters(kwargs: dict[str, object]) -> None:
 
 
 def test_regressors_have_no_probabilities() -> None:
-    with pytest.raises(ParameterError):
-        RandomForestRegressor(2).fit(X, Y.astype(float)).predict_proba(X)
+    with pytest.raises(AttributeError):  # scikit-learn's convention: regressors have no predict_proba
+        RandomForestRegressor(2).fit(X, Y.astype(float)).predict_proba(X)  # type: ignore[attr-defined]
     with pytest.raises(ParameterError):
         RandomForestRegressor(2, criterion="gini").fit(X, Y.astype(float))
 
