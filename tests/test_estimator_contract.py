@@ -55,14 +55,14 @@ FACADES: dict[str, Callable[[], Any]] = {
                                                                    label_protection="shared"),
     "FederatedForestRegressor": lambda: FederatedForestRegressor(2, max_depth=2, random_state=0,
                                                                  label_protection="shared"),
+    "HistogramForestClassifier": lambda: HistogramForestClassifier(2, 3, random_state=0),
+    "HistogramForestRegressor": lambda: HistogramForestRegressor(2, 3, random_state=0),
 }
 #: Facades still fitted from their party layout (parts / guest rows): parameters and tags only.
 LAYOUT_FACADES: dict[str, Callable[[], Any]] = {
     "FederatedForestClassifier-keys": lambda: FederatedForestClassifier(2, max_depth=2, **small_key_options()),
     "HybridTreeClassifier": lambda: HybridTreeClassifier(2, key_bits=1024, allow_insecure=True),
     "HybridTreeRegressor": lambda: HybridTreeRegressor(2, key_bits=1024, allow_insecure=True),
-    "HistogramForestClassifier": lambda: HistogramForestClassifier(2, 3),
-    "HistogramForestRegressor": lambda: HistogramForestRegressor(2, 3),
 }
 FULL = {**REFERENCE, **FACADES}
 ALL = {**FULL, **LAYOUT_FACADES}
