@@ -235,7 +235,7 @@ FACADE_CHECKS = (
     "check_get_params_invariance", "check_set_params", "check_estimators_unfitted", "check_n_features_in",
     "check_fit_idempotent", "check_dtype_object", "check_estimators_dtypes", "check_dont_overwrite_parameters",
     "check_estimators_overwrite_params", "check_fit_check_is_fitted",
-    "check_n_features_in_after_fitting", "check_fit2d_1sample",
+    "check_n_features_in_after_fitting", "check_fit2d_1sample", "check_dataframe_column_names_consistency",
 )
 
 
