@@ -25,13 +25,14 @@ import numpy as np
 from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.tables import PartyTable
 from securetrees.net.transport import GrpcNetwork, Peer
 from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
 from securetrees.runtime.network import Network
 
-__all__ = ["ALIGNMENTS", "AlignLeader", "AlignMember", "AlignmentPlan", "alignment_mode", "finish_alignment",
-           "rows_path", "run_alignment", "serve_alignment"]
+__all__ = ["ALIGNMENTS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "alignment_mode",
+           "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
 
 ALIGNMENTS = ("psi", "hmac-trusted")
 """``[protocol] alignment``: ``psi`` (the default) or the trusted setting's shared-key HMAC."""
@@ -199,3 +200,15 @@ def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 6
                 raise PeerTimeout(f"{party!r} did not start its protocol role within {timeout:g} s")
             time.sleep(0.1)
 
+
+
+def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentPlan, train: PartyTable,
+                test: PartyTable | None) -> tuple[PartyTable, PartyTable | None]:
+    """Party ``role``'s tables in the agreed order (the alignment phase, :func:`serve_alignment`)."""
+    sets: dict[str, Sequence[str]] = {"train": train.ids}
+    if role in plan.sets.get("test", ()):
+        if test is None:
+            raise ParameterError(f"{role!r} aligns test rows but names no test_data")
+        sets["test"] = test.ids
+    rows = serve_alignment(config, role, network, plan, sets)
+    return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows else None)
