@@ -35,7 +35,7 @@ from securetrees.errors import ParameterError, TableError
 from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.tables import PartyTable, party_tables
+from securetrees.net.tables import encode_labels, party_tables
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -119,21 +119,6 @@ def alignment_plan(config: RunConfig) -> AlignmentPlan:
     return AlignmentPlan(holders[0], sets)
 
 
-def _labels(table: PartyTable, n_classes: int) -> npt.NDArray[Any]:
-    """The label holder's labels: class codes over the sorted class names, or regression targets."""
-    raw = np.asarray(table.labels)
-    if not n_classes:
-        try:
-            return raw.astype(np.float64)
-        except ValueError:
-            raise TableError("a regression label column holds a value that is not a number") from None
-    names = raw.astype(str)
-    classes = np.unique(names)
-    if classes.size > n_classes:
-        raise TableError(f"the label column holds {classes.size} classes, above [protocol] n_classes {n_classes}")
-    return np.searchsorted(classes, names).astype(np.int64)
-
-
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
@@ -167,7 +152,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
             sk = PrivateKey.from_encrypted_bytes(sealed, passphrase, allow_insecure=bool(p.get("allow_insecure")))
             keypair = (sk.public_key, sk)
         n_classes = int(p.get("n_classes", 0))
-        labels = LabelSpec(_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
+        labels = LabelSpec(encode_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
                            allow_insecure=bool(p.get("allow_insecure", False)), keypair=keypair,
                            frac_bits=int(p.get("frac_bits", 32)))
     insecure = bool(p.get("allow_insecure", False))

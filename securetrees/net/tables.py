@@ -33,7 +33,7 @@ from securetrees.errors import DuplicateIdError, MissingDependencyError, Paramet
 from securetrees.net.config import PartyConfig
 from securetrees.schema import TabularSchema, is_dataframe
 
-__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "party_tables", "read_table"]
+__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table"]
 
 FloatArray = npt.NDArray[np.float64]
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -219,3 +219,21 @@ def party_tables(party: PartyConfig) -> tuple[PartyTable, PartyTable | None]:
     test = (read_table(party.test_data, opt, schema=train.schema, name=f"{party.name}'s test data")
             if party.test_data is not None else None)
     return train, test
+
+
+def encode_labels(table: PartyTable, n_classes: int) -> npt.NDArray[Any]:
+    """The label holder's labels: class codes over the sorted class names (``n_classes`` > 0,
+    the run's public class count, an upper bound), else regression targets (floats)."""
+    if table.labels is None:
+        raise TableError("this table has no label column")
+    raw = np.asarray(table.labels)
+    if not n_classes:
+        try:
+            return raw.astype(np.float64)
+        except ValueError:
+            raise TableError("a regression label column holds a value that is not a number") from None
+    names = raw.astype(str)
+    classes = np.unique(names)
+    if classes.size > n_classes:
+        raise TableError(f"the label column holds {classes.size} classes, above the run's n_classes {n_classes}")
+    return np.searchsorted(classes, names).astype(np.int64)
