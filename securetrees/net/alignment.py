@@ -25,13 +25,14 @@ import numpy as np
 from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.tables import PartyTable
+from securetrees.net.tables import PartyTable, party_tables
 from securetrees.net.transport import GrpcNetwork, Peer
 from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
 from securetrees.runtime.network import Network
 
-__all__ = ["ALIGNMENTS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "alignment_mode",
+__all__ = ["ALIGNMENTS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "aligned_tables",
+           "alignment_mode",
            "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
 
 ALIGNMENTS = ("psi", "hmac-trusted")
@@ -212,3 +213,12 @@ def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentP
         sets["test"] = test.ids
     rows = serve_alignment(config, role, network, plan, sets)
     return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows else None)
+
+
+def aligned_tables(config: RunConfig, name: str) -> tuple[PartyTable, PartyTable | None]:
+    """Party ``name``'s tables in the agreed order of its last alignment: its own files and the
+    row indices it wrote (:func:`rows_path`), on its own machine."""
+    train, test = party_tables(config.party(name))
+    with np.load(rows_path(config, name), allow_pickle=False) as rows:
+        return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows.files
+                                           else None)

@@ -22,7 +22,6 @@ pytest.importorskip("grpc")
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
 from securetrees.errors import PartyUnavailable
-from securetrees.net.alignment import rows_path
 from securetrees.net.config import load_config
 from securetrees.net.control import Operator
 from securetrees.net.service import await_roles, launch, network_for, read_passphrase, spawn_role
@@ -33,6 +32,7 @@ from securetrees.protocols.federated_forest import deploy as ff_deploy
 from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.protocols.revfrf import deploy as rev_deploy
 from securetrees.rand import DeterministicRandom
+from securetrees.testing.alignment import joined_view
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -46,36 +46,6 @@ def _insecure_loader(b: bytes) -> PublicKey:
     return PublicKey.from_bytes(b, allow_insecure=True)
 
 
-def aligned(cfg: Path, parties: list[str], partition: list[list[int]], d: int) -> dict[str, Any]:
-    """What the parties hold after the PSI: the intersection's rows in the agreed order, from
-    each party's own table and the row indices it wrote to ``out/NAME.rows.npz``."""
-    config = load_config(cfg)
-    X: np.ndarray | None = None
-    out: dict[str, Any] = {"categorical": [False] * d}
-    for i, name in enumerate(parties):
-        cols = partition[i] if i < len(partition) else []  # a party with labels only
-        train, test = party_tables(config.party(name))
-        rows = np.load(rows_path(config, name))
-        train = train.take(rows["train"])
-        if out.get("ids") is not None:
-            assert train.ids == out["ids"]  # every party's rows are in the same order
-        out["ids"] = train.ids
-        if train.labels is not None:
-            out["y"] = train.labels.astype(str)
-        if not cols:
-            continue
-        test = test.take(rows["test"]) if test is not None else None
-        if X is None:
-            X, out["X_test"] = np.empty((len(train), d)), np.empty((len(test or ()), d))
-        X[:, cols] = train.X
-        if test is not None:
-            out["X_test"][:, cols] = test.X
-        for j, c in zip(cols, train.schema.categorical_mask(), strict=True):
-            out["categorical"][j] = c
-    out["X"] = X
-    return out
-
-
 def test_revfrf_build_predict_revoke_match_the_in_process_run(adult: Any, tmp_path: Path) -> None:
     """Four organisations' CSV files (the CS's labels, three participants' columns with string
     categories and empty cells), each lacking ids the others hold, rows in their own orders."""
@@ -87,13 +57,14 @@ def test_revfrf_build_predict_revoke_match_the_in_process_run(adult: Any, tmp_pa
                              categories=adult.categories, lacking=2)
     got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
 
-    data = aligned(cfg, ["u1", "u2", "u3", "cs"], part, X.shape[1])
-    assert len(data["ids"]) == 100 - 4 * 2 and data["X_test"].shape[0] == 10 - 3 * 2
-    assert np.isnan(data["X"]).any() and any(data["categorical"])
-    requester, _ = party_tables(load_config(cfg).party("requester"))
+    config = load_config(cfg)
+    data = joined_view(config, ["u1", "u2", "u3", "cs"], part, X.shape[1])
+    assert len(data.ids) == 100 - 4 * 2 and data.X_test.shape[0] == 10 - 3 * 2
+    assert np.isnan(data.X).any() and any(data.categorical)
+    requester, _ = party_tables(config.party("requester"))
     clf = RevFRFClassifier(n_estimators=2, max_depth=3, random_state=3, key_bits=1024, allow_insecure=True)
-    clf.set_params(partition=part).fit(data["X"], data["y"])
-    Xa = data["X_test"]
+    clf.set_params(partition=part).fit(data.X, data.y)
+    Xa = data.X_test
     want = {"vertical": clf.predict_proba(Xa), "test": clf.predict_proba(Xa, method="test"),
             "encrypted": clf.predict_proba(requester.X, method="encrypted")}
     clf.revoke("u3", level=2)
@@ -133,14 +104,14 @@ def test_federated_forest_psi_aligned_matches_the_in_process_run(adult: Any, tmp
                             id_key=DeterministicRandom("ff ids").token_bytes(32), names=adult.feature_names,
                             categories=adult.categories, lacking=3)
     got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
-    data = aligned(cfg, ["client0", "client1", "client2"], part, d)
-    assert len(data["ids"]) == 150 - 3 * 3 and data["X_test"].shape[0] == 30 - 3 * 3
-    assert np.isnan(data["X"]).any() and any(data["categorical"])
+    data = joined_view(load_config(cfg), ["client0", "client1", "client2"], part, d)
+    assert len(data.ids) == 150 - 3 * 3 and data.X_test.shape[0] == 30 - 3 * 3
+    assert np.isnan(data.X).any() and any(data.categorical)
     ff = FederatedForestClassifier(2, max_depth=3, random_state=0, paillier_keys=keys, allow_insecure=True,
                                    key_bits=1024, rng=DeterministicRandom("ff ids"), public_key_loader=_insecure_loader,
-                                   categorical_features=data["categorical"])
-    ff.set_params(partition=part).fit(data["X"], data["y"])
-    np.testing.assert_array_equal(got["output"], ff.predict_proba(data["X_test"]))
+                                   categorical_features=data.categorical)
+    ff.set_params(partition=part).fit(data.X, data.y)
+    np.testing.assert_array_equal(got["output"], ff.predict_proba(data.X_test))
 
 
 def test_killed_client_fails_fast_and_training_resumes_when_it_returns(adult: Any, tmp_path: Path) -> None:
