@@ -171,7 +171,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         return DeployedCC(role, network, share=_share(secrets, directory),
                           weak_key=_weak(secrets, directory, role), directory=shared,
                           verify_keys=verify_keys, session=session, holt_params=plan_run(p, 1, d).holt)
-    if role == "requester" and role in p.get("requesters", []):
+    if role in p.get("requesters", []):
         table, _ = party_tables(config.party(role))  # its own whole rows: nothing to align
         fixed = plan_run(p, 1, d)
         req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from securetrees.errors import ParameterError, PointRefusedError, ProtocolError
+from securetrees.errors import DuplicateIdError, ParameterError, PointRefusedError, ProtocolError, TableError
 from securetrees.net.alignment import (
     AlignLeader,
     AlignMember,
@@ -18,7 +18,7 @@ from securetrees.net.alignment import (
     alignment_mode,
     run_alignment,
 )
-from securetrees.net.config import PartyConfig, RunConfig
+from securetrees.net.config import PartyConfig, RunConfig, load_config
 from securetrees.net.control import ControlReply, Operator
 from securetrees.net.transport import TransportOptions
 from securetrees.protocols.federated_forest import deploy as ff_deploy
@@ -167,3 +167,24 @@ def test_the_agreed_order_is_fresh_each_run() -> None:
         orders.append(a.rows["train"])
     assert sorted(orders[0].tolist()) == sorted(orders[1].tolist()) == list(range(40))
     assert not np.array_equal(orders[0], orders[1])
+
+
+def test_a_deployed_role_refuses_a_broken_table_or_setting_before_serving(tmp_path: Path) -> None:
+    X = np.arange(40, dtype=np.float64).reshape(10, 4)
+    cfg = ff_deploy.prepare(tmp_path, X, np.arange(10) % 2, [[0, 1], [2, 3]], X_test=X[:4],
+                            params={"n_classes": 2, "alignment": "hmac-trusted"})
+    config = load_config(cfg)
+    with pytest.raises(ParameterError, match="needs the shared id_key"):
+        ff_deploy.make_role("client1", config, InProcessNetwork(), {}, {}, b"")
+    psi = replace(config, params={**config.params, "alignment": "psi"})
+    with pytest.raises(ParameterError, match="runs over gRPC"):
+        ff_deploy.make_role("client1", psi, InProcessNetwork(), {}, {}, b"")
+    wrong = replace(config, params={**config.params, "feature_ids": [[0, 1], [2]]})
+    with pytest.raises(TableError, match="feature_ids lists 1"):
+        ff_deploy.make_role("client1", wrong, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
+    data = config.party("client1").data
+    assert data is not None
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([*lines, lines[1]]) + "\n")
+    with pytest.raises(DuplicateIdError):
+        ff_deploy.make_role("client1", config, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
