@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("grpc")
@@ -90,9 +91,19 @@ def _ff_setup(adult: Any, tmp_path: Path, **extra: Any) -> tuple[Path, dict[str,
     return cfg, {"output": ff.predict_proba(Xt)}, (X, y, Xt)
 
 
+def parquet(cfg: Path, party: str) -> None:
+    """Give ``party`` Parquet files instead of its CSV files (pandas' own types: numbers and text)."""
+    text = cfg.read_text(encoding="utf-8")
+    for name in (f"data/{party}.csv", f"data/{party}-test.csv"):
+        pd.read_csv(cfg.parent / name).to_parquet(cfg.parent / name.replace(".csv", ".parquet"))
+        (cfg.parent / name).unlink()
+        text = text.replace(f'"{name}"', f'"{name.replace(".csv", ".parquet")}"')
+    cfg.write_text(text, encoding="utf-8")
+
+
 def test_federated_forest_psi_aligned_matches_the_in_process_run(adult: Any, tmp_path: Path) -> None:
-    """Three clients' CSV files (string categories, empty cells, partly overlapping ids in
-    their own orders): the deployed predictions equal the one-process estimator's on the
+    """Three clients' files, two CSV and one Parquet (string categories, empty cells, partly
+    overlapping ids in their own orders): the deployed predictions equal the one-process estimator's on the
     intersected rows in the agreed order."""
     X, y, Xt = adult.X_train[:150], adult.y_train[:150], adult.X_test[:30]
     d = X.shape[1]
@@ -103,6 +114,7 @@ def test_federated_forest_psi_aligned_matches_the_in_process_run(adult: Any, tmp
     cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params, paillier_keys=keys, label_holder=1,
                             id_key=DeterministicRandom("ff ids").token_bytes(32), names=adult.feature_names,
                             categories=adult.categories, lacking=3)
+    parquet(cfg, "client2")
     got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
     data = joined_view(load_config(cfg), ["client0", "client1", "client2"], part, d)
     assert len(data.ids) == 150 - 3 * 3 and data.X_test.shape[0] == 30 - 3 * 3
