@@ -204,7 +204,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     with an ``id`` column (``row-i``, ``test-i``), each client's rows in its own random order
     (unless not ``shuffle``) and without ``lacking`` rows of its own choosing, so the clients'
     id sets overlap only in part.  The label holder's table adds the column ``label``: ``y``'s
-    class codes (``params["n_classes"] = k``) or regression targets.  ``id_key`` (the clients'
+    classes (codes or names, ``params["n_classes"] = k``) or regression targets.  ``id_key`` (the clients'
     shared HMAC key, ``alignment = "hmac-trusted"``) is drawn fresh unless given.
     """
     Xa, Xt, ya = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64), np.asarray(y)
@@ -251,6 +251,7 @@ def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path
     params: dict[str, Any] = {"n_estimators": trees, "max_depth": 6, "random_state": 0, "n_classes": 2,
                               "label_protection": "encrypted", "key_bits": 1024 if insecure else 2048,
                               "allow_insecure": insecure}
-    return prepare(out_dir, data.X_train[:rows], data.y_train[:rows], [list(range(0, d, 2)), list(range(1, d, 2))],
+    labels = np.where(data.y_train[:rows] == 1, ">50K", "<=50K")  # the label column holds text
+    return prepare(out_dir, data.X_train[:rows], labels, [list(range(0, d, 2)), list(range(1, d, 2))],
                    X_test=data.X_test[:500], params=params, names=data.feature_names, categories=data.categories,
                    lacking=max(1, rows // 50))

@@ -251,7 +251,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     """A local trial: the KGC's offline key set-up, every party's key file and table, ``run.toml``.
 
     ``settings`` are the facade's public settings (``n_estimators``, ``max_depth``, ``random_state``, ...);
-    ``y`` holds class codes ``0..k-1`` (``settings["n_classes"] = k``) or, with ``task =
+    ``y`` holds the classes, codes or names (``settings["n_classes"] = k``) or, with ``task =
     "regression"``, targets: the CS's table holds the ids and the column ``label``.  Each
     participant's table holds the ids and its columns of ``X`` (``X_test`` in its test table),
     its rows shuffled and ``lacking`` of them left out (:func:`securetrees.net.trial.deal_rows`);
@@ -311,7 +311,8 @@ def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path
     data = load_adult()
     d = data.X_train.shape[1]
     settings: dict[str, Any] = {"n_estimators": trees, "max_depth": 4, "random_state": 0, "n_classes": 2}
-    return prepare(out_dir, data.X_train[:rows], data.y_train[:rows], [list(range(i, d, 3)) for i in range(3)],
+    labels = np.where(data.y_train[:rows] == 1, ">50K", "<=50K")  # the label column holds text
+    return prepare(out_dir, data.X_train[:rows], labels, [list(range(i, d, 3)) for i in range(3)],
                    X_test=data.X_test[:20], settings=settings, key_bits=1024 if insecure else 2048,
                    allow_insecure=insecure, names=data.feature_names, categories=data.categories,
                    lacking=max(1, rows // 50))
