@@ -31,6 +31,7 @@ __all__ = [
     "RevokedError",
     "SecureTreesError",
     "SetSizeError",
+    "TableError",
     "TypeMismatchError",
     "UnauthorizedSender",
     "UnexpectedMessage",
@@ -138,6 +139,12 @@ class DuplicateIdError(ParameterError):
 class SetSizeError(ParameterError):
     """An id set, one's own or a peer's announced one, is larger than the run's ``max_set_size``
     (the cap that bounds how many guessed ids a party can probe in one run)."""
+
+
+class TableError(ParameterError):
+    """A party's own data table cannot be used: the file is unreadable or has no rows, the id
+    or label column is missing, a declared column is not in the file, or a value does not parse
+    under the schema (``securetrees.net.tables``)."""
 
 
 class PointRefusedError(ProtocolError):
