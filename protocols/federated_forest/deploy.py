@@ -18,7 +18,6 @@ test rows written to each party's own data file), the same run the one-process
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.deployment import open_paillier, seal_paillier
 from securetrees.net.trial import Secret, TrialPlan, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -105,11 +105,10 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         raise ParameterError(f"{role!r} is not a role of this Federated Forest run")
     labels = None
     if "y" in data:
-        sealed = secrets.get("paillier_key")
         keypair = None
-        if sealed is not None:
-            sk = PrivateKey.from_encrypted_bytes(sealed, passphrase, allow_insecure=bool(p.get("allow_insecure")))
-            keypair = (sk.public_key, sk)
+        if "paillier_key" in secrets:
+            keypair = open_paillier(secrets, "paillier_key", passphrase, role=role,
+                                    allow_insecure=bool(p.get("allow_insecure")))
         n_classes = int(data["n_classes"]) if "n_classes" in data else None
         labels = LabelSpec(data["y"], n_classes if n_classes else None, key_bits=int(p.get("key_bits", 2048)),
                            allow_insecure=bool(p.get("allow_insecure", False)), keypair=keypair,
@@ -142,10 +141,6 @@ def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]
     return {"output": result}
 
 
-def _seal_paillier(sk: PrivateKey, passphrase: bytes) -> bytes:
-    return sk.to_encrypted_bytes(passphrase, scrypt_log2_n=14)  # inside the party's key file
-
-
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             X_test: npt.ArrayLike, params: dict[str, Any], label_holder: int = 0,
             paillier_keys: tuple[PublicKey, PrivateKey] | None = None, id_key: bytes | None = None,
@@ -172,7 +167,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
             data["n_classes"] = np.asarray(int(params.get("n_classes", 0)))
             if paillier_keys is not None:
                 sk = paillier_keys[1]
-                items["paillier_key"] = partial(_seal_paillier, sk)
+                items["paillier_key"] = seal_paillier(sk)
         if checkpoints:
             items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
         plan.add(name, role=Client.role, data=data, secrets=items)
