@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from securetrees import cli
-from securetrees.errors import ParameterError, PartyUnavailable
+from securetrees.errors import ParameterError, PartyUnavailable, ProtocolError
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.keyfile import open_key_file
@@ -134,3 +134,21 @@ def test_cli_init_and_launch(tmp_path: Path, checkout_deployments: Path, capsys:
     printed = capsys.readouterr().out
     assert "federation finished" in printed and "score: shape (1,)" in printed
     assert np.load(out / "out" / "host.predictions.npy").shape == (100,)
+
+
+def test_guests_refuse_a_host_key_other_than_the_pinned_one(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
+    """The host serves its own key; the run's ``host_public_key`` names another: no guest takes part
+    (with the key the run names, the same run trains: the first test)."""
+    cfg_path = _prepare(tmp_path, adult, keys)
+    other = generate_keypair(1024, allow_insecure=True)[0].to_bytes().hex()
+    text = cfg_path.read_text()
+    cfg_path.write_text(text.replace(keys[0].to_bytes().hex(), other))
+    nets = _serve(cfg_path, load_config(cfg_path).roles)
+    try:
+        cfg = load_config(cfg_path)
+        pw = read_passphrase("operator", tmp_path / "pki" / "operator.pass")
+        with network_for(cfg, "operator", pw) as on, pytest.raises(ProtocolError, match="pinned key"):
+            Operator("operator", on).control("host", "fit")
+    finally:
+        for net in nets:
+            net.close()
