@@ -38,7 +38,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, output_path, save_output
+from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_output
 from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
@@ -79,13 +79,15 @@ def _settings_of(params: dict[str, Any], names: Sequence[str]) -> dict[str, Any]
     return kw
 
 
-def estimator_from(params: dict[str, Any], protocol: str = "histogram-forest") -> HistogramForestBase:
-    """The facade whose settings ``params`` (a ``[protocol]`` table) gives, its keys checked; the
-    server's declared schema is required (``classes`` or ``y_range``)."""
+def estimator_from(params: dict[str, Any], protocol: str = "histogram-forest", *, run: bool = True
+                   ) -> HistogramForestBase:
+    """The facade whose settings ``params`` (a ``[protocol]`` table) gives, its keys checked; with ``run``
+    the run's keys and the server's declared schema (``classes`` or ``y_range``) are required."""
     cls = _ESTIMATORS[_task(params)]
     names = [n for n in cls._get_param_names() if n not in _NOT_SETTINGS]
-    required = ("clients", "n_features", "classes" if cls is HistogramForestClassifier else "y_range")
-    check_protocol_keys(params, (*names, *_RUN_KEYS), protocol, required=required)
+    schema = "classes" if cls is HistogramForestClassifier else "y_range"
+    check_protocol_keys(params, (*names, *_RUN_KEYS), protocol,
+                        required=("clients", "n_features", schema) if run else ())
     return cls(**_settings_of(params, names))
 
 
@@ -135,19 +137,9 @@ class DeployedClient(Controllable, Client):
         if self._task == "classification":
             save_output(self.run, self.name, "proba", forest.predict_proba(X))
         if y is not None:
-            info["score"] = repr(_score(self._task, y, pred))
+            info["score"] = repr(prediction_score(self._task, y, pred))
         self.logger.info("%s predicted its %d test rows", self.name, X.shape[0])
         return ControlReply(info=info)
-
-
-def _score(task: str, y: npt.NDArray[Any], pred: npt.NDArray[Any]) -> float:
-    """Accuracy, or R² for regression."""
-    if task == "classification":
-        return float(np.mean(pred == y))
-    yf = np.asarray(y, dtype=np.float64)
-    ss_tot = float(np.sum((yf - yf.mean()) ** 2))
-    ss_res = float(np.sum((yf - np.asarray(pred, dtype=np.float64)) ** 2))
-    return 1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0)
 
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
@@ -212,7 +204,7 @@ def prepare(out_dir: str | Path, parts: Sequence[Part], *, tests: Sequence[Part]
     pairwise mask keys are agreed during the run."""
     if tests is not None and len(tests) != len(parts):
         raise ParameterError("one test part per client (or none)")
-    est = _ESTIMATORS[_task(params)](**_settings_of(params, [k for k in params if k not in _RUN_KEYS]))
+    est = estimator_from(params, run=False)
     Xs, ys = est._check_parts(parts)
     est._check_params(len(Xs))
     d = Xs[0].shape[1]

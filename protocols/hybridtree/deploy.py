@@ -35,7 +35,13 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, open_paillier, save_output, seal_paillier
+from securetrees.net.deployment import (
+    check_protocol_keys,
+    open_paillier,
+    prediction_score,
+    save_output,
+    seal_paillier,
+)
 from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.hybridtree.boosting import Loss, probabilities
@@ -142,15 +148,8 @@ class DeployedHost(Controllable, Host):
         self.logger.info("%s predicted %d test rows into %s", self.name, X.shape[0], path)
         info = {"rows": str(X.shape[0])}
         if y is not None:
-            info["score"] = repr(_score(self.task, y, pred))
+            info["score"] = repr(prediction_score(self.task, y, pred))
         return ControlReply(info=info)
-
-
-def _score(task: str, y: npt.NDArray[Any], pred: npt.NDArray[Any]) -> float:
-    if task == "classification":
-        return float(np.mean(pred == y))
-    yf = np.asarray(y, dtype=np.float64)
-    return float(1.0 - ((yf - pred) ** 2).sum() / ((yf - yf.mean()) ** 2).sum())
 
 
 class DeployedGuest(Controllable, Guest):

@@ -2,7 +2,7 @@
 Paillier key in a key file.
 
 A deployment module (:mod:`securetrees.net.service`) reads its public parameters from the run's
-``[protocol]`` table: :func:`protocol_params` refuses a key it does not know (a typo would otherwise
+``[protocol]`` table: :func:`check_protocol_keys` refuses a key it does not know (a typo would otherwise
 leave a default in force without a word) and one it needs but is missing.  A party writes what it
 is entitled to (its predictions, its row permutation) under ``out/`` beside ``run.toml`` on its own
 machine (:func:`save_output`); the operator receives figures only when the protocol says so.
@@ -21,7 +21,7 @@ from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.paillier import PrivateKey, PublicKey
 
-__all__ = ["check_protocol_keys", "open_paillier", "output_path", "protocol_params", "save_output",
+__all__ = ["check_protocol_keys", "open_paillier", "output_path", "prediction_score", "save_output",
            "seal_paillier"]
 
 PAILLIER_SCRYPT_LOG2_N = 14
@@ -37,13 +37,6 @@ def check_protocol_keys(params: Mapping[str, Any], known: Collection[str], proto
     missing = sorted(set(required) - set(params))
     if missing:
         raise ParameterError(f"[protocol] for {protocol} lacks {missing}")
-
-
-def protocol_params(config: RunConfig, known: Collection[str], *, required: Collection[str] = ()
-                    ) -> dict[str, Any]:
-    """The run's ``[protocol]`` table, its keys checked by :func:`check_protocol_keys`."""
-    check_protocol_keys(config.params, known, f"{config.protocol} ({config.path})", required=required)
-    return dict(config.params)
 
 
 def output_path(config: RunConfig, party: str, name: str) -> Path:
@@ -79,3 +72,15 @@ def open_paillier(secrets: Mapping[str, bytes], item: str, passphrase: bytes, *,
         raise ParameterError(f"{role}'s key file has no {item!r}")
     sk = PrivateKey.from_encrypted_bytes(sealed, passphrase, allow_insecure=allow_insecure)
     return sk.public_key, sk
+
+
+def prediction_score(task: str, y: npt.ArrayLike, pred: npt.ArrayLike) -> float:
+    """What a party entitled to predictions reports of them: accuracy (``task="classification"``), else
+    R² (1 when the targets are constant and predicted exactly, else 0 for constant targets)."""
+    ya, pa = np.asarray(y), np.asarray(pred)
+    if task == "classification":
+        return float(np.mean(pa == ya))
+    yf = ya.astype(np.float64)
+    ss_tot = float(np.sum((yf - yf.mean()) ** 2))
+    ss_res = float(np.sum((yf - pa.astype(np.float64)) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0)

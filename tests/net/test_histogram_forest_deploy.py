@@ -112,6 +112,8 @@ def test_parameters_are_checked(adult: tuple[list[ClientSplit], dict[str, Any]],
     with pytest.raises(ParameterError, match="declare classes"):
         _prepare(tmp_path / "dp", splits, epsilon=1.0, feature_ranges=schema["feature_ranges"],
                  categories=schema["categories"], categorical_features=schema["categorical"])
+    with pytest.raises(ParameterError, match="unknown keys"):
+        _prepare(tmp_path / "typo", splits, n_estimator=3)
     with pytest.raises(ParameterError, match="at least 3 parties"):
         _prepare(tmp_path / "two", splits[:2], secure_aggregation=True)
     cfg_path = _prepare(tmp_path / "run", splits, **SETTINGS)
