@@ -33,6 +33,7 @@ from securetrees.paillier import generate_keypair
 from securetrees.protocols.histogram_forest import deploy as hf_deploy
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.experiment import adult_schema, stratified_clients
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.protocols.hybridtree import deploy as ht_deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
 from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
@@ -74,7 +75,7 @@ def _histogram_forest(rows: int, trees: int) -> Run:
 
     def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
         t0 = time.perf_counter()
-        clf = HistogramForestClassifier(**params).fit([(c.X_train, c.y_train) for c in splits])
+        clf = fit_parts(HistogramForestClassifier(**params), [(c.X_train, c.y_train) for c in splits])
         want = [clf.predict_proba(c.X_test) for c in splits]
         seconds = time.perf_counter() - t0
         hf_deploy.prepare(tmp, [(c.X_train, c.y_train) for c in splits],

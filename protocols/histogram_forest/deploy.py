@@ -56,7 +56,8 @@ FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
     "classification": HistogramForestClassifier, "regression": HistogramForestRegressor}
 _RUN_KEYS = ("task", "clients", "n_features")
-_NOT_SETTINGS = ("progress",)
+_NOT_SETTINGS = ("progress", "client_column", "n_clients")
+"""Facade parameters that are no run parameter (how one table is dealt to simulated clients, progress bars)."""
 
 
 def _task(params: dict[str, Any]) -> str:
@@ -152,6 +153,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     party: DeployedServer | DeployedClient
     if role == "server":
         d = int(p["n_features"])
+        est._numeric_table(d)
         forest_config = est.forest_config(d, est._schema(d, None), est._task_config([], [0] * len(clients)))
         party = DeployedServer(role, network, clients, forest_config, random_state=server_seed)
         party.estimator = est
@@ -208,6 +210,7 @@ def prepare(out_dir: str | Path, parts: Sequence[Part], *, tests: Sequence[Part]
     Xs, ys = est._check_parts(parts)
     est._check_params(len(Xs))
     d = Xs[0].shape[1]
+    est._numeric_table(d)
     categories, _, _ = est._schema(d, Xs)
     est._task_config(ys, [X.shape[0] for X in Xs])
     declared: dict[str, Any] = {"categories": list(categories)} if any(categories) else {}

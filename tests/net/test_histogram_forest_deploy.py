@@ -26,6 +26,7 @@ from securetrees.net.service import launch, load_data, network_for
 from securetrees.protocols.histogram_forest import deploy
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.experiment import ClientSplit, adult_schema, stratified_clients
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.trees import persistence
 
 SETTINGS: dict[str, Any] = {"n_estimators": 3, "max_depth": 4, "random_state": 5, "secure_aggregation": True,
@@ -51,7 +52,7 @@ def test_server_and_clients_as_processes_match_the_one_process_run(
     params = {**SETTINGS, "categorical_features": schema["categorical"]}
     got = launch(_prepare(tmp_path, splits, **params), tmp_path / "pki", log_dir=tmp_path)
 
-    clf = HistogramForestClassifier(**params).fit([(s.X_train, s.y_train) for s in splits])
+    clf = fit_parts(HistogramForestClassifier(**params), [(s.X_train, s.y_train) for s in splits])
     assert set(got) == {"epsilon_spent", "score"}  # figures only: the predictions stay at the clients
     np.testing.assert_array_equal(got["score"], [clf.score(s.X_test, s.y_test) for s in splits])
     assert float(got["epsilon_spent"][0]) == 0.0
@@ -99,7 +100,7 @@ def test_dp_parameters_reach_every_role(adult: tuple[list[ClientSplit], dict[str
         on.close()
         for net in nets:
             net.close()
-    facade = HistogramForestClassifier(**params).fit([(s.X_train, s.y_train) for s in splits])
+    facade = fit_parts(HistogramForestClassifier(**params), [(s.X_train, s.y_train) for s in splits])
     assert 0.0 < float(got["epsilon_spent"][0]) == facade.epsilon_spent_ <= 2.0  # the ledger is deterministic
     for i, s in enumerate(splits):
         proba = np.load(tmp_path / "out" / f"client{i}.proba.npy")
