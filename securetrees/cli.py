@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     fed_sub = fed.add_subparsers(dest="fed_command", metavar="ACTION", required=True)
     init = fed_sub.add_parser("init", parents=[logs],
                               help="write a trial federation (certificates, keys, data, run.toml)")
-    init.add_argument("protocol", choices=["revfrf", "federated-forest"])
+    init.add_argument("protocol", help="a deployment registered as a securetrees.deployments entry point")
     init.add_argument("--out", required=True, help="folder to write the trial into")
     init.add_argument("--rows", type=int, default=1000, help="training rows of Adult (default 1000)")
     init.add_argument("--trees", type=int, default=5, help="number of trees (default 5)")
@@ -133,7 +133,7 @@ def _fed_launch(args: argparse.Namespace) -> int:
         results = _net().launch(args.config, pdir)  # type: ignore[attr-defined]
     print(f"federation finished in {time.perf_counter() - t0:.1f} s (every role in its own process, mutual TLS)")
     for name, arr in results.items():
-        first = np.round(arr.reshape(arr.shape[0], -1)[:3, :], 4).tolist()
+        first = np.round(arr.reshape(arr.shape[0], -1)[:3, :] if arr.ndim else arr, 4).tolist()
         print(f"  {name}: shape {arr.shape}, first values {first}")
     return 0
 
