@@ -173,16 +173,18 @@ def test_messages_from_the_wrong_party() -> None:
 
 def test_leaf_values_requests_are_checked() -> None:
     """The label holder answers prediction's last step only in ``encrypted`` mode, only as the
-    label holder, only for its trees and the loaded test rows, only for nodes with a value."""
+    label holder, only for its trees and the loaded test rows, only for leaves (a cover leaf
+    is mapped to its reference leaf by the label holder)."""
     ff = FederatedForestClassifier(2, max_depth=2, random_state=1, **small_key_options())
     ff.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     ff.predict(X[:7])
     net, trees = ff.network_, ff.clients_[0].trees
-    good = np.zeros((2, 7), dtype=np.int64)
+    good = np.stack([np.full(7, t.leaves[-1], dtype=np.int64) for t in trees])
     assert net.call("master", "client0", m.LeafValuesRequest(good)).output.shape == (7, 2)
+    assert all(t.left[0] != -1 for t in trees)  # the root is no leaf: refused below
     with pytest.raises(UnexpectedMessage):
         net.call("master", "client1", m.LeafValuesRequest(good))
-    for bad in (np.zeros((2, 6), dtype=np.int64), np.zeros((1, 7), dtype=np.int64), np.zeros((2, 7)),
+    for bad in (np.zeros((2, 7), dtype=np.int64), good[:, :6], good[:1], good.astype(np.float64),
                 np.full((2, 7), trees[0].n_nodes + 50, dtype=np.int64), np.full((2, 7), -1, dtype=np.int64)):
         with pytest.raises(ProtocolError):
             net.call("master", "client0", m.LeafValuesRequest(bad))
