@@ -210,9 +210,7 @@ class Master(Party):
         the frontier's values and purity and picks the best gain itself."""
         layer = state.depth
         encrypted = self.label_protection == "encrypted"
-        asked = self.params.grow.may_split(layer, state.node_weights(weights))
-        if not encrypted:
-            asked &= ~self._frontier_purity(t, state, skeleton)
+        asked = self._asked(t, state, skeleton, weights)
         if not asked.any():
             return False
         split_pos = np.flatnonzero(asked).astype(np.int64)
@@ -259,8 +257,18 @@ class Master(Party):
                       lambda nodes, lw, rw: skeleton.split_layer(nodes, lw, rw, provider=owners))
         return True
 
+    def _asked(self, t: int, state: LayerState, skeleton: TreeSkeleton, weights: npt.NDArray[np.int64]
+               ) -> npt.NDArray[np.bool_]:
+        """Layer step 1: the frontier nodes to ask about.  ``encrypted``: every node the depth
+        and weight rules allow (bootstrap weights only, no label: cover splits); ``shared``:
+        those the label holder does not report pure, as the central forest."""
+        may = self.params.grow.may_split(state.depth, state.node_weights(weights))
+        if self.label_protection == "encrypted":
+            return may
+        return may & ~self._frontier_purity(t, state, skeleton)
+
     def _frontier_purity(self, t: int, state: LayerState, skeleton: TreeSkeleton) -> npt.NDArray[np.bool_]:
-        """Layer step 1 (``shared`` mode only): the label holder's purity flags and values of the
+        """Layer step 1b (``shared`` mode only): the label holder's purity flags and values of the
         frontier, the values recorded in the master's tree."""
         stats = self.call(self.label_holder, m.NodeStatsRequest(t, state.depth), expect=m.NodeStats)
         n_front = state.frontier.size
