@@ -10,6 +10,7 @@ can sum them before calling :func:`best_splits`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +18,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.trees.criteria import Criterion
 
-__all__ = ["LayerSplits", "best_splits", "build_histograms", "node_totals"]
+__all__ = ["LayerSplits", "best_splits", "build_histograms", "layer_splits", "node_totals", "score_candidates"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -177,9 +178,6 @@ def best_splits(
     rows = np.arange(n_nodes)
     cum = np.cumsum(hist, axis=2)  # running sums over the bins, the missing slot last
     node_total = cum[rows, np.argmax(present, axis=1), max_bins]  # (nodes, S)
-    tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
-    floor = min_gain + tol  # (nodes,)
-    min_w = max(float(min_samples_leaf), 1e-12)
     missing = hist[:, :, max_bins, :]
     has_missing = criterion.weight(missing) > 0  # (nodes, slots)
 
@@ -200,34 +198,80 @@ def best_splits(
     keep |= cat_slot[:, :, None]
     keep &= bins < real_bins[:, :, None]
     kk, jj, bb = np.nonzero(keep)
-    lft = left[kk, jj, bb]  # (P, S)
-    parent = node_total[kk]
-    fl = floor[kk]
-    gains = np.full((n_nodes, n_slots, max_bins, 2), -np.inf)
-    gains[kk, jj, bb, 0] = _score(criterion, lft, parent, fl, min_w)
-    hm = np.flatnonzero(has_missing[kk, jj])
-    if hm.size:  # the missing-left variant, only where it differs
-        km, jm = kk[hm], jj[hm]
-        gains[km, jm, bb[hm], 1] = _score(criterion, lft[hm] + missing[km, jm], parent[hm], fl[hm], min_w)
+    gains = score_candidates(criterion, left[kk, jj, bb], node_total, kk, jj, (kk, jj, bb), missing,
+                             has_missing, (n_nodes, n_slots, max_bins), min_samples_leaf=min_samples_leaf,
+                             min_gain=min_gain)
 
     # The first best in (slot, bin, missing side) order: features are listed in increasing order.
     flat = np.argmax(gains.reshape(n_nodes, -1), axis=1)
     best = gains.reshape(n_nodes, -1)[rows, flat]
-    found = np.isfinite(best)
     slot, rest = np.divmod(flat, 2 * max_bins)
     bin_index, variant = np.divmod(rest, 2)
-    f_best = fz[rows, slot]
-    chosen_left = left[rows, slot, bin_index] + np.where(variant[:, None] == 1, missing[rows, slot], 0.0)
-    # Where the node had no missing value of the chosen feature, missing values met
-    # at prediction time follow the heavier child (ties: left).
-    no_missing = ~has_missing[rows, slot]
+    return layer_splits(criterion, best, variant, left[rows, slot, bin_index], missing[rows, slot],
+                        has_missing[rows, slot], node_total, fz[rows, slot].astype(np.int64), bin_index)
+
+
+def score_candidates(
+    criterion: Criterion,
+    lft: FloatArray,
+    node_total: FloatArray,
+    node: IntArray,
+    slot: IntArray,
+    where: tuple[npt.NDArray[np.integer[Any]], ...],
+    missing: FloatArray,
+    has_missing: BoolArray,
+    shape: tuple[int, ...],
+    *,
+    min_samples_leaf: float,
+    min_gain: float,
+) -> FloatArray:
+    """Gains of a layer's candidates, ``-inf`` where invalid: an array ``shape + (2,)``
+    (last axis: missing values right, then left) filled at the index arrays ``where``.
+    Candidate ``c`` belongs to node ``node[c]`` and feature slot ``slot[c]`` and sends
+    ``lft[c]`` left; ``missing[k, j]`` are node ``k``'s missing values of slot ``j``, tried
+    on the left only where ``has_missing[k, j]``.  Valid: both children weigh at least
+    ``max(min_samples_leaf, tiny)`` and the gain beats ``min_gain`` plus a rounding
+    tolerance (``1e-10·max(|cost(node)|, 1)``)."""
+    tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
+    floor = min_gain + tol  # (nodes,)
+    min_w = max(float(min_samples_leaf), 1e-12)
+    parent = node_total[node]
+    fl = floor[node]
+    gains = np.full((*shape, 2), -np.inf)
+    gains[..., 0][where] = _score(criterion, lft, parent, fl, min_w)
+    hm = np.flatnonzero(has_missing[node, slot])
+    if hm.size:  # the missing-left variant, only where it differs
+        km, jm = node[hm], slot[hm]
+        gains[..., 1][tuple(w[hm] for w in where)] = _score(criterion, lft[hm] + missing[km, jm], parent[hm],
+                                                            fl[hm], min_w)
+    return gains
+
+
+def layer_splits(
+    criterion: Criterion,
+    best: FloatArray,
+    variant: IntArray,
+    left: FloatArray,
+    missing: FloatArray,
+    has_missing: BoolArray,
+    node_total: FloatArray,
+    feature: IntArray,
+    bin_index: IntArray,
+) -> LayerSplits:
+    """The :class:`LayerSplits` of each node's chosen candidate: its gain ``best``
+    (``-inf``: none found), missing side ``variant`` (1: left), left sums without the
+    missing values, the node's missing values of that feature (and whether it had any),
+    its totals, feature and bin.  Where the node had no missing value of the chosen
+    feature, missing values met at prediction time follow the heavier child (ties: left)."""
+    found = np.isfinite(best)
+    chosen_left = left + np.where(variant[:, None] == 1, missing, 0.0)
     heavier_left = criterion.weight(chosen_left) >= criterion.weight(node_total - chosen_left)
     return LayerSplits(
         found=found,
         gain=np.where(found, best, 0.0),
-        feature=f_best.astype(np.int64),
+        feature=feature,
         bin=bin_index,
-        missing_left=np.where(no_missing, heavier_left, variant == 1),
+        missing_left=np.where(~has_missing, heavier_left, variant == 1),
         left_stats=chosen_left,
         right_stats=node_total - chosen_left,
     )
