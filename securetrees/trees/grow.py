@@ -163,7 +163,7 @@ def grow_tree_with_leaves(
             if parent_hist is None:
                 hist = packed_histograms(packed, pos, columns, split_pos.size, rows)
             res = packed_best_splits(hist, packed.layout, criterion, min_samples_leaf=params.min_samples_leaf,
-                                     min_gain=params.min_gain)
+                                     min_gain=params.min_gain, exact=subtract)
         else:
             node_features = None
             if draws is not None:

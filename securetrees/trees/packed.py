@@ -104,10 +104,12 @@ def packed_histograms(packed: PackedBins, node_index: IntArray, columns: list[Fl
     if node_index.shape != rows.shape or rows.ndim != 1:
         raise ParameterError("node_index and rows disagree on the samples")
     hist = np.empty((n_nodes, layout.width, len(columns)), dtype=np.float64)
-    weights = [None if c is None else c[rows] for c in columns]
+    n = packed.codes.shape[1]
+    everything = n_nodes == 1 and rows.size == n and bool(np.array_equal(rows, np.arange(n)))  # the root
+    weights = [None if c is None else c if everything else c[rows] for c in columns]
     for j in range(layout.features.size):
         size, off = int(layout.sizes[j]), int(layout.offsets[j])
-        flat = node_index * size + packed.codes[j][rows]
+        flat = packed.codes[j] if everything else node_index * size + packed.codes[j][rows]
         for s, w in enumerate(weights):
             counts = np.bincount(flat, weights=w, minlength=n_nodes * size)
             hist[:, off:off + size, s] = counts.reshape(n_nodes, size)
@@ -127,19 +129,31 @@ def unpack(hist: FloatArray, layout: PackedLayout, max_bins: int) -> FloatArray:
 
 
 def packed_best_splits(hist: FloatArray, layout: PackedLayout, criterion: Criterion, *,
-                       min_samples_leaf: float = 1.0, min_gain: float = 0.0) -> LayerSplits:
+                       min_samples_leaf: float = 1.0, min_gain: float = 0.0, exact: bool = False) -> LayerSplits:
     """:func:`~securetrees.trees.histogram.best_splits` on a packed histogram: the same
     candidates, validity rules, gains and tie-break (first feature, lowest bin,
-    missing-right), so the same result as on the padded histogram of these features."""
+    missing-right), so the same result as on the padded histogram of these features.
+
+    ``exact=True`` promises statistics that sum exactly
+    (:func:`~securetrees.trees.exact.sums_exactly`): then every feature's bins sum to
+    the node's totals, and one running sum over all positions, with those totals taken
+    off at each feature's first bin, gives each feature's own running sums (every
+    intermediate is a sum of at most twice the column's absolute values, so exact)."""
     n_nodes, width, n_stats = hist.shape
     if width != layout.width:
         raise ParameterError("hist does not match the packed layout")
     last = layout.offsets + layout.sizes - 1  # each feature's missing slot
-    cum = np.empty_like(hist)
-    for j in range(layout.features.size):
-        off, end = int(layout.offsets[j]), int(last[j]) + 1
-        np.cumsum(hist[:, off:end], axis=1, out=cum[:, off:end])
-    node_total = cum[:, last[0]]  # (nodes, S)
+    if exact:
+        node_total = hist[:, : last[0] + 1].sum(axis=1)
+        shifted = hist.copy()
+        shifted[:, layout.offsets[1:]] -= node_total[:, None]
+        cum = np.cumsum(shifted, axis=1)
+    else:
+        cum = np.empty_like(hist)
+        for j in range(layout.features.size):
+            off, end = int(layout.offsets[j]), int(last[j]) + 1
+            np.cumsum(hist[:, off:end], axis=1, out=cum[:, off:end])
+        node_total = cum[:, last[0]]  # (nodes, S)
     missing = hist[:, last]  # (nodes, m, S)
     has_missing = criterion.weight(missing) > 0  # (nodes, m)
     slot = layout.feature_of_position  # (P,)
