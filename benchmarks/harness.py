@@ -76,6 +76,23 @@ def measure_each(fn: Callable[[], object], *, repeats: int = 5,
     return measure(fn, repeats=repeats, number=1, clock=clock)
 
 
+def measure_interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 3,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
+    """Time single calls of several slow functions in rounds (each once per round, in
+    order), so that a change in the machine's load hits every function alike."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = clock()
+            fn()
+            samples[name].append(clock() - t0)
+    out = {}
+    for name, xs in samples.items():
+        q1, q3 = _quartiles(xs)
+        out[name] = Timing(statistics.median(xs), q1, q3, repeats, 1)
+    return out
+
+
 def fmt_seconds(s: float) -> str:
     """Seconds in a readable unit (ns, µs, ms, s)."""
     if s < 1e-6:

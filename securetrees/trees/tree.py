@@ -19,6 +19,7 @@ the missing values); categorical ``x == threshold`` goes left; NaN follows
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -109,21 +110,50 @@ class Tree:
         test = np.where(self.categorical[nodes], x == thr, x <= thr)
         return np.asarray(np.where(nan, self.missing_left[nodes], test))
 
+    @cached_property
+    def _routing(self) -> _Routing:
+        """The node arrays :meth:`apply` walks, with every leaf made a node that sends
+        everything to itself (feature 0, threshold +inf, NaN left)."""
+        leaf = self.left == LEAF
+        ids = np.arange(self.n_nodes, dtype=np.int64)
+        left = np.where(leaf, ids, self.left)
+        right = np.where(leaf, ids, self.right)
+        return _Routing(
+            feature=np.where(leaf, 0, self.feature),
+            threshold=np.where(leaf, np.inf, self.threshold),
+            categorical=self.categorical & ~leaf,
+            missing_left=self.missing_left | leaf,
+            left=left,
+            right=right,
+            paired=bool(np.array_equal(right[~leaf], left[~leaf] + 1)),
+            has_categorical=bool(self.categorical[~leaf].any()),
+            depth=self.max_depth,
+        )
+
     def apply(self, X: npt.ArrayLike) -> IntArray:
-        """The leaf id each row of ``X`` reaches (full trees only)."""
+        """The leaf id each row of ``X`` reaches (full trees only): every row moves one
+        level per step, ``max_depth`` steps, leaves keeping their rows."""
         if self.is_partial:
             raise ParameterError("a partial tree has no single leaf per sample: use reachable_leaves")
-        Xa = self._check_X(X)
-        pos = np.zeros(Xa.shape[0], dtype=np.int64)
-        rows = np.arange(Xa.shape[0])
-        active = np.flatnonzero(self.left[pos] != LEAF)
-        while active.size:
-            nodes = pos[active]
-            x = Xa[rows[active], self.feature[nodes]]
-            go = self.goes_left(x, nodes)
-            pos[active] = np.where(go, self.left[nodes], self.right[nodes])
-            active = active[self.left[pos[active]] != LEAF]
-        return pos
+        Xa = np.ascontiguousarray(self._check_X(X))
+        r = self._routing
+        node = np.zeros(Xa.shape[0], dtype=np.int64)
+        if not Xa.size:
+            return node
+        flat = Xa.reshape(-1)
+        base = np.arange(0, flat.size, self.n_features, dtype=np.int64)
+        any_nan = bool(np.isnan(flat).any())
+        for _ in range(r.depth):
+            x = flat[base + r.feature[node]]
+            thr = r.threshold[node]
+            go = x <= thr
+            if r.has_categorical:
+                go = np.where(r.categorical[node], x == thr, go)
+            if any_nan:
+                nan = np.flatnonzero(np.isnan(x))
+                go[nan] = r.missing_left[node[nan]]
+            node = r.left[node] + ~go if r.paired else np.where(go, r.left[node], r.right[node])
+        return node
 
     def reachable_leaves(self, X: npt.ArrayLike) -> BoolArray:
         """``R[i, j]``: can sample ``i`` reach leaf ``leaves[j]``?  Withheld nodes pass
@@ -176,6 +206,19 @@ class Tree:
             np.array_equal(getattr(self, name), getattr(other, name), equal_nan=True)
             for name in _ARRAY_FIELDS
         )
+
+
+@dataclass(frozen=True)
+class _Routing:
+    feature: IntArray
+    threshold: FloatArray
+    categorical: BoolArray
+    missing_left: BoolArray
+    left: IntArray
+    right: IntArray
+    paired: bool  # right == left + 1 at every internal node
+    has_categorical: bool
+    depth: int
 
 
 _ARRAY_FIELDS = (
