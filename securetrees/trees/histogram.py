@@ -81,23 +81,31 @@ def build_histograms(
     n_stats = sample_stats.shape[1]
     n_slots = n_features if features is None else features.shape[1]
     hist = np.zeros((n_nodes, n_slots, width, n_stats), dtype=np.float64)
+    # Per counted sample, in order: its node's offset, its row and its statistics (a
+    # statistic equal to 1 everywhere is counted instead: the same sums).
+    base = node_index * width
+    row_of = np.arange(n_samples, dtype=np.int64) if rows is None else rows
+    weights: list[FloatArray | None] = []
+    for s in range(n_stats):
+        w = np.ascontiguousarray(sample_stats[:, s] if rows is None else sample_stats[rows, s])
+        weights.append(None if np.all(w == 1.0) else w)
+    flat_binned = np.ascontiguousarray(binned).reshape(-1)
     for j in range(n_slots):
-        node, sel = node_index, rows  # sel None: every sample, in order
+        b, sel, ws = base, None, weights  # sel None: every counted sample
         if features is None:
-            col = binned[:, j] if sel is None else binned[sel, j]
+            col = binned[:, j] if rows is None else binned[rows, j]
         else:
             f = features[node_index, j]
             if features[:, j].min(initial=0) < 0:  # padded slot: count only the nodes that have one
-                keep = np.flatnonzero(f >= 0)
-                node, f = node[keep], f[keep]
-                sel = keep if sel is None else sel[keep]
-            col = binned[np.arange(n_samples) if sel is None else sel, f]
+                sel = np.flatnonzero(f >= 0)
+                f, b = f[sel], b[sel]
+                ws = [None if w is None else w[sel] for w in weights]
+            col = flat_binned[(row_of if sel is None else row_of[sel]) * n_features + f]
         if missing_bin is not None and missing_bin != max_bins:
             col = np.where(col == missing_bin, np.int64(max_bins), col)
-        flat = node * width + col
-        for s in range(n_stats):
-            weights = sample_stats[:, s] if sel is None else sample_stats[sel, s]
-            hist[:, j, :, s] = np.bincount(flat, weights=weights, minlength=n_nodes * width).reshape(n_nodes, width)
+        flat = b + col
+        for s, wt in enumerate(ws):
+            hist[:, j, :, s] = np.bincount(flat, weights=wt, minlength=n_nodes * width).reshape(n_nodes, width)
     return hist
 
 
