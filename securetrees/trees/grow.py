@@ -100,11 +100,14 @@ def grow_tree_with_leaves(
     draws: TreeDraws | None = None,
     providers: Sequence[int] | None = None,
     packed: PackedBins | None = None,
+    exact: bool | None = None,
 ) -> tuple[Tree, IntArray]:
     """:func:`grow_tree`, and the leaf id each row of ``binned`` reaches (``-1`` for
     zero-weight rows): the same leaf as ``tree.apply`` on the raw rows, since "bin <= b"
     and "x <= threshold" agree.  ``packed`` (optional): ``PackedBins.pack(binned, mapper,
     features)`` computed once for many trees, ``features`` being the draws' tree features.
+    ``exact`` (optional): whether the weighted rows' statistics sum exactly, when the
+    caller made them so (:func:`~securetrees.trees.exact.snap_to_exact_grid`); None: checked.
 
     Where every node sees the same features, the histograms are packed
     (:mod:`securetrees.trees.packed`; same splits as the padded layout).  Where moreover
@@ -125,19 +128,23 @@ def grow_tree_with_leaves(
     n_bins = np.asarray(mapper.n_bins, dtype=np.int64)
 
     rows = np.flatnonzero(criterion.weight(sample_stats) > 0)
-    stats = sample_stats[rows]
+    columns: list[FloatArray | None] = []
+    for s in range(sample_stats.shape[1]):
+        col = np.ascontiguousarray(sample_stats[:, s])
+        columns.append(None if np.all(col[rows] == 1.0) else col)
     per_node_draws = draws is not None and draws.draws_per_node
     packed = None if per_node_draws else _check_packed(packed, binned, mapper,
                                                        None if draws is None else draws.tree_features)
-    subtract = packed is not None and sums_exactly(stats)
-    columns: list[FloatArray | None] = [
-        None if np.all(stats[:, s] == 1.0) else np.ascontiguousarray(sample_stats[:, s])
-        for s in range(stats.shape[1])
-    ]
-    root_stats = stats.sum(axis=0)
+    if exact is None:
+        exact = sums_exactly(sample_stats[rows])
+    subtract = packed is not None and exact
+    # Exact sums do not depend on the order of summation; otherwise the rows' sum, in order.
+    root_stats = node_totals(np.zeros(rows.size, dtype=np.int64), sample_stats, 1, rows=rows)[0] if exact \
+        else sample_stats[rows].sum(axis=0)
     builder = TreeBuilder(n_features, int(criterion.leaf_value(root_stats).size))
     builder.add_root(float(criterion.weight(root_stats)), criterion.leaf_value(root_stats))
     leaf_of = np.full(n_samples, -1, dtype=np.int64)
+    flat_binned = np.ascontiguousarray(binned).reshape(-1)
     frontier = np.zeros(1, dtype=np.int64)  # node ids of the current layer
     pos = np.zeros(rows.size, dtype=np.int64)  # each row's position in the frontier
     known_totals: FloatArray | None = None  # exact sums: the children's totals from the split
@@ -197,13 +204,14 @@ def grow_tree_with_leaves(
         rows, pos = rows[moving], pos[moving]
         f_of = res.feature[pos]
         go = goes_left_binned(
-            binned[rows, f_of], res.bin[pos], categorical[f_of], res.missing_left[pos], mapper.missing_bin,
+            flat_binned[rows * n_features + f_of], res.bin[pos], categorical[f_of], res.missing_left[pos],
+            mapper.missing_bin,
         )
         pos = child_base[pos] + (~go).astype(np.int64)
         frontier = next_frontier
         if subtract:
             parent_hist = hist[found]
-            known_totals = np.empty((2 * found.size, stats.shape[1]), dtype=np.float64)
+            known_totals = np.empty((2 * found.size, sample_stats.shape[1]), dtype=np.float64)
             known_totals[0::2], known_totals[1::2] = res.left_stats[found], res.right_stats[found]
         depth += 1
     leaf_of[rows] = frontier[pos]

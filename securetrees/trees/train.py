@@ -168,7 +168,7 @@ def train_boosted(
         for j in range(k):
             stats = snap_to_exact_grid(np.column_stack([ones, grad[:, j], hess[:, j]]))
             tree, leaf_of = grow_tree_with_leaves(binned, mapper, stats, crit, grow, providers=providers,
-                                                  packed=packed)
+                                                  packed=packed, exact=True)
             raw[:, j] += learning_rate * tree.value[leaf_of, 0]
             trees.append(tree)
     model = BoostedForest(
