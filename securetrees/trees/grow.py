@@ -182,21 +182,14 @@ def grow_tree_with_leaves(
                 min_samples_leaf=params.min_samples_leaf, min_gain=params.min_gain,
             )
         found = np.flatnonzero(res.found)
-        lw, rw = criterion.weight(res.left_stats[found]), criterion.weight(res.right_stats[found])
-        lv, rv = criterion.leaf_value(res.left_stats[found]), criterion.leaf_value(res.right_stats[found])
-        next_frontier = np.empty(2 * found.size, dtype=np.int64)
-        for c, i in enumerate(found.tolist()):
-            f = int(res.feature[i])
-            next_frontier[2 * c], next_frontier[2 * c + 1] = builder.split(
-                int(frontier[split_pos[i]]),
-                feature=f,
-                threshold=mapper.threshold(f, int(res.bin[i])),
-                categorical=bool(categorical[f]),
-                missing_left=bool(res.missing_left[i]),
-                provider=int(prov[f]),
-                left=(float(lw[c]), lv[c]),
-                right=(float(rw[c]), rv[c]),
-            )
+        f_found = res.feature[found]
+        next_frontier = builder.split_many(
+            frontier[split_pos[found]], feature=f_found, threshold=mapper.thresholds(f_found, res.bin[found]),
+            categorical=categorical[f_found], missing_left=res.missing_left[found], provider=prov[f_found],
+            left_weight=criterion.weight(res.left_stats[found]), left_value=criterion.leaf_value(res.left_stats[found]),
+            right_weight=criterion.weight(res.right_stats[found]),
+            right_value=criterion.leaf_value(res.right_stats[found]),
+        ).reshape(-1)
         child_base = np.full(split_pos.size, -1, dtype=np.int64)
         child_base[found] = 2 * np.arange(found.size)
         moving = child_base[pos] >= 0

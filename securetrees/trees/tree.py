@@ -306,6 +306,61 @@ class TreeBuilder:
         self._withheld[node] = withheld
         return lid, rid
 
+    def split_many(
+        self,
+        nodes: IntArray,
+        *,
+        feature: IntArray,
+        threshold: FloatArray,
+        categorical: BoolArray,
+        missing_left: BoolArray,
+        provider: IntArray,
+        left_weight: FloatArray,
+        left_value: FloatArray,
+        right_weight: FloatArray,
+        right_value: FloatArray,
+    ) -> IntArray:
+        """:meth:`split` of several leaves at once (known splits only), in the order given:
+        the same tree as splitting them one by one.  Values have shape ``(k, n_outputs)``.
+        Returns the new ids, ``(k, 2)``: left and right child of each node."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        k, n_old = nodes.size, len(self._left)
+        if nodes.ndim != 1 or any(np.shape(a) != (k,) for a in (
+                feature, threshold, categorical, missing_left, provider, left_weight, right_weight)) \
+                or np.shape(left_value) != (k, self.n_outputs) or np.shape(right_value) != (k, self.n_outputs):
+            raise ParameterError("split_many needs one entry per node and n_outputs values per child")
+        if k and (nodes.min() < 0 or nodes.max() >= n_old or np.unique(nodes).size != k
+                  or np.any(np.asarray(self._left)[nodes] != LEAF)):
+            raise ParameterError("split_many splits distinct current leaves")
+        if k and (feature.min() < 0 or feature.max() >= self.n_features):
+            raise ParameterError("feature out of range")
+        if np.any(np.isnan(threshold) | (threshold == -np.inf)):
+            raise ParameterError("a threshold must be a number or +inf")
+        cat = np.asarray(categorical, dtype=bool)
+        if np.any(cat & (threshold != np.floor(threshold))):
+            raise ParameterError("a categorical threshold is an integer category code")
+        ids = n_old + np.arange(2 * k, dtype=np.int64).reshape(k, 2)
+        two = 2 * k
+        self._left.extend([LEAF] * two)
+        self._right.extend([LEAF] * two)
+        self._feature.extend([NO_FEATURE] * two)
+        self._threshold.extend([float("nan")] * two)
+        self._categorical.extend([False] * two)
+        self._missing_left.extend([False] * two)
+        self._provider.extend([-1] * two)
+        self._withheld.extend([False] * two)
+        self._weight.extend(np.column_stack([left_weight, right_weight]).astype(np.float64).reshape(-1).tolist())
+        values = np.stack([left_value, right_value], axis=1).astype(np.float64).reshape(two, self.n_outputs)
+        self._value.extend(list(values))
+        for i, (node, f, t, c, m, p) in enumerate(zip(
+                nodes.tolist(), feature.tolist(), threshold.tolist(), cat.tolist(),
+                np.asarray(missing_left, dtype=bool).tolist(), provider.tolist(), strict=True)):
+            self._left[node], self._right[node] = int(ids[i, 0]), int(ids[i, 1])
+            self._feature[node], self._threshold[node] = int(f), float(t)
+            self._categorical[node], self._missing_left[node] = bool(c), bool(m)
+            self._provider[node] = int(p)
+        return ids
+
     def build(self) -> Tree:
         if not self._left:
             raise ParameterError("the tree has no root")

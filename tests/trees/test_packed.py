@@ -198,3 +198,30 @@ def test_grower_leaves_are_the_leaves_prediction_reaches(crit: Criterion) -> Non
     assert tree.n_nodes > 5
     assert np.all(leaf_of[:5] == -1)
     assert np.array_equal(leaf_of[5:], tree.apply(X[5:]))
+
+
+def test_split_many_equals_one_by_one_splits_and_refuses_bad_input() -> None:
+    from securetrees.trees import TreeBuilder
+
+    one, many = TreeBuilder(3, 1), TreeBuilder(3, 1)
+    for b in (one, many):
+        b.add_root(10.0, [0.5])
+        b.split(0, feature=0, threshold=1.5, categorical=False, missing_left=True, provider=0,
+                left=(4.0, [0.1]), right=(6.0, [0.9]))
+    one.split(1, feature=2, threshold=3.0, categorical=True, missing_left=False, provider=1,
+              left=(1.0, [0.2]), right=(3.0, [0.3]))
+    one.split(2, feature=1, threshold=np.inf, categorical=False, missing_left=True, provider=0,
+              left=(5.0, [0.4]), right=(1.0, [0.5]))
+    kw = {"feature": np.array([2, 1]), "threshold": np.array([3.0, np.inf]), "categorical": np.array([True, False]),
+          "missing_left": np.array([False, True]), "provider": np.array([1, 0]),
+          "left_weight": np.array([1.0, 5.0]), "left_value": np.array([[0.2], [0.4]]),
+          "right_weight": np.array([3.0, 1.0]), "right_value": np.array([[0.3], [0.5]])}
+    ids = many.split_many(np.array([1, 2]), **kw)
+    assert ids.tolist() == [[3, 4], [5, 6]]
+    assert many.build().same_as(one.build())
+    with pytest.raises(ParameterError):
+        many.split_many(np.array([1, 2]), **kw)  # no longer leaves
+    with pytest.raises(ParameterError):
+        many.split_many(np.array([3, 4]), **{**kw, "threshold": np.array([2.5, 1.0])})  # a categorical 2.5
+    with pytest.raises(ParameterError):
+        many.split_many(np.array([3, 3]), **kw)
