@@ -59,4 +59,7 @@ def snap_to_exact_grid(stats: FloatArray) -> FloatArray:
     of small integers (counts) are unchanged."""
     s = np.asarray(stats, dtype=np.float64)
     e = grid_exponents(s, spare_bits=2)
+    if np.all((e > -1000) & (e < 1000)):  # powers of two whose products with s neither under- nor overflow
+        up, down = np.ldexp(1.0, -e), np.ldexp(1.0, e)
+        return np.asarray(np.rint(s * up) * down, dtype=np.float64)
     return np.asarray(np.ldexp(np.rint(np.ldexp(s, -e)), e), dtype=np.float64)

@@ -147,7 +147,8 @@ def grow_tree_with_leaves(
     flat_binned = np.ascontiguousarray(binned).reshape(-1)
     frontier = np.zeros(1, dtype=np.int64)  # node ids of the current layer
     pos = np.zeros(rows.size, dtype=np.int64)  # each row's position in the frontier
-    known_totals: FloatArray | None = None  # exact sums: the children's totals from the split
+    # Exact sums: the layer's totals are known (the root's; then the children's from the split).
+    known_totals: FloatArray | None = root_stats[None, :] if exact else None
     parent_hist: FloatArray | None = None  # exact sums: the last layer's histograms, per pair
     depth = 0
     while frontier.size and rows.size:
@@ -202,6 +203,7 @@ def grow_tree_with_leaves(
         )
         pos = child_base[pos] + (~go).astype(np.int64)
         frontier = next_frontier
+        known_totals = None
         if subtract:
             parent_hist = hist[found]
             known_totals = np.empty((2 * found.size, sample_stats.shape[1]), dtype=np.float64)

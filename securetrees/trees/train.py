@@ -166,7 +166,7 @@ def train_boosted(
             p = sigmoid(raw) if k == 1 else softmax(raw)
             grad, hess = p - target, p * (1.0 - p)
         for j in range(k):
-            stats = snap_to_exact_grid(np.column_stack([ones, grad[:, j], hess[:, j]]))
+            stats = np.column_stack([ones, snap_to_exact_grid(np.column_stack([grad[:, j], hess[:, j]]))])
             tree, leaf_of = grow_tree_with_leaves(binned, mapper, stats, crit, grow, providers=providers,
                                                   packed=packed, exact=True)
             raw[:, j] += learning_rate * tree.value[leaf_of, 0]
