@@ -17,6 +17,7 @@ grower uses it; the protocols keep the padded layout of their messages.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +77,12 @@ class PackedBins:
     layout: PackedLayout
     codes: npt.NDArray[np.unsignedinteger[npt.NBitBase]]
 
+    @cached_property
+    def bin_counts(self) -> FloatArray:
+        """The number of samples at every position (the root's count histogram)."""
+        return np.concatenate([np.bincount(c, minlength=int(size)).astype(np.float64)
+                               for c, size in zip(self.codes, self.layout.sizes, strict=True)])
+
     @classmethod
     def pack(cls, binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]], mapper: BinMapper,
              features: IntArray | None = None) -> PackedBins:
@@ -107,10 +114,15 @@ def packed_histograms(packed: PackedBins, node_index: IntArray, columns: list[Fl
     n = packed.codes.shape[1]
     everything = n_nodes == 1 and rows.size == n and bool(np.array_equal(rows, np.arange(n)))  # the root
     weights = [None if c is None else c if everything else c[rows] for c in columns]
+    for s, w in enumerate(weights):
+        if everything and w is None:  # the rows per bin, the same for every tree
+            hist[0, :, s] = packed.bin_counts
     for j in range(layout.features.size):
         size, off = int(layout.sizes[j]), int(layout.offsets[j])
         flat = packed.codes[j] if everything else node_index * size + packed.codes[j][rows]
         for s, w in enumerate(weights):
+            if everything and w is None:
+                continue
             counts = np.bincount(flat, weights=w, minlength=n_nodes * size)
             hist[:, off:off + size, s] = counts.reshape(n_nodes, size)
     return hist
