@@ -78,6 +78,9 @@ def _sum_last(a: FloatArray) -> FloatArray:
 
 
 def _safe_div(num: FloatArray, den: FloatArray) -> FloatArray:
+    """``num / den`` where ``den > 0``, else 0."""
+    if np.all(den > 0):
+        return np.asarray(num / den, dtype=np.float64)
     out = np.zeros(np.broadcast_shapes(num.shape, den.shape), dtype=np.float64)
     np.divide(num, den, out=out, where=den > 0)
     return out

@@ -171,7 +171,10 @@ def packed_best_splits(hist: FloatArray, layout: PackedLayout, criterion: Criter
     slot = layout.feature_of_position  # (P,)
     local_bin = np.arange(width) - layout.offsets[slot]
     cat_pos = layout.categorical[slot]
-    left = np.where(cat_pos[None, :, None], hist, cum)  # numeric "bin <= b"; categorical "bin == b"
+    left = cum  # numeric "bin <= b"; categorical "bin == b"
+    cat_idx = np.flatnonzero(cat_pos)
+    if cat_idx.size:
+        left[:, cat_idx] = hist[:, cat_idx]
 
     # The candidates best_splits keeps: every real bin of a categorical feature, bin 0 and
     # the non-empty bins of a numeric one (an empty bin b > 0 repeats the bin below it).

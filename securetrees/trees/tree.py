@@ -330,7 +330,7 @@ class TreeBuilder:
                 or np.shape(left_value) != (k, self.n_outputs) or np.shape(right_value) != (k, self.n_outputs):
             raise ParameterError("split_many needs one entry per node and n_outputs values per child")
         if k and (nodes.min() < 0 or nodes.max() >= n_old or np.unique(nodes).size != k
-                  or np.any(np.asarray(self._left)[nodes] != LEAF)):
+                  or any(self._left[i] != LEAF for i in nodes.tolist())):
             raise ParameterError("split_many splits distinct current leaves")
         if k and (feature.min() < 0 or feature.max() >= self.n_features):
             raise ParameterError("feature out of range")
