@@ -25,7 +25,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion
-from securetrees.trees.histogram import LayerSplits, layer_splits, score_candidates
+from securetrees.trees.histogram import LayerSplits, bucket_sums, layer_splits, score_candidates
 
 __all__ = ["PackedBins", "PackedLayout", "packed_best_splits", "packed_histograms", "unpack"]
 
@@ -119,12 +119,11 @@ def packed_histograms(packed: PackedBins, node_index: IntArray, columns: list[Fl
             hist[0, :, s] = packed.bin_counts
     for j in range(layout.features.size):
         size, off = int(layout.sizes[j]), int(layout.offsets[j])
-        flat = packed.codes[j] if everything else node_index * size + packed.codes[j][rows]
+        flat = packed.codes[j].astype(np.intp) if everything else node_index * size + packed.codes[j][rows]
         for s, w in enumerate(weights):
             if everything and w is None:
                 continue
-            counts = np.bincount(flat, weights=w, minlength=n_nodes * size)
-            hist[:, off:off + size, s] = counts.reshape(n_nodes, size)
+            hist[:, off:off + size, s] = bucket_sums(flat, w, n_nodes * size).reshape(n_nodes, size)
     return hist
 
 
