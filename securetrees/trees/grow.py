@@ -21,7 +21,7 @@ from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion
 from securetrees.trees.exact import sums_exactly
 from securetrees.trees.histogram import best_splits, build_histograms, node_totals
-from securetrees.trees.packed import PackedBins, packed_best_splits, packed_histograms
+from securetrees.trees.packed import PackedBins, packed_best_splits, packed_goes_left, packed_histograms
 from securetrees.trees.sampling import TreeDraws
 from securetrees.trees.tree import Tree, TreeBuilder
 
@@ -158,8 +158,8 @@ def grow_tree_with_leaves(
             break
         split_pos = np.flatnonzero(can)
         if parent_hist is not None and packed is not None:
-            hist, rows, pos = _subtracted_histograms(packed, columns, parent_hist, frontier, split_pos, rows, pos,
-                                                     leaf_of)
+            hist, rows, pos = _subtracted_histograms(packed, columns, parent_hist, criterion.weight(totals),
+                                                     frontier, split_pos, rows, pos, leaf_of)
         else:
             # Keep only the rows of nodes being split, renumbered 0..len(split_pos)-1.
             renumber = np.full(frontier.size, -1, dtype=np.int64)
@@ -193,15 +193,18 @@ def grow_tree_with_leaves(
         ).reshape(-1)
         child_base = np.full(split_pos.size, -1, dtype=np.int64)
         child_base[found] = 2 * np.arange(found.size)
-        moving = child_base[pos] >= 0
-        leaf_of[rows[~moving]] = frontier[split_pos[pos[~moving]]]
-        rows, pos = rows[moving], pos[moving]
-        f_of = res.feature[pos]
-        go = goes_left_binned(
-            flat_binned[rows * n_features + f_of], res.bin[pos], categorical[f_of], res.missing_left[pos],
-            mapper.missing_bin,
-        )
-        pos = child_base[pos] + (~go).astype(np.int64)
+        child = child_base[pos]
+        moving = child >= 0
+        if not moving.all():
+            leaf_of[rows[~moving]] = frontier[split_pos[pos[~moving]]]
+            rows, pos, child = rows[moving], pos[moving], child[moving]
+        if packed is not None:
+            go = packed_goes_left(packed, rows, pos, res.feature, res.bin, res.missing_left)
+        else:
+            f_of = res.feature[pos]
+            go = goes_left_binned(flat_binned[rows * n_features + f_of], res.bin[pos], categorical[f_of],
+                                  res.missing_left[pos], mapper.missing_bin)
+        pos = child + ~go
         frontier = next_frontier
         known_totals = None
         if subtract:
@@ -229,6 +232,7 @@ def _subtracted_histograms(
     packed: PackedBins,
     columns: list[FloatArray | None],
     parent_hist: FloatArray,
+    weight: FloatArray,
     frontier: IntArray,
     split_pos: IntArray,
     rows: IntArray,
@@ -237,20 +241,20 @@ def _subtracted_histograms(
 ) -> tuple[FloatArray, IntArray, IntArray]:
     """The packed histograms of the frontier nodes ``split_pos`` (exact statistics only):
     the frontier holds sibling pairs ``(2c, 2c+1)`` whose parent's histogram is
-    ``parent_hist[c]``; of each pair with a node to split, the child with fewer rows
-    (ties: left) is summed directly and its sibling is the parent minus it.  Returns the
+    ``parent_hist[c]``; of each pair with a node to split, the lighter child (``weight``;
+    ties: left) is summed directly and its sibling is the parent minus it.  Returns the
     histograms and the rows (with their positions among ``split_pos``) of the nodes to
     split; the other rows are recorded in ``leaf_of``."""
     n_front = frontier.size
-    counts = np.bincount(pos, minlength=n_front)
-    small = 2 * np.arange(n_front // 2) + (counts[0::2] > counts[1::2])
+    small = 2 * np.arange(n_front // 2) + (weight[0::2] > weight[1::2])
     in_split = np.zeros(n_front, dtype=bool)
     in_split[split_pos] = True
     direct = small[in_split[0::2] | in_split[1::2]]
     slot = np.full(n_front, -1, dtype=np.int64)
     slot[direct] = np.arange(direct.size)
-    sel = slot[pos] >= 0
-    direct_hist = packed_histograms(packed, slot[pos[sel]], columns, direct.size, rows[sel])
+    node = slot[pos]
+    sel = node >= 0
+    direct_hist = packed_histograms(packed, node[sel], columns, direct.size, rows[sel])
     own = slot[split_pos] >= 0
     hist = np.empty((split_pos.size, *direct_hist.shape[1:]), dtype=np.float64)
     hist[own] = direct_hist[slot[split_pos[own]]]
@@ -258,6 +262,9 @@ def _subtracted_histograms(
     hist[~own] = parent_hist[other // 2] - direct_hist[slot[other ^ 1]]
     renumber = np.full(n_front, -1, dtype=np.int64)
     renumber[split_pos] = np.arange(split_pos.size)
-    keep = renumber[pos] >= 0
+    new_pos = renumber[pos]
+    keep = new_pos >= 0
+    if keep.all():
+        return hist, rows, new_pos
     leaf_of[rows[~keep]] = frontier[pos[~keep]]
-    return hist, rows[keep], renumber[pos[keep]]
+    return hist, rows[keep], new_pos[keep]

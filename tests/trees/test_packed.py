@@ -225,3 +225,27 @@ def test_split_many_equals_one_by_one_splits_and_refuses_bad_input() -> None:
         many.split_many(np.array([3, 4]), **{**kw, "threshold": np.array([2.5, 1.0])})  # a categorical 2.5
     with pytest.raises(ParameterError):
         many.split_many(np.array([3, 3]), **kw)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_packed_routing_equals_binned_routing(seed: int) -> None:
+    from securetrees.trees import goes_left_binned
+    from securetrees.trees.packed import packed_goes_left
+
+    _, mapper, binned, _ = _data(seed, 80)
+    rng = np.random.default_rng(seed)
+    packed = PackedBins.pack(binned, mapper)
+    k = 4
+    feature = rng.integers(0, 4, size=k)
+    split_bin = np.array([rng.integers(0, mapper.n_bins[f]) for f in feature])
+    missing_left = rng.random(k) < 0.5
+    rows = np.sort(rng.choice(80, size=50, replace=False))
+    node = rng.integers(0, k, size=50)
+    cat = np.array(mapper.categorical)
+    want = goes_left_binned(binned[rows, feature[node]], split_bin[node], cat[feature[node]], missing_left[node],
+                            mapper.missing_bin)
+    assert np.array_equal(packed_goes_left(packed, rows, node, feature, split_bin, missing_left), want)
+    with pytest.raises(ParameterError):
+        packed_goes_left(PackedBins.pack(binned, mapper, np.array([0])), rows, node, feature + 1, split_bin,
+                         missing_left)
