@@ -21,11 +21,11 @@ from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion
 from securetrees.trees.exact import sums_exactly
 from securetrees.trees.histogram import best_splits, build_histograms, node_totals
-from securetrees.trees.packed import PackedBins, packed_best_splits, packed_goes_left, packed_histograms
+from securetrees.trees.packed import PackedBins, packed_best_splits, packed_histograms
 from securetrees.trees.sampling import TreeDraws
 from securetrees.trees.tree import Tree, TreeBuilder
 
-__all__ = ["GrowParams", "goes_left_binned", "grow_tree", "grow_tree_with_leaves"]
+__all__ = ["GrowParams", "goes_left_binned", "goes_left_by_table", "grow_tree", "grow_tree_with_leaves"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -70,6 +70,24 @@ def goes_left_binned(
     b = bins.astype(np.int64)
     test = np.where(categorical, b == split_bin, b <= split_bin)
     return np.asarray(np.where(b == missing_bin, missing_left, test))
+
+
+def goes_left_by_table(
+    bins: npt.NDArray[np.unsignedinteger[npt.NBitBase]],
+    node: IntArray,
+    split_bin: IntArray,
+    categorical: npt.NDArray[np.bool_],
+    missing_left: npt.NDArray[np.bool_],
+    missing_bin: int,
+) -> npt.NDArray[np.bool_]:
+    """:func:`goes_left_binned` for samples of several nodes: sample ``t`` (bin ``bins[t]``)
+    at node ``node[t]``, whose split is ``split_bin``, ``categorical``, ``missing_left``
+    (arrays per node), read from a per-node table of every bin's answer."""
+    codes = np.arange(missing_bin + 1)
+    b = np.asarray(split_bin, dtype=np.int64)[:, None]
+    table = np.where(np.asarray(categorical, dtype=bool)[:, None], codes == b, codes <= b)
+    table[:, missing_bin] = missing_left
+    return np.asarray(table.reshape(-1)[node * (missing_bin + 1) + bins])
 
 
 def grow_tree(
@@ -198,12 +216,12 @@ def grow_tree_with_leaves(
         if not moving.all():
             leaf_of[rows[~moving]] = frontier[split_pos[pos[~moving]]]
             rows, pos, child = rows[moving], pos[moving], child[moving]
-        if packed is not None:
-            go = packed_goes_left(packed, rows, pos, res.feature, res.bin, res.missing_left)
+        bins = flat_binned[rows * n_features + res.feature[pos]]
+        if mapper.max_bins <= 255:  # a table of max_bins + 1 answers per node
+            go = goes_left_by_table(bins, pos, res.bin, categorical[res.feature], res.missing_left, mapper.missing_bin)
         else:
-            f_of = res.feature[pos]
-            go = goes_left_binned(flat_binned[rows * n_features + f_of], res.bin[pos], categorical[f_of],
-                                  res.missing_left[pos], mapper.missing_bin)
+            go = goes_left_binned(bins, res.bin[pos], categorical[res.feature[pos]], res.missing_left[pos],
+                                  mapper.missing_bin)
         pos = child + ~go
         frontier = next_frontier
         known_totals = None

@@ -27,7 +27,7 @@ from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion
 from securetrees.trees.histogram import LayerSplits, bucket_sums, layer_splits, score_candidates
 
-__all__ = ["PackedBins", "PackedLayout", "packed_best_splits", "packed_goes_left", "packed_histograms", "unpack"]
+__all__ = ["PackedBins", "PackedLayout", "packed_best_splits", "packed_histograms", "unpack"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -78,11 +78,6 @@ class PackedBins:
     codes: npt.NDArray[np.unsignedinteger[npt.NBitBase]]
 
     @cached_property
-    def positions(self) -> npt.NDArray[np.intp]:
-        """``positions[j, i]``: sample ``i``'s position in the packed layout for feature ``j``."""
-        return np.asarray(self.codes, dtype=np.intp) + self.layout.offsets[:, None]
-
-    @cached_property
     def bin_counts(self) -> FloatArray:
         """The number of samples at every position (the root's count histogram)."""
         return np.concatenate([np.bincount(c, minlength=int(size)).astype(np.float64)
@@ -130,29 +125,6 @@ def packed_histograms(packed: PackedBins, node_index: IntArray, columns: list[Fl
                 continue
             hist[:, off:off + size, s] = bucket_sums(flat, w, n_nodes * size).reshape(n_nodes, size)
     return hist
-
-
-def packed_goes_left(packed: PackedBins, rows: IntArray, node: IntArray, feature: IntArray, split_bin: IntArray,
-                     missing_left: BoolArray) -> BoolArray:
-    """Per row ``rows[t]``: does it go left at node ``node[t]``, whose split is "bin <=
-    ``split_bin``" (categorical: "bin == ``split_bin``") on ``feature`` (a feature of the
-    layout), missing values following ``missing_left``?  The same answers as
-    :func:`~securetrees.trees.grow.goes_left_binned`, read from a per-node table over
-    the packed positions."""
-    layout = packed.layout
-    slot = np.searchsorted(layout.features, feature)
-    if np.any(slot >= layout.features.size) or np.any(layout.features[np.minimum(slot, layout.features.size - 1)]
-                                                      != feature):
-        raise ParameterError("a split feature is not in the packed layout")
-    pos_slot = layout.feature_of_position
-    local_bin = np.arange(layout.width) - layout.offsets[pos_slot]
-    bins = np.asarray(split_bin, dtype=np.int64)[:, None]
-    table = np.where(layout.categorical[slot][:, None], local_bin == bins, local_bin <= bins)
-    is_missing = local_bin == layout.n_bins[pos_slot]
-    table[:, is_missing] = np.asarray(missing_left, dtype=bool)[:, None]
-    n = packed.codes.shape[1]
-    position = packed.positions.reshape(-1)[slot[node] * n + rows]
-    return np.asarray(table.reshape(-1)[node * layout.width + position])
 
 
 def unpack(hist: FloatArray, layout: PackedLayout, max_bins: int) -> FloatArray:

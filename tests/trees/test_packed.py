@@ -229,13 +229,12 @@ def test_split_many_equals_one_by_one_splits_and_refuses_bad_input() -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000))
-def test_packed_routing_equals_binned_routing(seed: int) -> None:
+def test_table_routing_equals_binned_routing(seed: int) -> None:
     from securetrees.trees import goes_left_binned
-    from securetrees.trees.packed import packed_goes_left
+    from securetrees.trees.grow import goes_left_by_table
 
     _, mapper, binned, _ = _data(seed, 80)
     rng = np.random.default_rng(seed)
-    packed = PackedBins.pack(binned, mapper)
     k = 4
     feature = rng.integers(0, 4, size=k)
     split_bin = np.array([rng.integers(0, mapper.n_bins[f]) for f in feature])
@@ -243,9 +242,7 @@ def test_packed_routing_equals_binned_routing(seed: int) -> None:
     rows = np.sort(rng.choice(80, size=50, replace=False))
     node = rng.integers(0, k, size=50)
     cat = np.array(mapper.categorical)
-    want = goes_left_binned(binned[rows, feature[node]], split_bin[node], cat[feature[node]], missing_left[node],
-                            mapper.missing_bin)
-    assert np.array_equal(packed_goes_left(packed, rows, node, feature, split_bin, missing_left), want)
-    with pytest.raises(ParameterError):
-        packed_goes_left(PackedBins.pack(binned, mapper, np.array([0])), rows, node, feature + 1, split_bin,
-                         missing_left)
+    bins = binned[rows, feature[node]]
+    want = goes_left_binned(bins, split_bin[node], cat[feature[node]], missing_left[node], mapper.missing_bin)
+    assert np.array_equal(goes_left_by_table(bins, node, split_bin, cat[feature], missing_left, mapper.missing_bin),
+                          want)
