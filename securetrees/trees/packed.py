@@ -25,7 +25,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion
-from securetrees.trees.histogram import LayerSplits, bucket_sums, layer_splits, score_candidates
+from securetrees.trees.histogram import LayerSplits, layer_splits, score_candidates
 
 __all__ = ["PackedBins", "PackedLayout", "packed_best_splits", "packed_histograms", "unpack"]
 
@@ -110,21 +110,19 @@ def packed_histograms(packed: PackedBins, node_index: IntArray, columns: list[Fl
     layout = packed.layout
     if node_index.shape != rows.shape or rows.ndim != 1:
         raise ParameterError("node_index and rows disagree on the samples")
-    hist = np.empty((n_nodes, layout.width, len(columns)), dtype=np.float64)
+    width = layout.width
     n = packed.codes.shape[1]
     everything = n_nodes == 1 and rows.size == n and bool(np.array_equal(rows, np.arange(n)))  # the root
     weights = [None if c is None else c if everything else c[rows] for c in columns]
-    for s, w in enumerate(weights):
-        if everything and w is None:  # the rows per bin, the same for every tree
-            hist[0, :, s] = packed.bin_counts
+    sums = [packed.bin_counts.copy() if everything and w is None else np.zeros(n_nodes * width) for w in weights]
+    base = node_index * width
     for j in range(layout.features.size):
-        size, off = int(layout.sizes[j]), int(layout.offsets[j])
-        flat = packed.codes[j].astype(np.intp) if everything else node_index * size + packed.codes[j][rows]
-        for s, w in enumerate(weights):
-            if everything and w is None:
-                continue
-            hist[:, off:off + size, s] = bucket_sums(flat, w, n_nodes * size).reshape(n_nodes, size)
-    return hist
+        off = int(layout.offsets[j])
+        flat = packed.codes[j] + np.intp(off) if everything else base + off + packed.codes[j][rows]
+        for w, out in zip(weights, sums, strict=True):
+            if not (everything and w is None):
+                np.add.at(out, flat, 1.0 if w is None else w)
+    return np.stack([x.reshape(n_nodes, width) for x in sums], axis=-1)
 
 
 def unpack(hist: FloatArray, layout: PackedLayout, max_bins: int) -> FloatArray:
