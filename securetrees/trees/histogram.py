@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.trees.criteria import Criterion
+from securetrees.trees.criteria import Criterion, gain_is_cost_difference
 
 __all__ = [
     "LayerSplits", "best_splits", "bucket_sums", "build_histograms", "layer_splits", "node_totals",
@@ -251,18 +251,22 @@ def score_candidates(
     on the left only where ``has_missing[k, j]``.  Valid: both children weigh at least
     ``max(min_samples_leaf, tiny)`` and the gain beats ``min_gain`` plus a rounding
     tolerance (``1e-10·max(|cost(node)|, 1)``)."""
-    tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
+    node_cost = criterion.cost(node_total)
+    tol = 1e-10 * np.maximum(np.abs(node_cost), 1.0)
     floor = min_gain + tol  # (nodes,)
     min_w = max(float(min_samples_leaf), 1e-12)
     parent = node_total[node]
+    # gain = cost(parent) - cost(left) - cost(right): the parent's cost once per node.
+    parent_cost = node_cost[node] if gain_is_cost_difference(criterion) else None
     fl = floor[node]
     gains = np.full((*shape, 2), -np.inf)
-    gains[..., 0][where] = _score(criterion, lft, parent, fl, min_w)
+    gains[..., 0][where] = _score(criterion, lft, parent, fl, min_w, parent_cost)
     hm = np.flatnonzero(has_missing[node, slot])
     if hm.size:  # the missing-left variant, only where it differs
         km, jm = node[hm], slot[hm]
-        gains[..., 1][tuple(w[hm] for w in where)] = _score(criterion, lft[hm] + missing[km, jm], parent[hm],
-                                                            fl[hm], min_w)
+        gains[..., 1][tuple(w[hm] for w in where)] = _score(
+            criterion, lft[hm] + missing[km, jm], parent[hm], fl[hm], min_w,
+            None if parent_cost is None else parent_cost[hm])
     return gains
 
 
@@ -297,11 +301,15 @@ def layer_splits(
 
 
 def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, floor: FloatArray,
-           min_w: float) -> FloatArray:
+           min_w: float, parent_cost: FloatArray | None = None) -> FloatArray:
     """Gain of each candidate whose children both weigh ``min_w`` and whose gain beats
-    ``floor``; ``-inf`` elsewhere."""
+    ``floor``; ``-inf`` elsewhere.  ``parent_cost``: ``criterion.cost(parent)`` where the
+    gain is that cost minus the children's (the same numbers, computed once per node)."""
     rgt = parent - lft
-    g = criterion.gain(parent, lft, rgt)
+    if parent_cost is None:
+        g = criterion.gain(parent, lft, rgt)
+    else:
+        g = parent_cost - criterion.cost(lft) - criterion.cost(rgt)
     ok = (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
     return np.where(ok, g, -np.inf)
 
