@@ -76,6 +76,29 @@ def measure_each(fn: Callable[[], object], *, repeats: int = 5,
     return measure(fn, repeats=repeats, number=1, clock=clock)
 
 
+def measure_interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 3,
+                        clock: Callable[[], float] = time.perf_counter,
+                        cpu_clock: Callable[[], float] = time.process_time) -> dict[str, tuple[Timing, Timing]]:
+    """Time single calls of several slow functions in rounds (each once per round, in
+    order), so that a change in the machine's load hits every function alike.  Returns,
+    per function, the wall-clock and the process CPU-time timings of the same calls (CPU
+    time is what a single-threaded run costs, whatever else runs on a shared machine)."""
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            c0, t0 = cpu_clock(), clock()
+            fn()
+            wall[name].append(clock() - t0)
+            cpu[name].append(cpu_clock() - c0)
+
+    def timing(xs: list[float]) -> Timing:
+        q1, q3 = _quartiles(xs)
+        return Timing(statistics.median(xs), q1, q3, repeats, 1)
+
+    return {name: (timing(wall[name]), timing(cpu[name])) for name in fns}
+
+
 def fmt_seconds(s: float) -> str:
     """Seconds in a readable unit (ns, µs, ms, s)."""
     if s < 1e-6:

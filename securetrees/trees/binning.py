@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -151,6 +152,21 @@ class BinMapper:
                 b = np.searchsorted(self.edges[f], np.where(missing, 0.0, col), side="left")
             out[:, f] = np.where(missing, self.missing_bin, b)
         return out
+
+    @cached_property
+    def _threshold_table(self) -> FloatArray:
+        """``table[f, b]`` = :meth:`threshold` ``(f, b)`` for every real bin ``b``."""
+        table = np.full((self.n_features, self.max_bins + 1), np.inf)
+        for f in range(self.n_features):
+            if self.categorical[f]:
+                table[f] = np.arange(self.max_bins + 1, dtype=np.float64)
+            else:
+                table[f, : self.edges[f].size] = self.edges[f]
+        return table
+
+    def thresholds(self, features: npt.NDArray[np.int64], bins: npt.NDArray[np.int64]) -> FloatArray:
+        """:meth:`threshold` of many (feature, bin) pairs at once."""
+        return np.asarray(self._threshold_table[features, bins], dtype=np.float64)
 
     def threshold(self, feature: int, bin_index: int) -> float:
         """The raw-value threshold of the candidate split "bin <= ``bin_index``".

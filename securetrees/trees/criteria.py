@@ -33,6 +33,7 @@ __all__ = [
     "SquaredError",
     "eq7_score",
     "eq8_leaf_value",
+    "gain_is_cost_difference",
     "make_criterion",
 ]
 
@@ -78,6 +79,9 @@ def _sum_last(a: FloatArray) -> FloatArray:
 
 
 def _safe_div(num: FloatArray, den: FloatArray) -> FloatArray:
+    """``num / den`` where ``den > 0``, else 0."""
+    if np.all(den > 0):
+        return np.asarray(num / den, dtype=np.float64)
     out = np.zeros(np.broadcast_shapes(num.shape, den.shape), dtype=np.float64)
     np.divide(num, den, out=out, where=den > 0)
     return out
@@ -184,6 +188,15 @@ class GradientGain(_Base):
     def leaf_value(self, stats: FloatArray) -> FloatArray:
         d = self._denominator(stats) + self.reg_lambda
         return _safe_div(-stats[..., 1], d)[..., None]
+
+
+def gain_is_cost_difference(criterion: Criterion) -> bool:
+    """Is ``criterion.gain(p, l, r)`` exactly ``cost(p) - cost(l) - cost(r)`` with a cost
+    made of correctly rounded arithmetic only (Gini, squared error, gradient; not entropy,
+    whose logarithm numpy may evaluate differently on arrays of different lengths)?  Then
+    a split search may compute each node's cost once and get the same numbers."""
+    return isinstance(criterion, (Gini, SquaredError, GradientGain)) and not isinstance(criterion, Entropy) \
+        and type(criterion).gain is _Base.gain
 
 
 def make_criterion(name: str) -> Criterion:

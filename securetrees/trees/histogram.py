@@ -10,14 +10,18 @@ can sum them before calling :func:`best_splits`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.trees.criteria import Criterion
+from securetrees.trees.criteria import Criterion, gain_is_cost_difference
 
-__all__ = ["LayerSplits", "best_splits", "build_histograms", "node_totals"]
+__all__ = [
+    "LayerSplits", "best_splits", "bucket_sums", "build_histograms", "layer_splits", "node_totals",
+    "score_candidates",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -80,24 +84,40 @@ def build_histograms(
     n_stats = sample_stats.shape[1]
     n_slots = n_features if features is None else features.shape[1]
     hist = np.zeros((n_nodes, n_slots, width, n_stats), dtype=np.float64)
+    # Per counted sample, in order: its node's offset, its row and its statistics (a
+    # statistic equal to 1 everywhere is counted instead: the same sums).
+    base = node_index * width
+    row_of = np.arange(n_samples, dtype=np.int64) if rows is None else rows
+    weights: list[FloatArray | None] = []
+    for s in range(n_stats):
+        w = np.ascontiguousarray(sample_stats[:, s] if rows is None else sample_stats[rows, s])
+        weights.append(None if np.all(w == 1.0) else w)
+    flat_binned = np.ascontiguousarray(binned).reshape(-1)
     for j in range(n_slots):
-        node, sel = node_index, rows  # sel None: every sample, in order
+        b, sel, ws = base, None, weights  # sel None: every counted sample
         if features is None:
-            col = binned[:, j] if sel is None else binned[sel, j]
+            col = binned[:, j] if rows is None else binned[rows, j]
         else:
             f = features[node_index, j]
             if features[:, j].min(initial=0) < 0:  # padded slot: count only the nodes that have one
-                keep = np.flatnonzero(f >= 0)
-                node, f = node[keep], f[keep]
-                sel = keep if sel is None else sel[keep]
-            col = binned[np.arange(n_samples) if sel is None else sel, f]
+                sel = np.flatnonzero(f >= 0)
+                f, b = f[sel], b[sel]
+                ws = [None if w is None else w[sel] for w in weights]
+            col = flat_binned[(row_of if sel is None else row_of[sel]) * n_features + f]
         if missing_bin is not None and missing_bin != max_bins:
             col = np.where(col == missing_bin, np.int64(max_bins), col)
-        flat = node * width + col
-        for s in range(n_stats):
-            weights = sample_stats[:, s] if sel is None else sample_stats[sel, s]
-            hist[:, j, :, s] = np.bincount(flat, weights=weights, minlength=n_nodes * width).reshape(n_nodes, width)
+        flat = b + col
+        for s, wt in enumerate(ws):
+            hist[:, j, :, s] = bucket_sums(flat, wt, n_nodes * width).reshape(n_nodes, width)
     return hist
+
+
+def bucket_sums(index: IntArray, weights: FloatArray | None, size: int) -> FloatArray:
+    """``out[b] = Σ weights[i]`` over ``index[i] == b`` (``weights=None``: counts), adding in
+    the order of ``index``, as ``np.bincount`` does (``np.add.at``, faster for float sums)."""
+    out = np.zeros(size, dtype=np.float64)
+    np.add.at(out, np.asarray(index, dtype=np.intp), 1.0 if weights is None else weights)
+    return out
 
 
 @dataclass(frozen=True)
@@ -177,9 +197,6 @@ def best_splits(
     rows = np.arange(n_nodes)
     cum = np.cumsum(hist, axis=2)  # running sums over the bins, the missing slot last
     node_total = cum[rows, np.argmax(present, axis=1), max_bins]  # (nodes, S)
-    tol = 1e-10 * np.maximum(np.abs(criterion.cost(node_total)), 1.0)
-    floor = min_gain + tol  # (nodes,)
-    min_w = max(float(min_samples_leaf), 1e-12)
     missing = hist[:, :, max_bins, :]
     has_missing = criterion.weight(missing) > 0  # (nodes, slots)
 
@@ -200,45 +217,99 @@ def best_splits(
     keep |= cat_slot[:, :, None]
     keep &= bins < real_bins[:, :, None]
     kk, jj, bb = np.nonzero(keep)
-    lft = left[kk, jj, bb]  # (P, S)
-    parent = node_total[kk]
-    fl = floor[kk]
-    gains = np.full((n_nodes, n_slots, max_bins, 2), -np.inf)
-    gains[kk, jj, bb, 0] = _score(criterion, lft, parent, fl, min_w)
-    hm = np.flatnonzero(has_missing[kk, jj])
-    if hm.size:  # the missing-left variant, only where it differs
-        km, jm = kk[hm], jj[hm]
-        gains[km, jm, bb[hm], 1] = _score(criterion, lft[hm] + missing[km, jm], parent[hm], fl[hm], min_w)
+    gains = score_candidates(criterion, left[kk, jj, bb], node_total, kk, jj, (kk, jj, bb), missing,
+                             has_missing, (n_nodes, n_slots, max_bins), min_samples_leaf=min_samples_leaf,
+                             min_gain=min_gain)
 
     # The first best in (slot, bin, missing side) order: features are listed in increasing order.
     flat = np.argmax(gains.reshape(n_nodes, -1), axis=1)
     best = gains.reshape(n_nodes, -1)[rows, flat]
-    found = np.isfinite(best)
     slot, rest = np.divmod(flat, 2 * max_bins)
     bin_index, variant = np.divmod(rest, 2)
-    f_best = fz[rows, slot]
-    chosen_left = left[rows, slot, bin_index] + np.where(variant[:, None] == 1, missing[rows, slot], 0.0)
-    # Where the node had no missing value of the chosen feature, missing values met
-    # at prediction time follow the heavier child (ties: left).
-    no_missing = ~has_missing[rows, slot]
+    return layer_splits(criterion, best, variant, left[rows, slot, bin_index], missing[rows, slot],
+                        has_missing[rows, slot], node_total, fz[rows, slot].astype(np.int64), bin_index)
+
+
+def score_candidates(
+    criterion: Criterion,
+    lft: FloatArray,
+    node_total: FloatArray,
+    node: IntArray,
+    slot: IntArray,
+    where: tuple[npt.NDArray[np.integer[Any]], ...],
+    missing: FloatArray,
+    has_missing: BoolArray,
+    shape: tuple[int, ...],
+    *,
+    min_samples_leaf: float,
+    min_gain: float,
+) -> FloatArray:
+    """Gains of a layer's candidates, ``-inf`` where invalid: an array ``shape + (2,)``
+    (last axis: missing values right, then left) filled at the index arrays ``where``.
+    Candidate ``c`` belongs to node ``node[c]`` and feature slot ``slot[c]`` and sends
+    ``lft[c]`` left; ``missing[k, j]`` are node ``k``'s missing values of slot ``j``, tried
+    on the left only where ``has_missing[k, j]``.  Valid: both children weigh at least
+    ``max(min_samples_leaf, tiny)`` and the gain beats ``min_gain`` plus a rounding
+    tolerance (``1e-10·max(|cost(node)|, 1)``)."""
+    node_cost = criterion.cost(node_total)
+    tol = 1e-10 * np.maximum(np.abs(node_cost), 1.0)
+    floor = min_gain + tol  # (nodes,)
+    min_w = max(float(min_samples_leaf), 1e-12)
+    parent = node_total[node]
+    # gain = cost(parent) - cost(left) - cost(right): the parent's cost once per node.
+    parent_cost = node_cost[node] if gain_is_cost_difference(criterion) else None
+    fl = floor[node]
+    gains = np.full((*shape, 2), -np.inf)
+    gains[..., 0][where] = _score(criterion, lft, parent, fl, min_w, parent_cost)
+    hm = np.flatnonzero(has_missing[node, slot])
+    if hm.size:  # the missing-left variant, only where it differs
+        km, jm = node[hm], slot[hm]
+        gains[..., 1][tuple(w[hm] for w in where)] = _score(
+            criterion, lft[hm] + missing[km, jm], parent[hm], fl[hm], min_w,
+            None if parent_cost is None else parent_cost[hm])
+    return gains
+
+
+def layer_splits(
+    criterion: Criterion,
+    best: FloatArray,
+    variant: IntArray,
+    left: FloatArray,
+    missing: FloatArray,
+    has_missing: BoolArray,
+    node_total: FloatArray,
+    feature: IntArray,
+    bin_index: IntArray,
+) -> LayerSplits:
+    """The :class:`LayerSplits` of each node's chosen candidate: its gain ``best``
+    (``-inf``: none found), missing side ``variant`` (1: left), left sums without the
+    missing values, the node's missing values of that feature (and whether it had any),
+    its totals, feature and bin.  Where the node had no missing value of the chosen
+    feature, missing values met at prediction time follow the heavier child (ties: left)."""
+    found = np.isfinite(best)
+    chosen_left = left + np.where(variant[:, None] == 1, missing, 0.0)
     heavier_left = criterion.weight(chosen_left) >= criterion.weight(node_total - chosen_left)
     return LayerSplits(
         found=found,
         gain=np.where(found, best, 0.0),
-        feature=f_best.astype(np.int64),
+        feature=feature,
         bin=bin_index,
-        missing_left=np.where(no_missing, heavier_left, variant == 1),
+        missing_left=np.where(~has_missing, heavier_left, variant == 1),
         left_stats=chosen_left,
         right_stats=node_total - chosen_left,
     )
 
 
 def _score(criterion: Criterion, lft: FloatArray, parent: FloatArray, floor: FloatArray,
-           min_w: float) -> FloatArray:
+           min_w: float, parent_cost: FloatArray | None = None) -> FloatArray:
     """Gain of each candidate whose children both weigh ``min_w`` and whose gain beats
-    ``floor``; ``-inf`` elsewhere."""
+    ``floor``; ``-inf`` elsewhere.  ``parent_cost``: ``criterion.cost(parent)`` where the
+    gain is that cost minus the children's (the same numbers, computed once per node)."""
     rgt = parent - lft
-    g = criterion.gain(parent, lft, rgt)
+    if parent_cost is None:
+        g = criterion.gain(parent, lft, rgt)
+    else:
+        g = parent_cost - criterion.cost(lft) - criterion.cost(rgt)
     ok = (criterion.weight(lft) >= min_w) & (criterion.weight(rgt) >= min_w) & (g > floor)
     return np.where(ok, g, -np.inf)
 

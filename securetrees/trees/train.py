@@ -19,8 +19,10 @@ from securetrees.errors import ParameterError
 from securetrees.progress import progress as progress_bar
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import GradientGain, make_criterion
+from securetrees.trees.exact import snap_to_exact_grid
 from securetrees.trees.forest import BoostedForest, Forest, sigmoid, softmax
-from securetrees.trees.grow import GrowParams, grow_tree
+from securetrees.trees.grow import GrowParams, grow_tree, grow_tree_with_leaves
+from securetrees.trees.packed import PackedBins
 from securetrees.trees.sampling import TreeDraws, resolve_max_features, tree_generators
 
 __all__ = ["BinningParams", "class_stats", "regression_stats", "train_boosted", "train_forest"]
@@ -158,6 +160,7 @@ def train_boosted(
     raw = np.tile(base, (n, 1))
     trees = []
     ones = np.ones(n, dtype=np.float64)
+    packed = PackedBins.pack(binned, mapper)
     for _ in progress_bar(range(n_estimators), desc="boosting", total=n_estimators,
                       enabled=progress):
         if n_classes is None:
@@ -166,9 +169,10 @@ def train_boosted(
             p = sigmoid(raw) if k == 1 else softmax(raw)
             grad, hess = p - target, p * (1.0 - p)
         for j in range(k):
-            stats = np.column_stack([ones, grad[:, j], hess[:, j]])
-            tree = grow_tree(binned, mapper, stats, crit, grow, providers=providers)
-            raw[:, j] += learning_rate * tree.leaf_values(X)[:, 0]
+            stats = np.column_stack([ones, snap_to_exact_grid(np.column_stack([grad[:, j], hess[:, j]]))])
+            tree, leaf_of = grow_tree_with_leaves(binned, mapper, stats, crit, grow, providers=providers,
+                                                  packed=packed, exact=True)
+            raw[:, j] += learning_rate * tree.value[leaf_of, 0]
             trees.append(tree)
     model = BoostedForest(
         tuple(trees), "squared" if n_classes is None else "logistic", base, float(learning_rate),

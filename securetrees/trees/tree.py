@@ -19,6 +19,7 @@ the missing values); categorical ``x == threshold`` goes left; NaN follows
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -109,21 +110,50 @@ class Tree:
         test = np.where(self.categorical[nodes], x == thr, x <= thr)
         return np.asarray(np.where(nan, self.missing_left[nodes], test))
 
+    @cached_property
+    def _routing(self) -> _Routing:
+        """The node arrays :meth:`apply` walks, with every leaf made a node that sends
+        everything to itself (feature 0, threshold +inf, NaN left)."""
+        leaf = self.left == LEAF
+        ids = np.arange(self.n_nodes, dtype=np.int64)
+        left = np.where(leaf, ids, self.left)
+        right = np.where(leaf, ids, self.right)
+        return _Routing(
+            feature=np.where(leaf, 0, self.feature),
+            threshold=np.where(leaf, np.inf, self.threshold),
+            categorical=self.categorical & ~leaf,
+            missing_left=self.missing_left | leaf,
+            left=left,
+            right=right,
+            paired=bool(np.array_equal(right[~leaf], left[~leaf] + 1)),
+            has_categorical=bool(self.categorical[~leaf].any()),
+            depth=self.max_depth,
+        )
+
     def apply(self, X: npt.ArrayLike) -> IntArray:
-        """The leaf id each row of ``X`` reaches (full trees only)."""
+        """The leaf id each row of ``X`` reaches (full trees only): every row moves one
+        level per step, ``max_depth`` steps, leaves keeping their rows."""
         if self.is_partial:
             raise ParameterError("a partial tree has no single leaf per sample: use reachable_leaves")
-        Xa = self._check_X(X)
-        pos = np.zeros(Xa.shape[0], dtype=np.int64)
-        rows = np.arange(Xa.shape[0])
-        active = np.flatnonzero(self.left[pos] != LEAF)
-        while active.size:
-            nodes = pos[active]
-            x = Xa[rows[active], self.feature[nodes]]
-            go = self.goes_left(x, nodes)
-            pos[active] = np.where(go, self.left[nodes], self.right[nodes])
-            active = active[self.left[pos[active]] != LEAF]
-        return pos
+        Xa = np.ascontiguousarray(self._check_X(X))
+        r = self._routing
+        node = np.zeros(Xa.shape[0], dtype=np.int64)
+        if not Xa.size:
+            return node
+        flat = Xa.reshape(-1)
+        base = np.arange(0, flat.size, self.n_features, dtype=np.int64)
+        any_nan = bool(np.isnan(flat).any())
+        for _ in range(r.depth):
+            x = flat[base + r.feature[node]]
+            thr = r.threshold[node]
+            go = x <= thr
+            if r.has_categorical:
+                go = np.where(r.categorical[node], x == thr, go)
+            if any_nan:
+                nan = np.flatnonzero(np.isnan(x))
+                go[nan] = r.missing_left[node[nan]]
+            node = r.left[node] + ~go if r.paired else np.where(go, r.left[node], r.right[node])
+        return node
 
     def reachable_leaves(self, X: npt.ArrayLike) -> BoolArray:
         """``R[i, j]``: can sample ``i`` reach leaf ``leaves[j]``?  Withheld nodes pass
@@ -176,6 +206,19 @@ class Tree:
             np.array_equal(getattr(self, name), getattr(other, name), equal_nan=True)
             for name in _ARRAY_FIELDS
         )
+
+
+@dataclass(frozen=True)
+class _Routing:
+    feature: IntArray
+    threshold: FloatArray
+    categorical: BoolArray
+    missing_left: BoolArray
+    left: IntArray
+    right: IntArray
+    paired: bool  # right == left + 1 at every internal node
+    has_categorical: bool
+    depth: int
 
 
 _ARRAY_FIELDS = (
@@ -262,6 +305,61 @@ class TreeBuilder:
         self._provider[node] = int(provider)
         self._withheld[node] = withheld
         return lid, rid
+
+    def split_many(
+        self,
+        nodes: IntArray,
+        *,
+        feature: IntArray,
+        threshold: FloatArray,
+        categorical: BoolArray,
+        missing_left: BoolArray,
+        provider: IntArray,
+        left_weight: FloatArray,
+        left_value: FloatArray,
+        right_weight: FloatArray,
+        right_value: FloatArray,
+    ) -> IntArray:
+        """:meth:`split` of several leaves at once (known splits only), in the order given:
+        the same tree as splitting them one by one.  Values have shape ``(k, n_outputs)``.
+        Returns the new ids, ``(k, 2)``: left and right child of each node."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        k, n_old = nodes.size, len(self._left)
+        if nodes.ndim != 1 or any(np.shape(a) != (k,) for a in (
+                feature, threshold, categorical, missing_left, provider, left_weight, right_weight)) \
+                or np.shape(left_value) != (k, self.n_outputs) or np.shape(right_value) != (k, self.n_outputs):
+            raise ParameterError("split_many needs one entry per node and n_outputs values per child")
+        if k and (nodes.min() < 0 or nodes.max() >= n_old or np.unique(nodes).size != k
+                  or any(self._left[i] != LEAF for i in nodes.tolist())):
+            raise ParameterError("split_many splits distinct current leaves")
+        if k and (feature.min() < 0 or feature.max() >= self.n_features):
+            raise ParameterError("feature out of range")
+        if np.any(np.isnan(threshold) | (threshold == -np.inf)):
+            raise ParameterError("a threshold must be a number or +inf")
+        cat = np.asarray(categorical, dtype=bool)
+        if np.any(cat & (threshold != np.floor(threshold))):
+            raise ParameterError("a categorical threshold is an integer category code")
+        ids = n_old + np.arange(2 * k, dtype=np.int64).reshape(k, 2)
+        two = 2 * k
+        self._left.extend([LEAF] * two)
+        self._right.extend([LEAF] * two)
+        self._feature.extend([NO_FEATURE] * two)
+        self._threshold.extend([float("nan")] * two)
+        self._categorical.extend([False] * two)
+        self._missing_left.extend([False] * two)
+        self._provider.extend([-1] * two)
+        self._withheld.extend([False] * two)
+        self._weight.extend(np.column_stack([left_weight, right_weight]).astype(np.float64).reshape(-1).tolist())
+        values = np.stack([left_value, right_value], axis=1).astype(np.float64).reshape(two, self.n_outputs)
+        self._value.extend(list(values))
+        for i, (node, f, t, c, m, p) in enumerate(zip(
+                nodes.tolist(), feature.tolist(), threshold.tolist(), cat.tolist(),
+                np.asarray(missing_left, dtype=bool).tolist(), provider.tolist(), strict=True)):
+            self._left[node], self._right[node] = int(ids[i, 0]), int(ids[i, 1])
+            self._feature[node], self._threshold[node] = int(f), float(t)
+            self._categorical[node], self._missing_left[node] = bool(c), bool(m)
+            self._provider[node] = int(p)
+        return ids
 
     def build(self) -> Tree:
         if not self._left:
