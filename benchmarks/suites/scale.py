@@ -81,7 +81,7 @@ class Setting:
     memory_rows: int
 
 
-FULL = Setting(rows=(10_000, 100_000, 1_000_000), repeats=(3, 3, 1), trees=4, depth=8,
+FULL = Setting(rows=(10_000, 100_000, 1_000_000), repeats=(3, 3, 1), trees=2, depth=8,
                crypto_rows=(2000, 8000), crypto_depth=4,
                sweep_rows=20_000, parties=(2, 4, 8, 16), trees_sweep=(1, 2, 4, 8), depth_sweep=(4, 6, 8, 10),
                memory_rows=1_000_000)
@@ -427,6 +427,8 @@ def run(report: Report, quick: bool) -> None:
                                 "(8 codes), seed 0")
     report.data["wan_settings"] = {k: {"bits_per_second": bw, "rtt_s": rtt} for k, (bw, rtt) in WAN.items()}
     curves: dict[str, dict[int, Point]] = {}
+    _memory(report, s)  # first: the largest table of the run, while this process is still small
+    t0 = _stage(report, "deployment memory", t0)
     with threadpool_limits(limits=1):
         _rows_sweep(report, s, curves)
         t0 = _stage(report, "rows sweep", t0)
@@ -439,8 +441,6 @@ def run(report: Report, quick: bool) -> None:
         t0 = _stage(report, "parties sweep", t0)
         _trees_depth(report, s)
         t0 = _stage(report, "trees and depth sweeps", t0)
-    _memory(report, s)
-    t0 = _stage(report, "deployment memory", t0)
     _plots(report, s, curves)
 
 

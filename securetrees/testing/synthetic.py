@@ -9,8 +9,9 @@
   column's code and ``c`` a fixed effect per code (``-1 .. 1``, evenly spaced); without a
   categorical column the ``c`` term is absent, and terms whose columns do not exist are dropped.
   The label thus depends on five numeric columns (a linear part, an interaction, a threshold) and
-  one categorical column; every other column is noise.  Trees of depth 6 or more reach about 80%
-  accuracy against a majority rate near 50%.
+  one categorical column; every other column is noise.  With 50 columns the Bayes-optimal accuracy
+  is about 78.5% against a majority rate near 52%; the reference random forest (20 trees, depth 6,
+  sqrt features) trained on 20,000 rows reaches about 71% on fresh rows.
 
 The generator is deterministic in ``seed`` (numpy's PCG64: machine-learning data, never a secret)
 and draws column by column, so its peak memory is the table itself (8 bytes per cell).
