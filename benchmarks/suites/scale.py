@@ -56,6 +56,7 @@ from harness import Report, Timing, measure
 from threadpoolctl import threadpool_limits
 
 from securetrees.errors import InsecureParameterWarning
+from securetrees.net.control import peak_rss_bytes
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.runtime import Transcript
 from securetrees.testing.synthetic import SyntheticTable, make_table
@@ -234,7 +235,12 @@ def fit_point(fit: Fit, d: SyntheticTable, trees: int, depth: int, parties: int,
         wall.append(time.perf_counter() - w0)
     tr = _transcript(model) if hasattr(model, "network_") or hasattr(model, "transcript_") else None
     party = traffic(tr) if tr is not None else []
-    return Point(statistics.median(cpu), statistics.median(wall), party, tr.rounds if tr is not None else 0), model
+    point = Point(statistics.median(cpu), statistics.median(wall), party, tr.rounds if tr is not None else 0)
+    name = getattr(fit, "__name__", "fit").strip("_")
+    print(f"[scale]   {name}: {d.X.shape[0]} rows, {trees} trees, depth {depth}, {parties} parties: "
+          f"CPU {point.cpu:.3g} s, wall {point.wall:.3g} s, {point.total_bytes} bytes, {point.rounds} rounds",
+          flush=True)  # a long run cut off still leaves its figures
+    return point, model
 
 
 # -- the crypto modes: counted operations, priced and extrapolated ----------------------------------
@@ -441,6 +447,8 @@ def run(report: Report, quick: bool) -> None:
         t0 = _stage(report, "parties sweep", t0)
         _trees_depth(report, s)
         t0 = _stage(report, "trees and depth sweeps", t0)
+    # every party of every in-process run shares this process: an upper bound, not a per-party figure
+    report.data["in_process_peak_rss_bytes"] = peak_rss_bytes()
     _plots(report, s, curves)
 
 
