@@ -603,7 +603,7 @@ def _plots(report: Report, s: Setting, curves: dict[str, dict[int, Point]]) -> N
     ax.set_ylabel("CPU per row (µs)")
     ax.set_title(f"Cost per row ({s.trees} trees depth {s.depth}; crypto modes 1 tree)", fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     report.save_figure("rows", fig)
 
     sweep = report.data["parties_sweep"]
