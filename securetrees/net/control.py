@@ -5,11 +5,14 @@ accepts :class:`ControlRequest` messages, which only the ``operator`` role may
 send (the message's declaration; the run's configuration gives that role to its
 operator alone, and the sender is the TLS-authenticated certificate name).  An action ``x`` runs the
 role's method ``control_x(args)``; its reply carries named arrays and strings.
-``shutdown`` stops the role's server after the reply has gone out.
+``shutdown`` stops the role's server after the reply has gone out; ``stats`` reports the
+role's transcript (messages, bytes, rounds) and its process's peak resident memory.
 """
 
 from __future__ import annotations
 
+import resource
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -45,6 +48,23 @@ class ControlReply(Message):
     info: dict[str, str] = field(default_factory=dict)
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far, in bytes.
+
+    Linux: ``VmHWM`` of ``/proc/self/status``, the high-water mark of this program since it
+    started (``getrusage``'s ``ru_maxrss`` would also count the parent's memory at the fork that
+    started it).  Elsewhere ``ru_maxrss`` (bytes on macOS, kB on other systems)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+
+
 class Controllable:
     """Mixin for a :class:`Party` run as a service: the operator may send control requests."""
 
@@ -63,7 +83,8 @@ class Controllable:
             protocol = [r for r in t if not r.type_name.startswith("securetrees.control.")]
             return ControlReply(info={"bytes_received": str(t.total_bytes), "messages": str(len(t)),
                                       "protocol_bytes": str(sum(r.size for r in protocol)),
-                                      "protocol_messages": str(len(protocol)), "rounds": str(t.rounds)})
+                                      "protocol_messages": str(len(protocol)), "rounds": str(t.rounds),
+                                      "peak_rss_bytes": str(peak_rss_bytes())})
         fn = getattr(self, f"control_{msg.action}", None) if msg.action.isidentifier() else None
         if fn is None:
             raise ParameterError(f"{self.name!r} has no control action {msg.action!r}")
