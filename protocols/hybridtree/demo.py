@@ -54,13 +54,25 @@ class AdultHybrid:
     split: HybridSplit
 
 
-def adult_hybrid(*, n_guests: int = 5, rows: int | None = None, seed: int = ADULT_SEED) -> AdultHybrid:
-    """Adult and its pinned hybrid split; ``rows`` keeps the first rows of each file (smoke runs)."""
+#: Adult's columns that encode one attribute: ``education`` and its numeric code ``education-num``.
+ADULT_LINKED = (("education", "education-num"),)
+
+
+def adult_hybrid(
+    *, n_guests: int = 5, rows: int | None = None, seed: int = ADULT_SEED, link: bool = True,
+) -> AdultHybrid:
+    """Adult and its pinned hybrid split; ``rows`` keeps the first rows of each file (smoke runs).
+    ``link`` (default) keeps the two encodings of education on one side (with the pinned seed
+    the guests hold education, education-num and occupation); ``link=False`` is the former
+    split, where the host holds education-num, a recoding of the guests' education."""
     d = load_adult()
     Xtr, ytr, Xte, yte = d.X_train, d.y_train, d.X_test, d.y_test
     if rows is not None:
         Xtr, ytr, Xte, yte = Xtr[:rows], ytr[:rows], Xte[: rows // 2], yte[: rows // 2]
-    split = hybrid_split(Xtr.shape[1], len(ytr), len(yte), n_guests=n_guests, seed=seed)
+    names = list(d.feature_names)
+    linked = [[names.index(c) for c in group] for group in ADULT_LINKED] if link else []
+    split = hybrid_split(Xtr.shape[1], len(ytr), len(yte), n_guests=n_guests, seed=seed,
+                         linked=linked)
     return AdultHybrid(Xtr, ytr, Xte, yte, np.flatnonzero(d.categorical).tolist(),
                        d.feature_names, split)
 

@@ -43,7 +43,7 @@ def test_solver_is_sound_against_brute_force(cells: list[tuple[int, int, int]]) 
     n = bins.size
     hist = _hist(bins, g, h)
     solver = SubsetSumAttack(np.ones((n, 1), dtype=bool), [WIDTH - 1], WIDTH)
-    solver.observe(Observation(0, np.arange(n, dtype=np.int64), hist, np.ones(1, dtype=bool)), g, h)
+    solver.observe(Observation(0, np.arange(n, dtype=np.int64), hist, {0: (0, 1, 2)}), g, h)
     cand = solver.cand[:, 0, :]
     truth = _brute_force(hist, g, h)
     for i in range(n):
@@ -60,6 +60,6 @@ def test_distinct_gradients_in_tiny_bins_are_recovered() -> None:
     bins = rng.integers(0, WIDTH, size=n)
     solver = SubsetSumAttack(np.ones((n, 1), dtype=bool), [WIDTH - 1], WIDTH)
     solver.observe(Observation(0, np.arange(n, dtype=np.int64), _hist(bins, g, h),
-                               np.ones(1, dtype=bool)), g, h)
+                               {0: (0, 1, 2)}), g, h)
     assert solver.certain()[:, 0].all()
     assert np.array_equal(np.argmax(solver.cand[:, 0, :], axis=1), bins)

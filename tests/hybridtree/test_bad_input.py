@@ -134,6 +134,7 @@ def test_guest_refuses_malformed_feature_lists(make: Any, data: HybridData, feat
     m = _fit(make, data)
     guest = m.guests_[0]
     peers = tuple(g.name for g in m.guests_)
-    req = HistogramRequest(len(m.host_.records) - 1, 1, 99, peers, 1, (BuildNode(0, 0, features, ((7,),) * len(features)),))
+    build = BuildNode(0, 0, features, ((7,),) * len(features))
+    req = HistogramRequest(len(m.host_.records) - 1, 1, 99, peers, 1, (build,))
     with pytest.raises(ProtocolError):
         guest.on_histogram("host", req)
