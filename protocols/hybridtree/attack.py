@@ -324,6 +324,8 @@ class LeakageReport:
     seconds: float
     #: Per guest feature: (recovered cells, beyond baseline, cells).
     per_feature: tuple[tuple[int, int, int], ...] = ()
+    #: The recovered cells, per (training instance, guest feature).
+    recovered_cells: BoolArray | None = field(default=None, compare=False, repr=False)
 
     @property
     def rate(self) -> float:
@@ -411,7 +413,7 @@ def attack(model: Any, passes: int = 2) -> LeakageReport:
     per_feature = tuple((int(r), int(b), int(c)) for r, b, c in zip(
         recovered.sum(axis=0), beyond.sum(axis=0), held.sum(axis=0), strict=True))
     return LeakageReport(int(held.sum()), int((exposed & held).sum()), int(recovered.sum()),
-                         int(beyond.sum()), int(groups.sum()), seconds, per_feature)
+                         int(beyond.sum()), int(groups.sum()), seconds, per_feature, recovered)
 
 
 # -- the measurement of the spec ----------------------------------------------------------

@@ -2,16 +2,18 @@
 
 The split (``securetrees.protocols.hybridtree.data``, seed ``ADULT_SEED``): the host holds a
 seeded random 12 of Adult's 14 columns for every row (the proportion of the
-paper's Table 5, 102 of 123), the 5 guests share the other 2 columns and hold
+paper's Table 5, 102 of 123), less ``education-num`` when the guests hold
+``education`` (the two encode one attribute and stay on one side: the guests
+then share education, education-num and occupation); the 5 guests hold
 disjoint, equal, random fifths of the rows, in training and test alike.  The
 demo trains HybridTree (secure by default, 2048-bit key) and the two baselines
 of Section 5.1 with the same trees and learning rate: ALL-IN (one GBDT of the
 same total depth on the joined data) and SOLO (the host alone), and prints test
 accuracy, time, and how many nodes the guest layers split or kept as leaves.
 
-Default: all of Adult (the guest layers need nodes of at least ``min_node_size``
-= 1000 guest instances, so fewer rows leave them nearly empty), 3 trees at
-learning rate 0.5: about 1 minute of CPU.  ``--full``: the paper's 50 trees at
+Default: all of Adult, 3 trees at learning rate 0.5: about 1 minute of CPU (the
+guest layers need nodes of at least ``min_node_size`` = 100 guest instances, so a
+few hundred rows leave them empty).  ``--full``: the paper's 50 trees at
 learning rate 0.1, about 18 minutes of CPU (21 s per tree at 2048 bits, almost
 all of it the host's gradient encryptions).
 """
