@@ -184,8 +184,9 @@ def _guest_layers(model: HybridTreeClassifier, trees: int) -> str:
         return "guest layers: each guest grew its own under every host leaf (paper mode)"
     splits = sum(r.n_guest_splits for r in model.host_.records)
     line = (f"guest layers: {splits} guest splits in {trees} trees; kept as leaves: "
-            f"{model.small_nodes_} nodes with fewer than min_node_size={model.min_node_size} "
-            f"instances of guests (the subset-sum mitigation), {model.fallback_nodes_} with fewer "
+            f"{model.small_nodes_} nodes too small for a guest split (min_node_size="
+            f"{model.min_node_size} instances of guests, two groups of min_bin_size="
+            f"{model.min_bin_size}: the subset-sum mitigation), {model.fallback_nodes_} with fewer "
             f"than {model.min_guests} contributing guests")
     if splits == 0:
         line += ("; no guest split grew: with fewer rows no node reaches min_node_size, so the "
