@@ -14,8 +14,8 @@ accuracy, time, and how many nodes the guest layers split or kept as leaves.
 Default: all of Adult, 3 trees at learning rate 0.5: about 1 minute of CPU (the
 guest layers need nodes of at least ``min_node_size`` = 100 guest instances, so a
 few hundred rows leave them empty).  ``--full``: the paper's 50 trees at
-learning rate 0.1, about 18 minutes of CPU (21 s per tree at 2048 bits, almost
-all of it the host's gradient encryptions).
+learning rate 0.1, about 15 minutes of CPU (about 17 s per tree at 2048 bits,
+measured on the default run; almost all of it the host's gradient encryptions).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="securetrees demo hybridtree", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true",
-                        help="the paper's run: 50 trees at learning rate 0.1 (about 18 min of CPU "
+                        help="the paper's run: 50 trees at learning rate 0.1 (about 15 min of CPU "
                              "at 2048 bits; the default run takes about 1 min)")
     parser.add_argument("--trees", type=int, default=None, help="trees (default 3; 50 with --full)")
     parser.add_argument("--learning-rate", type=float, default=None,
