@@ -23,4 +23,4 @@ def test_demo_help_states_the_full_runs_time(capsys: pytest.CaptureFixture[str])
         main(["--help"])
     assert exc.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "--full" in out and "18 min of CPU" in out
+    assert "--full" in out and "15 min of CPU" in out
