@@ -153,7 +153,7 @@ def _hybridtree(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
 
     d = hybrid_data()
     model = HybridTreeClassifier(2, host_depth=2, guest_depth=2, max_bins=8, keypair=small_keypair(512),
-                                 min_node_size=0)
+                                 min_node_size=0, min_bin_size=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(d.X, d.y, d.host_features, d.guest_features, d.guest_rows)

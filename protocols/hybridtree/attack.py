@@ -44,12 +44,15 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.encoding import FixedPoint
-from securetrees.errors import ProtocolError
+from securetrees.errors import ParameterError, ProtocolError
+from securetrees.protocols.hybridtree.coarsen import base_ends, group_bounds
 from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
 from securetrees.protocols.hybridtree.host import Host, TreeRecord
-from securetrees.protocols.hybridtree.params import MIN_NODE_SIZE
+from securetrees.protocols.hybridtree.messages import SplitChoice
+from securetrees.protocols.hybridtree.params import MIN_BIN_SIZE, MIN_GROUP_WIDTH, MIN_NODE_SIZE
 
-__all__ = ["LeakageReport", "RecordingHost", "SubsetSumAttack", "main", "measure"]
+__all__ = ["DEFAULTS", "OFF", "LeakageReport", "RecordingHost", "Setting", "SplitObservation", "SubsetSumAttack",
+           "attack", "baseline_predictable", "main", "measure"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -59,12 +62,27 @@ _HASH = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier combining (G, H) into on
 
 @dataclass
 class Observation:
-    """One node's aggregate as the host holds it (see ``Host._observe_layer``)."""
+    """One node's aggregate as the host holds it (see ``Host._observe_layer``): per built
+    feature its groups of bins (each group's last bin; the group's sum sits there)."""
 
     tree: int
     ids: IntArray
     hist: npt.NDArray[np.int64]
-    features: BoolArray
+    groups: dict[int, tuple[int, ...]]
+
+
+@dataclass
+class SplitObservation:
+    """One guest split's routing as the host sees it (see ``Host._observe_split``): the node's
+    instances, the feature, the group's first and last bin, and which instances went left."""
+
+    ids: IntArray
+    feature: int
+    low: int
+    high: int
+    categorical: bool
+    missing_left: bool
+    left: BoolArray
 
 
 class RecordingHost(Host):
@@ -75,6 +93,7 @@ class RecordingHost(Host):
         super().__init__(*args, **kwargs)
         self.stats: list[tuple[IntArray, IntArray]] = []
         self.observations: list[Observation] = []
+        self.splits: list[SplitObservation] = []
 
     def grow(self, tree_index: int, g: FloatArray, h: FloatArray) -> tuple[TreeRecord, FloatArray]:
         fixed = FixedPoint(self.params.frac_bits)
@@ -82,11 +101,17 @@ class RecordingHost(Host):
         return super().grow(tree_index, g, h)
 
     def _observe_layer(
-        self, tree: int, layer: int, view: dict[int, tuple[IntArray, npt.NDArray[np.int64], BoolArray]],
+        self, tree: int, layer: int,
+        view: dict[int, tuple[IntArray, npt.NDArray[np.int64], dict[int, tuple[int, ...]]]],
     ) -> None:
-        for ids, hist, feats in view.values():
+        for ids, hist, groups in view.values():
             self.observations.append(Observation(len(self.stats) - 1, ids.copy(), hist.copy(),
-                                                 feats.copy()))
+                                                 dict(groups)))
+
+    def _observe_split(self, tree: int, ids: IntArray, choice: SplitChoice, left: BoolArray) -> None:
+        self.splits.append(SplitObservation(
+            ids.copy(), choice.feature, choice.bin - choice.width + 1, choice.bin,
+            bool(self._guest_cat[choice.feature]), choice.missing_left, left.copy()))
 
 
 class _RecordingClassifier(HybridTreeClassifier):
@@ -142,11 +167,35 @@ class SubsetSumAttack:
 
     # -- one node and feature -------------------------------------------------------------
     def observe(self, obs: Observation, g: IntArray, h: IntArray) -> None:
-        """Shrink the candidates of the node's instances with each feature's histogram."""
-        for f in np.flatnonzero(obs.features).tolist():
-            local = self.cand[obs.ids, f, :].copy()
-            self._solve(local, obs.hist[f], g[obs.ids], h[obs.ids])
+        """Shrink the candidates of the node's instances with each feature's histogram: solve
+        over the node's groups (plus the missing bin), then drop every bin of an excluded group."""
+        for f, ends in obs.groups.items():
+            local = self.cand[obs.ids, f, :]
+            bounds = [group_bounds(ends, j) for j in range(len(ends))]
+            grouped = np.stack([local[:, lo : hi + 1].any(axis=1) for lo, hi in bounds]
+                               + [local[:, -1]], axis=1)
+            hist = np.concatenate([obs.hist[f, list(ends)], obs.hist[f, -1:]])
+            self._solve(grouped, hist, g[obs.ids], h[obs.ids])
+            for j, (lo, hi) in enumerate(bounds):
+                local[:, lo : hi + 1] &= grouped[:, j : j + 1]
+            local[:, -1] &= grouped[:, -1]
             self.cand[obs.ids, f, :] = local
+
+    def route(self, split: SplitObservation) -> None:
+        """Shrink the candidates with a guest split's routing: an instance that went left has its
+        bin in the split's left set (or is missing, if missing values went left), and so on."""
+        side = np.zeros(self.width, dtype=bool)
+        if split.categorical:
+            side[split.low : split.high + 1] = True
+        else:
+            side[: split.high + 1] = True
+        side[-1] = False
+        left_set = side.copy()
+        left_set[-1] = split.missing_left
+        right_set = ~side
+        right_set[-1] = not split.missing_left
+        allowed = np.where(split.left[:, None], left_set[None, :], right_set[None, :])
+        self.cand[split.ids, split.feature, :] &= allowed
 
     def _solve(self, local: BoolArray, hist: npt.NDArray[np.int64], g: IntArray, h: IntArray) -> None:
         local[:, hist[:, 0] == 0] = False
@@ -163,7 +212,7 @@ class SubsetSumAttack:
                 b = int(np.argmax(local[i]))
                 res[b] -= (1, g[i], h[i])
                 done[i] = True
-            for b in range(self.width):
+            for b in range(local.shape[1]):
                 cands = np.flatnonzero(local[:, b] & ~done)
                 c = int(res[b, 0])
                 if cands.size == 0:
@@ -245,21 +294,50 @@ class SubsetSumAttack:
         """Cells whose bin is determined: exactly one candidate left."""
         return np.asarray(self.cand.sum(axis=2) == 1)
 
+    def certain_group(self, width: int) -> BoolArray:
+        """Cells whose base group of ``width`` bins is determined (the missing bin is a group of
+        its own): every candidate left lies in one base group."""
+        n_feat = self.cand.shape[1]
+        out = np.zeros(self.cand.shape[:2], dtype=bool)
+        for f in range(n_feat):
+            nb = int(self.n_bins[f])
+            gid = np.full(self.width, -1, dtype=np.int64)
+            gid[:nb] = np.searchsorted(np.asarray(base_ends(nb, width)), np.arange(nb))
+            gid[-1] = nb  # the missing bin
+            c = self.cand[:, f, :]
+            hi = np.where(c, gid[None, :], -2).max(axis=1)
+            lo = np.where(c, gid[None, :], nb + 1).min(axis=1)
+            out[:, f] = hi == lo
+        return out
+
 
 @dataclass(frozen=True)
 class LeakageReport:
-    """Recovered cells over the guests' cells, and over the cells the host saw in an aggregate."""
+    """Recovered cells over the guests' cells (raw), those the host could not already predict
+    from its own columns (beyond baseline), and the cells whose base group is recovered."""
 
     cells: int
     exposed: int
     recovered: int
+    beyond_baseline: int
+    group_recovered: int
     seconds: float
-    #: Per guest feature: (recovered cells, cells).
-    per_feature: tuple[tuple[int, int], ...] = ()
+    #: Per guest feature: (recovered cells, beyond baseline, cells).
+    per_feature: tuple[tuple[int, int, int], ...] = ()
+    #: The recovered cells, per (training instance, guest feature).
+    recovered_cells: BoolArray | None = field(default=None, compare=False, repr=False)
 
     @property
     def rate(self) -> float:
         return self.recovered / self.cells if self.cells else 0.0
+
+    @property
+    def beyond_rate(self) -> float:
+        return self.beyond_baseline / self.cells if self.cells else 0.0
+
+    @property
+    def group_rate(self) -> float:
+        return self.group_recovered / self.cells if self.cells else 0.0
 
     @property
     def exposed_rate(self) -> float:
@@ -282,27 +360,60 @@ def _truth(model: Any) -> tuple[npt.NDArray[np.int64], BoolArray]:
     return truth, held
 
 
+def baseline_predictable(host_X: FloatArray, truth: npt.NDArray[np.int64], held: BoolArray,
+                         folds: int = 5) -> BoolArray:
+    """Cells the host predicts right from its own columns alone: per guest feature, a decision
+    tree (scikit-learn, at least 20 instances per leaf, seeded) fitted on the training instances
+    with their true bins, each instance predicted by the tree of the folds that left it out.  An
+    idealised host that knows the joint distribution; a recovered cell it already predicts
+    leaks nothing beyond it."""
+    from sklearn.model_selection import KFold, cross_val_predict
+    from sklearn.tree import DecisionTreeClassifier
+
+    out = np.zeros(truth.shape, dtype=bool)
+    for f in range(truth.shape[1]):
+        rows = np.flatnonzero(held[:, f])
+        if rows.size < folds:
+            continue
+        y = truth[rows, f]
+        if np.unique(y).size == 1:
+            out[rows, f] = True
+            continue
+        tree = DecisionTreeClassifier(min_samples_leaf=20, random_state=0)
+        pred = cross_val_predict(tree, host_X[rows], y,
+                                 cv=KFold(folds, shuffle=True, random_state=0))
+        out[rows, f] = pred == y
+    return out
+
+
 def attack(model: Any, passes: int = 2) -> LeakageReport:
-    """Run :class:`SubsetSumAttack` on everything a :class:`RecordingHost` saw; score it."""
+    """Run :class:`SubsetSumAttack` on everything a :class:`RecordingHost` saw (the routing of
+    every guest split, then every aggregate; ``passes`` times); score it against the truth and
+    against :func:`baseline_predictable`."""
     start = time.process_time()
     host: RecordingHost = model.host_
     truth, held = _truth(model)
     solver = SubsetSumAttack(held, [int(b) for b in host._guest_n_bins], model.params_.max_bins + 1)
     exposed = np.zeros(held.shape, dtype=bool)
     for _ in range(passes):
+        for split in host.splits:
+            solver.route(split)
         for obs in host.observations:
             g, h = host.stats[obs.tree]
             solver.observe(obs, g, h)
-            exposed[np.ix_(obs.ids, obs.features)] = True
+            exposed[np.ix_(obs.ids, np.fromiter(obs.groups, dtype=np.int64))] = True
     cand = solver.cand
     n, n_feat = truth.shape
     if not cand[np.arange(n)[:, None], np.arange(n_feat)[None, :], truth].all():
         raise ProtocolError("the solver excluded a true bin: unsound inference")
+    seconds = time.process_time() - start
     recovered = solver.certain() & held
-    per_feature = tuple((int(r), int(c)) for r, c in zip(recovered.sum(axis=0), held.sum(axis=0),
-                                                         strict=True))
+    beyond = recovered & ~baseline_predictable(host._X, truth, held)
+    groups = solver.certain_group(model.params_.min_group_width) & held
+    per_feature = tuple((int(r), int(b), int(c)) for r, b, c in zip(
+        recovered.sum(axis=0), beyond.sum(axis=0), held.sum(axis=0), strict=True))
     return LeakageReport(int(held.sum()), int((exposed & held).sum()), int(recovered.sum()),
-                         time.process_time() - start, per_feature)
+                         int(beyond.sum()), int(groups.sum()), seconds, per_feature, recovered)
 
 
 # -- the measurement of the spec ----------------------------------------------------------
@@ -322,11 +433,12 @@ class Task:
     max_bins: int
 
 
-def adult_task(rows: int | None = None) -> Task:
-    """Adult on the pinned hybrid split of the demo (5 guests, 64 bins)."""
+def adult_task(rows: int | None = None, link: bool = True) -> Task:
+    """Adult on the demo's hybrid split (5 guests, 64 bins; ``link``: the guests hold both
+    encodings of education, see ``adult_hybrid``)."""
     from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
 
-    d = adult_hybrid(rows=rows)
+    d = adult_hybrid(rows=rows, link=link)
     return Task("adult", True, d.X_train, d.y_train.astype(np.float64), d.X_test,
                 d.y_test.astype(np.float64), d.split.host_features, d.split.guest_features,
                 d.split.train_rows, d.split.test_rows, d.categorical, MAX_BINS)
@@ -364,32 +476,63 @@ def quality(model: Any, task: Task) -> float:
     return float(np.sqrt(np.mean((pred - task.y_test) ** 2)))
 
 
-def measure(task: Task, n_trees: int, min_node_size: int, **kw: Any) -> tuple[LeakageReport, float]:
-    model = fit_recorded(task, n_trees, min_node_size=min_node_size, **kw)
+@dataclass(frozen=True)
+class Setting:
+    """A mitigation setting ``NODE:BIN:WIDTH`` (``0:0:1`` is off)."""
+
+    min_node_size: int
+    min_bin_size: int
+    min_group_width: int
+
+    @classmethod
+    def parse(cls, text: str) -> Setting:
+        parts = text.split(":")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ParameterError(f"a setting is NODE:BIN:WIDTH (three integers), got {text!r}")
+        return cls(int(parts[0]), int(parts[1]), int(parts[2]))
+
+    def __str__(self) -> str:
+        return f"{self.min_node_size}:{self.min_bin_size}:{self.min_group_width}"
+
+    def params(self) -> dict[str, int]:
+        return {"min_node_size": self.min_node_size, "min_bin_size": self.min_bin_size,
+                "min_group_width": self.min_group_width}
+
+
+DEFAULTS = Setting(MIN_NODE_SIZE, MIN_BIN_SIZE, MIN_GROUP_WIDTH)
+OFF = Setting(0, 0, 1)
+
+
+def measure(task: Task, n_trees: int, setting: Setting = DEFAULTS, **kw: Any) -> tuple[LeakageReport, float]:
+    """Fit ``task`` with ``setting``, attack what the host saw; the report and the test quality."""
+    model = fit_recorded(task, n_trees, **setting.params(), **kw)
     return attack(model), quality(model, task)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m securetrees.protocols.hybridtree.attack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", choices=["adult", "regression", "both"], default="both")
+    parser.add_argument("--task", choices=["adult", "regression"], nargs="+",
+                        default=["adult", "regression"])
     parser.add_argument("--trees", type=int, default=50)
     parser.add_argument("--rows", type=int, default=None, help="Adult: first ROWS training rows")
-    parser.add_argument("--min-node-size", type=int, nargs="+", default=[0, MIN_NODE_SIZE])
+    parser.add_argument("--unlinked", action="store_true",
+                        help="Adult: the former split (the host holds education-num)")
+    parser.add_argument("--settings", nargs="+", default=[str(OFF), str(DEFAULTS)],
+                        metavar="NODE:BIN:WIDTH",
+                        help="min_node_size:min_bin_size:min_group_width, several (0:0:1 = off)")
     args = parser.parse_args(argv)
-    tasks = []
-    if args.task in ("adult", "both"):
-        tasks.append(adult_task(args.rows))
-    if args.task in ("regression", "both"):
-        tasks.append(regression_task())
-    for task in tasks:
+    settings = [Setting.parse(t) for t in args.settings]
+    for name in args.task:
+        task = adult_task(args.rows, link=not args.unlinked) if name == "adult" else regression_task()
         metric = "accuracy" if task.classifier else "RMSE"
-        for size in args.min_node_size:
-            rep, q = measure(task, args.trees, size)
-            print(f"{task.name:>10} min_node_size={size:<5} {metric} {q:.4f}  recovered "
-                  f"{rep.recovered}/{rep.cells} cells = {100 * rep.rate:.2f}% "
-                  f"({100 * rep.exposed_rate:.2f}% of the {rep.exposed} cells in an aggregate); "
-                  f"per guest feature {list(rep.per_feature)}; solver {rep.seconds:.0f} s", flush=True)
+        for setting in settings:
+            rep, q = measure(task, args.trees, setting)
+            print(f"{task.name:>10} {args.trees} trees, setting {setting}: {metric} {q:.4f}; "
+                  f"recovered {rep.recovered}/{rep.cells} cells = {100 * rep.rate:.2f}% raw, "
+                  f"{100 * rep.beyond_rate:.2f}% beyond baseline, base group of "
+                  f"{100 * rep.group_rate:.2f}%; per feature (raw, beyond, cells) "
+                  f"{list(rep.per_feature)}; solver {rep.seconds:.0f} s", flush=True)
     return 0
 
 

@@ -2,18 +2,20 @@
 
 The split (``securetrees.protocols.hybridtree.data``, seed ``ADULT_SEED``): the host holds a
 seeded random 12 of Adult's 14 columns for every row (the proportion of the
-paper's Table 5, 102 of 123), the 5 guests share the other 2 columns and hold
+paper's Table 5, 102 of 123), less ``education-num`` when the guests hold
+``education`` (the two encode one attribute and stay on one side: the guests
+then share education, education-num and occupation); the 5 guests hold
 disjoint, equal, random fifths of the rows, in training and test alike.  The
 demo trains HybridTree (secure by default, 2048-bit key) and the two baselines
 of Section 5.1 with the same trees and learning rate: ALL-IN (one GBDT of the
 same total depth on the joined data) and SOLO (the host alone), and prints test
 accuracy, time, and how many nodes the guest layers split or kept as leaves.
 
-Default: all of Adult (the guest layers need nodes of at least ``min_node_size``
-= 1000 guest instances, so fewer rows leave them nearly empty), 3 trees at
-learning rate 0.5: about 1 minute of CPU.  ``--full``: the paper's 50 trees at
-learning rate 0.1, about 18 minutes of CPU (21 s per tree at 2048 bits, almost
-all of it the host's gradient encryptions).
+Default: all of Adult, 3 trees at learning rate 0.5: about 1 minute of CPU (the
+guest layers need nodes of at least ``min_node_size`` = 100 guest instances, so a
+few hundred rows leave them empty).  ``--full``: the paper's 50 trees at
+learning rate 0.1, about 15 minutes of CPU (about 17 s per tree at 2048 bits,
+measured on the default run; almost all of it the host's gradient encryptions).
 """
 
 from __future__ import annotations
@@ -54,13 +56,25 @@ class AdultHybrid:
     split: HybridSplit
 
 
-def adult_hybrid(*, n_guests: int = 5, rows: int | None = None, seed: int = ADULT_SEED) -> AdultHybrid:
-    """Adult and its pinned hybrid split; ``rows`` keeps the first rows of each file (smoke runs)."""
+#: Adult's columns that encode one attribute: ``education`` and its numeric code ``education-num``.
+ADULT_LINKED = (("education", "education-num"),)
+
+
+def adult_hybrid(
+    *, n_guests: int = 5, rows: int | None = None, seed: int = ADULT_SEED, link: bool = True,
+) -> AdultHybrid:
+    """Adult and its pinned hybrid split; ``rows`` keeps the first rows of each file (smoke runs).
+    ``link`` (default) keeps the two encodings of education on one side (with the pinned seed
+    the guests hold education, education-num and occupation); ``link=False`` is the former
+    split, where the host holds education-num, a recoding of the guests' education."""
     d = load_adult()
     Xtr, ytr, Xte, yte = d.X_train, d.y_train, d.X_test, d.y_test
     if rows is not None:
         Xtr, ytr, Xte, yte = Xtr[:rows], ytr[:rows], Xte[: rows // 2], yte[: rows // 2]
-    split = hybrid_split(Xtr.shape[1], len(ytr), len(yte), n_guests=n_guests, seed=seed)
+    names = list(d.feature_names)
+    linked = [[names.index(c) for c in group] for group in ADULT_LINKED] if link else []
+    split = hybrid_split(Xtr.shape[1], len(ytr), len(yte), n_guests=n_guests, seed=seed,
+                         linked=linked)
     return AdultHybrid(Xtr, ytr, Xte, yte, np.flatnonzero(d.categorical).tolist(),
                        d.feature_names, split)
 
@@ -116,7 +130,7 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="securetrees demo hybridtree", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true",
-                        help="the paper's run: 50 trees at learning rate 0.1 (about 18 min of CPU "
+                        help="the paper's run: 50 trees at learning rate 0.1 (about 15 min of CPU "
                              "at 2048 bits; the default run takes about 1 min)")
     parser.add_argument("--trees", type=int, default=None, help="trees (default 3; 50 with --full)")
     parser.add_argument("--learning-rate", type=float, default=None,
@@ -170,8 +184,9 @@ def _guest_layers(model: HybridTreeClassifier, trees: int) -> str:
         return "guest layers: each guest grew its own under every host leaf (paper mode)"
     splits = sum(r.n_guest_splits for r in model.host_.records)
     line = (f"guest layers: {splits} guest splits in {trees} trees; kept as leaves: "
-            f"{model.small_nodes_} nodes with fewer than min_node_size={model.min_node_size} "
-            f"instances of guests (the subset-sum mitigation), {model.fallback_nodes_} with fewer "
+            f"{model.small_nodes_} nodes too small for a guest split (min_node_size="
+            f"{model.min_node_size} instances of guests, two groups of min_bin_size="
+            f"{model.min_bin_size}: the subset-sum mitigation), {model.fallback_nodes_} with fewer "
             f"than {model.min_guests} contributing guests")
     if splits == 0:
         line += ("; no guest split grew: with fewer rows no node reaches min_node_size, so the "

@@ -27,7 +27,13 @@ from securetrees.progress import phase
 from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
 from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import Host, check_matrix, owners
-from securetrees.protocols.hybridtree.params import MIN_NODE_SIZE, HybridTreeParams, check_mode
+from securetrees.protocols.hybridtree.params import (
+    MIN_BIN_SIZE,
+    MIN_GROUP_WIDTH,
+    MIN_NODE_SIZE,
+    HybridTreeParams,
+    check_mode,
+)
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork
 
@@ -107,7 +113,8 @@ class _HybridTree(Estimator):
         max_bins: int = 32, frac_bits: int = 24, key_bits: int = 2048,
         encryption: Literal["djn", "djn-short", "key-owner"] = "key-owner",
         mode: Literal["secure", "plaintext", "paper"] = "secure", allow_insecure: bool = False,
-        min_guests: int = 3, min_node_size: int = MIN_NODE_SIZE,
+        min_guests: int = 3, min_node_size: int = MIN_NODE_SIZE, min_bin_size: int = MIN_BIN_SIZE,
+        min_group_width: int = MIN_GROUP_WIDTH,
         few_guests: Literal["leaf", "raise"] = "leaf",
         categorical_features: Sequence[int] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
@@ -130,6 +137,8 @@ class _HybridTree(Estimator):
         self.allow_insecure = allow_insecure
         self.min_guests = min_guests
         self.min_node_size = min_node_size
+        self.min_bin_size = min_bin_size
+        self.min_group_width = min_group_width
         self.few_guests = few_guests
         self.categorical_features = categorical_features
         self.keypair = keypair
@@ -146,7 +155,9 @@ class _HybridTree(Estimator):
             learning_rate=float(self.learning_rate), reg_lambda=float(self.reg_lambda),
             second_order=self.second_order, min_samples_leaf=self.min_samples_leaf,
             max_bins=self.max_bins, frac_bits=self.frac_bits, min_guests=self.min_guests,
-            min_node_size=self.min_node_size, few_guests=self.few_guests, encryption=self.encryption, mode=mode,
+            min_node_size=self.min_node_size, min_bin_size=self.min_bin_size,
+            min_group_width=self.min_group_width, few_guests=self.few_guests,
+            encryption=self.encryption, mode=mode,
         )
 
     def _keys(self, params: HybridTreeParams) -> tuple[PublicKey, PrivateKey] | None:

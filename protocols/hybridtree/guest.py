@@ -21,6 +21,7 @@ from securetrees._nt import mpz
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Mode, PublicKey
 from securetrees.paillier.wire import decode_public_key, key_id
+from securetrees.protocols.hybridtree.coarsen import base_ends, check_grouping
 from securetrees.protocols.hybridtree.messages import (
     Ack,
     Directory,
@@ -52,7 +53,8 @@ IntArray = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class GuestSplit:
-    """A guest-layer split as every guest stores it (feature of the guest space, threshold)."""
+    """A guest-layer split as every guest stores it (feature of the guest space, threshold;
+    a categorical split sends the codes ``low..threshold`` left, one group of categories)."""
 
     feature: int
     threshold: float
@@ -60,10 +62,15 @@ class GuestSplit:
     missing_left: bool
     left: int
     right: int
+    low: float | None = None
 
     def goes_left(self, x: FloatArray) -> npt.NDArray[np.bool_]:
         nan = np.isnan(x)
-        test = x == self.threshold if self.categorical else x <= self.threshold
+        if self.categorical:
+            low = self.threshold if self.low is None else self.low
+            test = (x >= low) & (x <= self.threshold)
+        else:
+            test = x <= self.threshold
         return np.asarray(np.where(nan, self.missing_left, test))
 
 
@@ -268,10 +275,15 @@ class Guest(Party):
             if feats.size and (feats.min() < 0 or feats.max() >= self._mapper.n_features
                                or np.any(np.diff(feats) <= 0)):
                 raise ProtocolError("features to build must be distinct, sorted guest features")
+            ends = self._groupings(feats, item.groups)
             pos = self._nodes.get(item.node)
             if pos is None or pos.size == 0:
                 continue
             bins = self._binned[pos][:, feats]
+            for j, e in enumerate(ends):  # each bin counts at its group's last bin
+                col = bins[:, j]
+                real = col != missing
+                col[real] = e[np.searchsorted(e, col[real])]
             base = item.acc_set * self._n_acc + self._feat_offset[feats]
             idx = np.where(bins == missing, -1, bins + base[None, :])
             self.op_counts["add"] += int(np.count_nonzero(idx >= 0))
@@ -305,6 +317,18 @@ class Guest(Party):
             out = tuple(int(a) for a in acc)
         return MaskedHistogram(msg.tree, msg.layer, msg.attempt, out)
 
+    def _groupings(self, feats: IntArray, groups: Sequence[Sequence[int]]) -> list[IntArray]:
+        """The requested grouping of each feature, refused (:class:`ProtocolError`) unless it is
+        a union of base groups of ``min_group_width`` bins (spec, "Coarsened guest bins")."""
+        out = []
+        for f, ends in zip(feats.tolist(), groups, strict=True):
+            try:
+                ok = check_grouping(ends, int(self._mapper.n_bins[f]), self.params.min_group_width)
+            except ParameterError as exc:
+                raise ProtocolError(f"grouping of guest feature {f} refused: {exc}") from exc
+            out.append(np.asarray(ok, dtype=np.int64))
+        return out
+
     # -- G3: apply the chosen splits -------------------------------------------------------
     @handles(SplitDecision)
     def on_split(self, sender: str, msg: SplitDecision) -> Routing:
@@ -319,12 +343,18 @@ class Guest(Party):
                 continue
             if not 0 <= ch.feature < self._mapper.n_features or ch.node in table:
                 raise ProtocolError("split on an unknown feature or a node split twice")
-            if not 0 <= ch.bin < self._mapper.n_bins[ch.feature]:
+            n_bins = int(self._mapper.n_bins[ch.feature])
+            if not 0 <= ch.bin < n_bins:
                 raise ProtocolError("split bin out of range")
+            lo = ch.bin - ch.width + 1
+            base = base_ends(n_bins, self.params.min_group_width)
+            if ch.bin not in base or (lo > 0 and lo - 1 not in base):
+                raise ProtocolError("a split's group is not a union of base groups")
+            cat = bool(self._mapper.categorical[ch.feature])
             split = GuestSplit(
                 feature=ch.feature, threshold=self._mapper.threshold(ch.feature, ch.bin),
-                categorical=bool(self._mapper.categorical[ch.feature]),
-                missing_left=ch.missing_left, left=ch.left, right=ch.right,
+                categorical=cat, missing_left=ch.missing_left, left=ch.left, right=ch.right,
+                low=self._mapper.threshold(ch.feature, lo) if cat else None,
             )
             table[ch.node] = split
             pos = self._nodes.pop(ch.node, None)

@@ -46,6 +46,7 @@ from securetrees.protocols.hybridtree.boosting import (
     softmax,
     targets,
 )
+from securetrees.protocols.hybridtree.coarsen import base_ends, coarsen_hist, group_bounds, node_groups
 from securetrees.protocols.hybridtree.layout import SlotLayout
 from securetrees.protocols.hybridtree.messages import (
     Ack,
@@ -77,6 +78,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 STATS = 3  # (count, G·2^f, H·2^f)
+Ends = tuple[int, ...]  # a grouping of a feature's bins: each group's last bin
 #: Gradients encrypted between two progress events (about 1.5 s of CPU at 2048 bits).
 ENCRYPT_CHUNK = 2048
 _log = logging.getLogger("securetrees.hybridtree.host")
@@ -147,6 +149,8 @@ class _Layer:
     hist: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
     #: The guest features whose histogram the host holds, per node (the others were withheld).
     known: dict[int, BoolArray] = field(default_factory=dict)
+    #: Per node and built feature, its groups of bins (their last bins).
+    groups: dict[int, dict[int, Ends]] = field(default_factory=dict)
 
 
 def owners(n_rows: int, guest_rows: Sequence[npt.ArrayLike]) -> IntArray:
@@ -272,16 +276,18 @@ class Host(Party):
         active = np.array([g in self._active for g in self.guests] + [False])
         return np.where(active[self._owner], self._owner, -1)
 
-    def _feature_rules(self, ids: IntArray, owner: IntArray) -> tuple[BoolArray, BoolArray]:
+    def _feature_rules(self, ids: IntArray, owner: IntArray) -> tuple[BoolArray, BoolArray, IntArray]:
         """Per guest feature f of a node: (at least ``min_guests`` contributing guests, i.e.
         guests owning instances of the node and holding f; at least ``min_node_size`` of the
-        node's instances owned by guests holding f).  Spec: "Too few guests", "Subset-sum
-        inference"; the host knows both counts (ownership and the declared held features)."""
+        node's instances owned by guests holding f; that number of instances).  Spec: "Too few
+        guests", "Subset-sum inference"; the host knows both counts (ownership and the declared
+        held features)."""
         o = owner[ids]
         o = o[o >= 0]
         contributors = self._held[np.unique(o)].sum(axis=0)
-        held_rows = self._held[o].sum(axis=0)
-        return contributors >= self.params.min_guests, held_rows >= self.params.min_node_size
+        held_rows = np.asarray(self._held[o].sum(axis=0), dtype=np.int64)
+        return (contributors >= self.params.min_guests, held_rows >= self.params.min_node_size,
+                held_rows)
 
     def _withheld(self, rules: tuple[BoolArray, BoolArray], known: BoolArray) -> None:
         """Count a node left as a leaf: 1 in ``small_nodes`` if no (known) feature has enough
@@ -364,11 +370,12 @@ class Host(Party):
         for k in sorted(nodes):
             if not nodes[k].size:
                 continue
-            rules = self._feature_rules(nodes[k], owner)
-            if (rules[0] & rules[1]).any():
+            contrib, large, held = self._feature_rules(nodes[k], owner)
+            large &= self._grouped(self._node_groups(held, large, None))
+            if (contrib & large).any():
                 eligible.append(k)
             else:
-                self._withheld(rules, every)
+                self._withheld((contrib, large), every)
         layout = self._send_gradients(tree_index, nodes, eligible, g, h, g_fix, h_fix, owner)
         self._report("gradients sent")
         layer = _Layer(frontier=eligible, known={k: every for k in eligible})
@@ -493,30 +500,55 @@ class Host(Party):
                 raise UnexpectedMessage("a histogram for another request")
         return self._aggregate(replies, length)
 
+    def _node_groups(
+        self, held_rows: IntArray, mask: BoolArray, units: dict[int, Ends] | None,
+    ) -> dict[int, Ends]:
+        """The groups of each feature in ``mask`` for a node whose instances of guests holding f
+        number ``held_rows[f]``: runs of ``units`` (the base groups at layer 1, the parent's
+        groups below) merged to ``min_bin_size`` expected instances; features left with one
+        group cannot be split and are dropped (spec, "Coarsened guest bins")."""
+        p = self.params
+        out: dict[int, Ends] = {}
+        for f in np.flatnonzero(mask).tolist():
+            nb = int(self._guest_n_bins[f])
+            u = units[f] if units is not None else base_ends(nb, p.min_group_width)
+            ends = node_groups(u, nb, float(held_rows[f]), float(p.min_bin_size))
+            if len(ends) >= 2:
+                out[f] = ends
+        return out
+
+    def _grouped(self, groups: dict[int, Ends]) -> BoolArray:
+        mask = np.zeros(self._guest_n_bins.size, dtype=bool)
+        mask[list(groups)] = True
+        return mask
+
     def _plan_builds(
         self, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
         nodes: dict[int, IntArray], layout: SlotLayout,
-    ) -> tuple[list[int], list[BuildNode], dict[int, int], int, dict[int, BoolArray], list[tuple[
-            tuple[BoolArray, BoolArray], BoolArray]]]:
-        """Which nodes to split and on which guest features, which to build, which to derive by
-        subtraction; the last item lists the nodes left as leaves (their rules, for counting).
+    ) -> tuple[list[int], list[BuildNode], dict[int, int], int, dict[int, dict[int, Ends]],
+               list[tuple[tuple[BoolArray, BoolArray], BoolArray]]]:
+        """Which nodes to split and on which guest features (with each feature's groups), which to
+        build, which to derive by subtraction; the last item lists the nodes left as leaves (their
+        rules, for counting).
 
-        A feature is built for a node only if it passes both rules of :meth:`_feature_rules`;
-        at layer >= 2 only if it passes them in both children and its histogram is known at
-        the parent: the histogram of one child and the parent's give the sibling's."""
+        A feature is built for a node only if it passes both rules of :meth:`_feature_rules` and
+        keeps at least two groups; at layer >= 2 only if it passes them in both children and its
+        histogram is known at the parent: both children take one grouping, a coarsening of the
+        parent's, so the histogram of one child and the parent's give the sibling's."""
         owner = self._effective_owner()
-        build_nodes: dict[int, BoolArray] = {}
+        build_nodes: dict[int, dict[int, Ends]] = {}
         derive: dict[int, int] = {}  # node -> built sibling
-        feats: dict[int, BoolArray] = {}
+        groups: dict[int, dict[int, Ends]] = {}
         withheld: list[tuple[tuple[BoolArray, BoolArray], BoolArray]] = []
         if depth == 1:
             for k in layer.frontier:
-                rules = self._feature_rules(nodes[k], owner)
-                mask = rules[0] & rules[1] & layer.known[k]
-                if mask.any():
-                    build_nodes[k] = feats[k] = mask
+                contrib, large, held = self._feature_rules(nodes[k], owner)
+                grp = self._node_groups(held, contrib & large & layer.known[k], None)
+                if grp:
+                    build_nodes[k] = groups[k] = grp
                 else:
-                    withheld.append((rules, layer.known[k]))
+                    withheld.append(((contrib, large & self._grouped(
+                        self._node_groups(held, large, None))), layer.known[k]))
         else:
             by_parent: dict[int, list[int]] = {}
             for k in layer.frontier:
@@ -525,12 +557,16 @@ class Host(Party):
                 a, b = sorted(kids)
                 ra, rb = self._feature_rules(nodes[a], owner), self._feature_rules(nodes[b], owner)
                 known = layer.known[parent]
-                mask = ra[0] & ra[1] & rb[0] & rb[1] & known
-                if not mask.any():  # both children stay leaves: a histogram of one reveals the other
-                    withheld += [(ra, known), (rb, known)]
+                held = np.minimum(ra[2], rb[2])
+                large = ra[1] & rb[1]
+                grp = self._node_groups(held, ra[0] & rb[0] & large & known, layer.groups[parent])
+                if not grp:  # both children stay leaves: a histogram of one reveals the other
+                    size_ok = large & self._grouped(
+                        self._node_groups(held, large & known, layer.groups[parent]))
+                    withheld += [((ra[0], size_ok), known), ((rb[0], size_ok), known)]
                     continue
                 small, big = (a, b) if nodes[a].size <= nodes[b].size else (b, a)
-                build_nodes[small] = feats[a] = feats[b] = mask
+                build_nodes[small] = groups[a] = groups[b] = grp
                 derive[big] = small
         sets: dict[tuple[int, int], int] = {}
         used: dict[int, int] = {}
@@ -542,20 +578,21 @@ class Host(Party):
             key = (layout.slots[hl].block, sub)
             if key not in sets:
                 sets[key] = len(sets)
-            build.append(BuildNode(k, sets[key], tuple(np.flatnonzero(build_nodes[k]).tolist())))
-        return sorted(feats), build, derive, len(sets), feats, withheld
+            feats = sorted(build_nodes[k])
+            build.append(BuildNode(k, sets[key], tuple(feats),
+                                   tuple(build_nodes[k][f] for f in feats)))
+        return sorted(groups), build, derive, len(sets), groups, withheld
 
     def _guest_layer(
         self, tree: int, depth: int, rec: TreeRecord, layer: _Layer, parents: dict[int, int],
         nodes: dict[int, IntArray], layout: SlotLayout, g_fix: IntArray, h_fix: IntArray,
     ) -> _Layer:
         p = self.params
-        f = p.frac_bits
         # Dropout rule (spec, "Dropouts"): a new attempt with fresh masks among the survivors,
         # after re-checking which nodes still have enough contributing guests.
         attempt = 0
         while True:
-            frontier, build, derive, n_sets, feats, withheld = self._plan_builds(
+            frontier, build, derive, n_sets, groups, withheld = self._plan_builds(
                 depth, rec, layer, parents, nodes, layout)
             residues = (self._request_histograms(tree, depth, attempt, build, n_sets)
                         if build else [])
@@ -577,34 +614,39 @@ class Host(Party):
             hl = rec.host_leaf[item.node]
             hist = np.zeros((n_feat, width, STATS), dtype=np.int64)
             base = item.acc_set * a_len
-            for fi in np.flatnonzero(feats[item.node]).tolist():
-                for b in range(int(self._guest_n_bins[fi])):
+            for fi, ends in groups[item.node].items():
+                for b in ends:  # a group's sum sits at its last bin; the other bins stay zero
                     hist[fi, b] = layout.unpack(residues[base + int(offsets[fi]) + b], hl)
             total = self._totals(nodes[item.node], g_fix, h_fix)
             hist[:, p.max_bins] = total[None, :] - hist[:, : p.max_bins].sum(axis=1)
             layer.hist[item.node] = hist
         for big, small in derive.items():
-            layer.hist[big] = layer.hist[parents[big]] - layer.hist[small]
+            parent = layer.hist[parents[big]]
+            hist = parent - layer.hist[small]
+            for fi, ends in groups[big].items():
+                hist[fi] = coarsen_hist(parent[fi], ends) - layer.hist[small][fi]
+            layer.hist[big] = hist
         order = frontier
+        feats = {k: self._grouped(groups[k]) for k in order}
         for k in order:
             layer.known[k] = feats[k]
-        self._observe_layer(tree, depth, {k: (nodes[k], layer.hist[k], feats[k]) for k in order})
-        stack = np.stack([layer.hist[k] for k in order]).astype(np.float64)
-        stack[..., 1:] /= float(1 << f)
-        res = best_splits(stack, self._crit, categorical=self._guest_cat, n_bins=self._guest_n_bins,
-                          feature_mask=np.stack([feats[k] for k in order]),
-                          min_samples_leaf=float(p.min_samples_leaf))
+            layer.groups[k] = groups[k]
+        self._observe_layer(tree, depth, {k: (nodes[k], layer.hist[k], groups[k]) for k in order})
         choices: list[SplitChoice] = []
         split_nodes: list[int] = []
-        for i, k in enumerate(order):
-            if not res.found[i]:
+        left_counts: dict[int, int] = {}
+        for k in order:
+            found = self._best_group_split(layer.hist[k], groups[k])
+            if found is None:
                 continue
-            fi, b, ml = int(res.feature[i]), int(res.bin[i]), bool(res.missing_left[i])
-            lid, rid = rec.add_children(k, fi, b, ml)
-            choices.append(SplitChoice(k, False, fi, b, ml, lid, rid))
+            fi, j, ml, left_count = found
+            lo, hi = group_bounds(groups[k][fi], j)
+            lid, rid = rec.add_children(k, fi, hi, ml)
+            choices.append(SplitChoice(k, False, fi, hi, ml, lid, rid, hi - lo + 1))
             split_nodes.append(k)
+            left_counts[k] = left_count
         if not choices:
-            return _Layer(frontier=[], hist=layer.hist, known=layer.known)
+            return _Layer(frontier=[], hist=layer.hist, known=layer.known, groups=layer.groups)
         owner = self._effective_owner()
         asked = sorted(self._active)
         replies = self.call_many({gn: SplitDecision(tree, depth, tuple(choices)) for gn in asked},
@@ -629,26 +671,55 @@ class Host(Party):
                 go_left[nr.node][mine] = nr.left
         next_frontier: list[int] = []
         consistent = len(replies) == len(asked) and np.array_equal(owner, owner_after)
-        for i, k in enumerate(order):
-            if k not in go_left:
-                continue
+        for k, ch in zip(split_nodes, choices, strict=True):
             ids = nodes[k]
             lid, rid = rec.left[k], rec.right[k]
-            nodes[lid], nodes[rid] = ids[go_left[k]], ids[~go_left[k]]
-            if consistent and int(go_left[k].sum()) != round(float(res.left_stats[i][0])):
+            if consistent and int(go_left[k].sum()) != left_counts[k]:
                 raise ProtocolError("the guests' routing disagrees with the aggregated counts")
+            self._observe_split(tree, ids, ch, go_left[k])
+            nodes[lid], nodes[rid] = ids[go_left[k]], ids[~go_left[k]]
             parents[lid] = parents[rid] = k
             if depth < p.guest_depth:
                 next_frontier += [lid, rid]
-        return _Layer(frontier=next_frontier, hist=layer.hist, known=layer.known)
+        return _Layer(frontier=next_frontier, hist=layer.hist, known=layer.known,
+                      groups=layer.groups)
+
+    def _best_group_split(
+        self, hist: npt.NDArray[np.int64], groups: dict[int, Ends],
+    ) -> tuple[int, int, bool, int] | None:
+        """G2's split search on one node's grouped histogram (one candidate bin per group, with
+        the central trainer's ``best_splits``): (feature, group index, missing_left, left count)
+        or None."""
+        p = self.params
+        n_feat, width, _ = hist.shape
+        compact = np.zeros((1, n_feat, width, STATS), dtype=np.float64)
+        n_bins = np.ones(n_feat, dtype=np.int64)
+        for fi, ends in groups.items():
+            compact[0, fi, : len(ends)] = hist[fi, list(ends)]
+            compact[0, fi, -1] = hist[fi, -1]
+            n_bins[fi] = len(ends)
+        compact[..., 1:] /= float(1 << p.frac_bits)
+        res = best_splits(compact, self._crit, categorical=self._guest_cat, n_bins=n_bins,
+                          feature_mask=self._grouped(groups)[None, :],
+                          min_samples_leaf=float(p.min_samples_leaf))
+        if not res.found[0]:
+            return None
+        return (int(res.feature[0]), int(res.bin[0]), bool(res.missing_left[0]),
+                round(float(res.left_stats[0][0])))
 
     def _observe_layer(
-        self, tree: int, layer: int, view: dict[int, tuple[IntArray, npt.NDArray[np.int64], BoolArray]],
+        self, tree: int, layer: int,
+        view: dict[int, tuple[IntArray, npt.NDArray[np.int64], dict[int, Ends]]],
     ) -> None:
         """What the host learns from one guest layer's aggregates, for the leakage measurement
         (``securetrees.protocols.hybridtree.attack``): per node, its instance IDs, its histogram
-        ``(feature, bin, (count, G·2^f, H·2^f))`` (missing bin implied by the totals) and the
-        features it holds (the others withheld).  The protocol itself does nothing here."""
+        ``(feature, bin, (count, G·2^f, H·2^f))`` (each group's sum at the group's last bin,
+        missing bin implied by the totals) and the groups of the features built (the others
+        withheld).  The protocol itself does nothing here."""
+
+    def _observe_split(self, tree: int, ids: IntArray, choice: SplitChoice, left: BoolArray) -> None:
+        """What the host learns from one guest split's routing: which of the node's instances
+        ``ids`` went left.  For the leakage measurement only, like :meth:`_observe_layer`."""
 
     # -- paper mode ------------------------------------------------------------------------
     def _grow_paper(

@@ -117,11 +117,18 @@ class Gradients(Message):
 @dataclass(frozen=True)
 class BuildNode(Message):
     """A node whose histogram the guest builds, into accumulator set ``acc_set``, for the
-    guest features ``features`` only (the others are withheld and stay zero)."""
+    guest features ``features`` only (the others are withheld and stay zero); ``groups[j]``
+    is the grouping of feature ``features[j]``: the last bin of each group of adjacent bins
+    (``protocols/hybridtree/coarsen.py``); a group's sum goes to its last bin's accumulator."""
 
     node: int
     acc_set: int
     features: tuple[int, ...]
+    groups: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.groups) != len(self.features):
+            raise ParameterError("one grouping per feature to build")
 
 
 @message("hybridtree.histogram_request", sender="host", receiver="guest")
@@ -151,7 +158,9 @@ class MaskedHistogram(Message):
 @message("hybridtree.split_choice")
 @dataclass(frozen=True)
 class SplitChoice(Message):
-    """A node's chosen split (guest feature index, bin index) and its children; or a leaf."""
+    """A node's chosen split and its children; or a leaf.  The split is on the group of
+    ``width`` adjacent bins of guest feature ``feature`` that ends at bin ``bin``: "bin <= ``bin``"
+    (numeric) or "bin in [``bin - width + 1``, ``bin``]" (categorical)."""
 
     node: int
     is_leaf: bool
@@ -160,6 +169,11 @@ class SplitChoice(Message):
     missing_left: bool
     left: int
     right: int
+    width: int
+
+    def __post_init__(self) -> None:
+        if not self.is_leaf and not 1 <= self.width <= self.bin + 1:
+            raise ParameterError("a split's group holds 1..bin+1 bins")
 
 
 @message("hybridtree.split", sender="host", receiver="guest")

@@ -13,16 +13,20 @@ from typing import Final, Literal, get_args
 
 from securetrees.errors import InsecureParameterWarning, ParameterError
 
-__all__ = ["ENCRYPTIONS", "MIN_NODE_SIZE", "MODES", "Encryption", "HybridTreeParams", "Mode", "check_mode"]
+__all__ = ["ENCRYPTIONS", "MIN_BIN_SIZE", "MIN_GROUP_WIDTH", "MIN_NODE_SIZE", "MODES", "Encryption",
+           "HybridTreeParams", "Mode", "check_mode"]
 
 Mode = Literal["secure", "plaintext", "paper"]
 MODES: Final[tuple[str, ...]] = get_args(Mode)
 Encryption = Literal["djn", "djn-short", "key-owner"]
 ENCRYPTIONS: Final[tuple[str, ...]] = get_args(Encryption)
 FewGuests = Literal["leaf", "raise"]
-#: Default minimum node size of the guest layers; chosen by the measurement of
-#: ``python -m securetrees.protocols.hybridtree.attack`` (specs/hybridtree.md, "Subset-sum inference").
-MIN_NODE_SIZE: Final[int] = 1000
+#: Defaults of the guest layers' mitigation of subset-sum inference, chosen by the measurement of
+#: ``python -m securetrees.protocols.hybridtree.attack`` (specs/hybridtree.md, "Subset-sum
+#: inference"): minimum node size, minimum expected instances per bin group, base group width.
+MIN_NODE_SIZE: Final[int] = 100
+MIN_BIN_SIZE: Final[int] = 32
+MIN_GROUP_WIDTH: Final[int] = 2
 
 
 def check_mode(mode: str, allow_insecure: bool) -> Mode:
@@ -64,6 +68,11 @@ class HybridTreeParams:
     #: Guest layers split a node on guest feature f only if at least this many of its
     #: instances are owned by guests holding f (specs/hybridtree.md, "Subset-sum inference").
     min_node_size: int = MIN_NODE_SIZE
+    #: The host merges adjacent base groups of a guest feature until each group of a node
+    #: holds this many instances in expectation (specs/hybridtree.md, "Coarsened guest bins").
+    min_bin_size: int = MIN_BIN_SIZE
+    #: Bins per base group; the guests refuse any group that is not a union of base groups.
+    min_group_width: int = MIN_GROUP_WIDTH
     few_guests: FewGuests = "leaf"
     encryption: Encryption = "key-owner"
     mode: Mode = "secure"
@@ -78,6 +87,10 @@ class HybridTreeParams:
             raise ParameterError("frac_bits must be at most 48")
         _positive_int("min_guests", self.min_guests, 3)
         _positive_int("min_node_size", self.min_node_size, 0)
+        _positive_int("min_bin_size", self.min_bin_size, 0)
+        _positive_int("min_group_width", self.min_group_width, 1)
+        if self.min_group_width > self.max_bins:
+            raise ParameterError("min_group_width must be at most max_bins")
         if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate)
                 and self.learning_rate > 0):
             raise ParameterError("learning_rate must be a positive finite number")

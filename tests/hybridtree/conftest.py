@@ -22,7 +22,8 @@ def _make(kind: str = "clf", mode: str = "secure", **kw: Any) -> Any:
     data are too small for the default; ``tests/security/test_hybridtree_leakage.py`` tests it)."""
     cls = HybridTreeClassifier if kind == "clf" else HybridTreeRegressor
     params: dict[str, Any] = dict(host_depth=2, guest_depth=2, max_bins=8, keypair=small_keypair(512),
-                                  min_node_size=0, mode=mode, allow_insecure=mode != "secure")
+                                  min_node_size=0, min_bin_size=0, mode=mode,
+                                  allow_insecure=mode != "secure")
     params.update(kw)
     return cls(kw.pop("n_estimators", 3), **{k: v for k, v in params.items() if k != "n_estimators"})
 

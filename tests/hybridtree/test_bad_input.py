@@ -90,10 +90,31 @@ def test_mode_and_key_policy(data: HybridData) -> None:
                                 {"frac_bits": 60}, {"min_guests": 2}, {"learning_rate": 0.0},
                                 {"reg_lambda": float("nan")}, {"few_guests": "ignore"},
                                 {"encryption": "rsa"}, {"mode": "fast"}, {"max_bins": 1},
-                                {"min_node_size": -1}, {"min_node_size": 2.5}])
+                                {"min_node_size": -1}, {"min_node_size": 2.5},
+                                {"min_bin_size": -1}, {"min_bin_size": 1.5}, {"min_bin_size": True},
+                                {"min_group_width": 0}, {"min_group_width": 2.0},
+                                {"min_group_width": 33}, {"min_group_width": 3, "max_bins": 2}])
 def test_params_rejected(kw: dict[str, Any]) -> None:
     with pytest.raises(ParameterError):
         HybridTreeParams(**kw)
+
+
+@pytest.mark.parametrize("kw", [{"min_bin_size": -1}, {"min_group_width": 0}, {"min_node_size": -5}])
+def test_facade_rejects_mitigation_params(make: Any, data: HybridData, kw: dict[str, Any]) -> None:
+    with pytest.raises(ParameterError):
+        make("clf", "secure", **kw).fit(data.X, data.y, data.host_features, data.guest_features,
+                                        data.guest_rows)
+
+
+def test_facade_exposes_mitigation_params() -> None:
+    from securetrees.protocols.hybridtree import HybridTreeClassifier, HybridTreeRegressor
+    from securetrees.protocols.hybridtree.params import MIN_BIN_SIZE, MIN_GROUP_WIDTH, MIN_NODE_SIZE
+
+    for cls in (HybridTreeClassifier, HybridTreeRegressor):
+        p = cls().get_params()
+        assert (p["min_node_size"], p["min_bin_size"], p["min_group_width"]) == (
+            MIN_NODE_SIZE, MIN_BIN_SIZE, MIN_GROUP_WIDTH)
+        assert cls(min_node_size=0, min_bin_size=0, min_group_width=1)._params().min_group_width == 1
 
 
 def test_not_fitted_and_predict_layout(make: Any, data: HybridData) -> None:
@@ -134,6 +155,7 @@ def test_guest_refuses_malformed_feature_lists(make: Any, data: HybridData, feat
     m = _fit(make, data)
     guest = m.guests_[0]
     peers = tuple(g.name for g in m.guests_)
-    req = HistogramRequest(len(m.host_.records) - 1, 1, 99, peers, 1, (BuildNode(0, 0, features),))
+    build = BuildNode(0, 0, features, ((7,),) * len(features))
+    req = HistogramRequest(len(m.host_.records) - 1, 1, 99, peers, 1, (build,))
     with pytest.raises(ProtocolError):
         guest.on_histogram("host", req)

@@ -51,7 +51,8 @@ def _load_test(data: HybridData, guests: list[Guest]) -> np.ndarray:
                                                       ("clf", "y_multi", "logistic")])
 def test_host_alone_equals_the_facade(data: HybridData, make: Any, kind: str, target: str, loss: str) -> None:
     y = getattr(data, target)
-    params = HybridTreeParams(host_depth=2, guest_depth=2, max_bins=8, min_node_size=0)
+    params = HybridTreeParams(host_depth=2, guest_depth=2, max_bins=8, min_node_size=0,
+                              min_bin_size=0)
     host, guests = _parties(data, params)
     host.fit(y, n_estimators=3, loss=loss)  # type: ignore[arg-type]
     owner = _load_test(data, guests)
@@ -66,7 +67,8 @@ def test_host_alone_equals_the_facade(data: HybridData, make: Any, kind: str, ta
 
 
 def test_host_refuses_misuse(data: HybridData) -> None:
-    params = HybridTreeParams(host_depth=2, guest_depth=1, max_bins=8, min_node_size=0)
+    params = HybridTreeParams(host_depth=2, guest_depth=1, max_bins=8, min_node_size=0,
+                              min_bin_size=0)
     host, _ = _parties(data, params)
     with pytest.raises(NotFittedError):
         host.decision_function(data.X[:, data.host_features], owners(len(data.y), data.guest_rows))

@@ -108,3 +108,24 @@ def test_encryption_modes_give_the_same_model(data: HybridData, fit: Any, encryp
     sec = fit("clf", "secure", data.y, n_estimators=2, encryption=encryption)
     np.testing.assert_array_equal(sec.decision_function(data.X, data.guest_rows),
                                   ref.decision_function(data.X, data.guest_rows))
+
+
+def test_secure_equals_plaintext_with_merged_groups(data: HybridData, fit: Any) -> None:
+    """Node groups merged to a minimum expected size (and coarsened below a parent) give the same
+    model in both modes; with this size some groups span more than one base group."""
+    from securetrees.protocols.hybridtree.messages import HistogramRequest
+
+    kw: dict[str, object] = {"min_bin_size": 12, "categorical_features": [5]}
+    sec = fit("reg", "secure", data.y_reg, record_payloads=True, **kw)
+    plain = fit("reg", "plaintext", data.y_reg, **kw)
+    assert _records(sec) == _records(plain)
+    widths = {int(s.threshold - s.low + 1) for t in sec.guests_[0].splits.values()
+              for s in t.values() if s.categorical}
+    bins = {r.guest_bin[k] for r in sec.host_.records for k in range(len(r.guest_bin))
+            if r.guest_feature[k] in (0, 1)}
+    assert sum(r.n_guest_splits for r in sec.host_.records) > 0
+    assert bins and all(b % 2 == 1 for b in bins)  # numeric splits at base-group ends only
+    assert widths <= {2, 4}
+    spans = [np.diff((-1, *ends)).max() for rec in sec.network_.transcript.view(sec.guests_[0].name)
+             if isinstance(rec.payload, HistogramRequest) for b in rec.payload.build for ends in b.groups]
+    assert spans and max(spans) > 2  # some groups merge several base groups

@@ -37,7 +37,7 @@ KEY = small_keypair(512)
 
 def _fit(cls: Any, mode: str, X: np.ndarray, y: np.ndarray, data: Any) -> Any:
     m = cls(2, host_depth=2, guest_depth=2, max_bins=8, keypair=KEY, mode=mode, min_node_size=0,
-            allow_insecure=mode != "secure", record_payloads=True)
+            min_bin_size=0, allow_insecure=mode != "secure", record_payloads=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return m.fit(X, y, data.host_features, data.guest_features, data.guest_rows)
@@ -184,7 +184,7 @@ class DroppingGuest(Guest):
 def _parties(mode: str, n_guests: int, drop_at: tuple[int, int]) -> tuple[Host, list[Guest], Any]:
     data = hybrid_data(n_guests=n_guests)
     params = HybridTreeParams(host_depth=2, guest_depth=2, max_bins=8, mode=mode,  # type: ignore[arg-type]
-                              min_node_size=0)
+                              min_node_size=0, min_bin_size=0)
     net = InProcessNetwork()
     names = [f"g{u}" for u in range(n_guests)]
     owner = np.full(len(data.y), -1)
