@@ -23,8 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees._nt import batch_invert, mpz
+from securetrees.errors import ProtocolError
+from securetrees.protocols.secureboost.messages import BUCKET_EMPTY, BUCKET_REST, BUCKET_SENT
 
-__all__ = ["Quotients", "bucket_codes", "direct_sums", "sibling_sums"]
+__all__ = ["Quotients", "bucket_codes", "bucket_counts", "bucket_kinds", "direct_sums", "expand_buckets",
+           "sibling_sums"]
 
 IntArray = npt.NDArray[np.int64]
 ONE = mpz(1)
@@ -63,6 +66,54 @@ def bucket_codes(binned: IntArray, n_bins: Sequence[int], missing_bin: int) -> I
     """Each (instance, feature)'s bucket: its bin, or ``n_bins[f]`` (the last bucket) if missing."""
     nb = np.asarray(n_bins, dtype=np.int64)[None, :]
     return np.where(binned == missing_bin, nb, binned).astype(np.int64)
+
+
+def bucket_counts(codes: IntArray, widths: Sequence[int]) -> IntArray:
+    """The instance count of every (feature, bucket) of one node from its rows of bucket codes."""
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+    return np.bincount((codes + starts[None, :]).ravel(), minlength=int(sum(widths))).astype(np.int64)
+
+
+def bucket_kinds(counts: IntArray, widths: Sequence[int]) -> npt.NDArray[np.uint8]:
+    """Each bucket's kind from the node's bucket counts alone: empty if its count is 0, rest for
+    the first most populous bucket of each feature (a feature of a non-empty node), sent otherwise."""
+    kinds = np.where(counts == 0, BUCKET_EMPTY, BUCKET_SENT).astype(np.uint8)
+    start = 0
+    for width in widths:
+        seg = counts[start:start + width]
+        if seg.size and int(seg.max()) > 0:
+            kinds[start + int(np.argmax(seg))] = BUCKET_REST
+        start += width
+    return kinds
+
+
+def expand_buckets(sent: IntArray, kinds: npt.NDArray[np.uint8], totals: IntArray,
+                   widths: Sequence[int]) -> IntArray:
+    """The active party's side: the ``(count, G·2^f, H·2^f)`` of every bucket of every node from
+    the decrypted sums of the sent buckets, zeros for the empty ones, and for each rest bucket the
+    node's total (``totals``, one row per node, known to the active party) minus the feature's
+    other buckets.  Raises :class:`ProtocolError` if the kinds are not those the counts imply
+    (:func:`bucket_kinds`), so that the kinds carry nothing beyond the counts."""
+    per_node = int(sum(widths))
+    n_nodes = totals.shape[0]
+    if kinds.shape != (n_nodes * per_node,) or sent.shape != (int((kinds == BUCKET_SENT).sum()), 3):
+        raise ProtocolError("a histogram reply has the wrong number of buckets")
+    full = np.zeros((kinds.size, 3), dtype=np.int64)
+    full[kinds == BUCKET_SENT] = sent
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+    for k in range(n_nodes):
+        base = k * per_node
+        node_kinds = kinds[base:base + per_node]
+        block = full[base:base + per_node]
+        rest = np.flatnonzero(node_kinds == BUCKET_REST)
+        owner = np.searchsorted(starts, rest, side="right") - 1
+        if np.unique(owner).size != owner.size:
+            raise ProtocolError("a feature has two rest buckets")
+        group = np.add.reduceat(block, starts, axis=0)
+        block[rest] = totals[k][None, :] - group[owner]
+        if (block[:, 0] < 0).any() or not np.array_equal(bucket_kinds(block[:, 0], widths), node_kinds):
+            raise ProtocolError("the bucket kinds of a histogram reply do not follow from its counts")
+    return full
 
 
 def direct_sums(

@@ -17,8 +17,16 @@ from securetrees._nt import mpz
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PublicKey
 from securetrees.paillier.ciphertext import _make
-from securetrees.protocols.secureboost.buckets import Quotients, bucket_codes, direct_sums, sibling_sums
+from securetrees.protocols.secureboost.buckets import (
+    Quotients,
+    bucket_codes,
+    bucket_counts,
+    bucket_kinds,
+    direct_sums,
+    sibling_sums,
+)
 from securetrees.protocols.secureboost.messages import (
+    BUCKET_SENT,
     Ack,
     End,
     Gradients,
@@ -185,15 +193,21 @@ class PassiveParty(Party):
 
     @handles(HistogramRequest)
     def on_histogram(self, sender: str, msg: HistogramRequest) -> HistogramReply:
-        """Pack the bucket sums ``k`` per ciphertext and re-randomise each before it leaves."""
-        if msg.tree != self._tree or self._layout is None:
+        """The kind of every bucket (empty, the rest of its feature, or sent: a function of the
+        counts, which the active party learns anyway) and the sent buckets' sums packed ``k`` per
+        ciphertext, each packed ciphertext re-randomised before it leaves."""
+        if msg.tree != self._tree or self._layout is None or self._codes is None:
             raise ProtocolError("a histogram request for a tree whose gradients were not received")
-        sums = [c for node in self.bucket_sums(msg.jobs) for c in node]
-        packed = pack_ciphertexts(sums, self._layout)
-        self.op_counts["shift"] += len(sums) - len(packed)
+        sums = self.bucket_sums(msg.jobs)
+        kinds = np.concatenate([bucket_kinds(bucket_counts(self._codes[job.ids], self._widths), self._widths)
+                                for job in msg.jobs]) if msg.jobs else np.zeros(0, dtype=np.uint8)
+        flat = [c for node in sums for c in node]
+        sent = [c for c, kind in zip(flat, kinds.tolist(), strict=True) if kind == BUCKET_SENT]
+        packed = pack_ciphertexts(sent, self._layout)
+        self.op_counts["shift"] += len(sent) - len(packed)
         fresh = [c.rerandomize(rng=self._rng) for c in packed]
         self.op_counts["rerandomize"] += len(fresh)
-        return HistogramReply(len(sums), tuple(c.value for c in fresh))
+        return HistogramReply(len(flat), kinds, tuple(c.value for c in fresh))
 
     # -- S4: the owner applies a split ----------------------------------------------------------
     def record_for(self, order: SplitOrder) -> int:
