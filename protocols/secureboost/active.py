@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
-from securetrees.paillier.batch import encrypt_many
+from securetrees.paillier.batch import ciphertexts_to_bytes, encrypt_many
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
@@ -176,13 +176,14 @@ class ActiveParty(Party):
         h_bound = 1 << max(0, -(-h_max >> f) - 1).bit_length()
         return PackingLayout(f, g_bound, h_bound, g_fixed.size, self._pk.n.bit_length() - 1)
 
-    def encrypt_gradients(self, layout: PackingLayout, g_fixed: IntArray, h_fixed: IntArray) -> list[int]:
-        """Fresh ciphertexts of the packed plaintexts, one per instance; reveals nothing."""
+    def encrypt_gradients(self, layout: PackingLayout, g_fixed: IntArray, h_fixed: IntArray) -> bytes:
+        """Fresh ciphertexts of the packed plaintexts, one per instance, as one byte string;
+        reveals nothing."""
         plain = layout.encode(g_fixed, h_fixed)
         key: PublicKey | PrivateKey = self._sk if self.params.encryption == "key-owner" else self._pk
         cts = encrypt_many(key, plain, rng=self._rng)
         self.counts["encrypt"] += len(cts)
-        return [c.value for c in cts]
+        return ciphertexts_to_bytes(cts, rng=self._rng)
 
     # -- S3 -------------------------------------------------------------------------------------
     def decrypt_buckets(self, layout: PackingLayout, reply: HistogramReply, schema: SetupReply,
@@ -224,7 +225,7 @@ class ActiveParty(Party):
         g_fixed, h_fixed = quantize(grad, f), quantize(hess, f)
         layout = self.layout_for(g_fixed, h_fixed)
         values = self.encrypt_gradients(layout, g_fixed, h_fixed)
-        msg = Gradients(tree_no, f, layout.g_bound, layout.h_bound, tuple(values))
+        msg = Gradients(tree_no, f, layout.g_bound, layout.h_bound, values)
         self.call_many({q: msg for q in self.passives}, expect=Ack)
         self.counts["rounds"] += 1
 

@@ -76,13 +76,14 @@ class SetupReply(Message):
 @dataclass(frozen=True)
 class Gradients(Message):
     """Active → passive (step S1): one tree's fresh ciphertexts of the packed ``(1, g, h)``, one per
-    instance in row order, with the public layout parameters."""
+    instance in row order (:func:`~securetrees.paillier.batch.ciphertexts_to_bytes`), with the
+    public layout parameters."""
 
     tree: int
     frac_bits: int
     g_bound: int
     h_bound: int
-    values: tuple[int, ...]
+    ciphertexts: bytes
 
 
 @message("secureboost.ack", reply_to=("secureboost.gradients", "secureboost.end"))

@@ -109,7 +109,7 @@ def test_passive_rejects_protocol_misuse(data: tuple[np.ndarray, np.ndarray],
         passive.on_setup("active", Setup(keypair[0].to_bytes(), X.shape[0] + 1, 8))
     passive.on_setup("active", Setup(keypair[0].to_bytes(), X.shape[0], 8))
     with pytest.raises(ProtocolError):
-        passive.on_gradients("active", Gradients(0, 24, 1, 1, (1, 2)))
+        passive.on_gradients("active", Gradients(0, 24, 1, 1, (1).to_bytes(2 * keypair[0].modulus_bytes, "big") * 2))
     with pytest.raises(ProtocolError):  # a tree whose gradients were not received
         passive.on_histogram("active", HistogramRequest(4, 0, (NodeJob(0, -1, -1, IDS),)))
     with pytest.raises(ProtocolError):
