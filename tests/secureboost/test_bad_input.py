@@ -13,6 +13,7 @@ from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.secureboost import ActiveParty, PassiveParty, SecureBoostParams
 from securetrees.protocols.secureboost.messages import (
     Gradients,
+    HistogramReply,
     HistogramRequest,
     NodeJob,
     PredictReply,
@@ -168,6 +169,9 @@ def test_only_the_active_role_may_send_requests(data: tuple[np.ndarray, np.ndarr
     lambda: PredictReply(np.zeros(2, dtype=np.int64)),
     lambda: SetupReply((1, 2), (False,)),
     lambda: SetupReply((), ()),
+    lambda: HistogramReply(2, np.zeros(3, dtype=np.uint8), ()),
+    lambda: HistogramReply(1, np.zeros(1, dtype=np.int64), ()),
+    lambda: HistogramReply(1, np.array([3], dtype=np.uint8), ()),
 ])
 def test_malformed_messages(build: Any) -> None:
     with pytest.raises(ParameterError):
