@@ -78,12 +78,16 @@ def bucket_kinds(counts: IntArray, widths: Sequence[int]) -> npt.NDArray[np.uint
     """Each bucket's kind from the node's bucket counts alone: empty if its count is 0, rest for
     the first most populous bucket of each feature (a feature of a non-empty node), sent otherwise."""
     kinds = np.where(counts == 0, BUCKET_EMPTY, BUCKET_SENT).astype(np.uint8)
-    start = 0
-    for width in widths:
-        seg = counts[start:start + width]
-        if seg.size and int(seg.max()) > 0:
-            kinds[start + int(np.argmax(seg))] = BUCKET_REST
-        start += width
+    if not len(widths):
+        return kinds
+    w = np.asarray(widths, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(w)[:-1]])
+    top = np.maximum.reduceat(counts, starts)
+    at_top = np.flatnonzero(counts == np.repeat(top, w))
+    feature = np.searchsorted(starts, at_top, side="right") - 1
+    _, first = np.unique(feature, return_index=True)  # the first bucket at the maximum, per feature
+    rest = at_top[first]
+    kinds[rest[top[feature[first]] > 0]] = BUCKET_REST
     return kinds
 
 
