@@ -118,6 +118,8 @@ MANUAL: dict[str, Callable[[], dict[str, Any]]] = {
         "sampling": "bootstrap", "subsample_fraction": 1.0, "max_multiplicity": 3, "features_per_node": 1,
         "max_depth": 2, "grid_cells": 16, "epsilon": 1.0, "input_epsilon": None, "secure": True},
     "hybridtree.predict_request": lambda: {"batch": 0, "ids": np.arange(3), "host_leaves": _i64(3, 2)},
+    "secureboost.histogram_reply": lambda: {
+        "n_buckets": 3, "kinds": np.array([0, 1, 2], dtype=np.uint8), "packed": (5, 7)},
 }
 
 
