@@ -36,6 +36,8 @@ Real = int | float | np.integer | np.floating
 
 def as_int(value: object) -> int:
     """Coerce a Python or numpy integer (not bool, not float) to ``int``; raise otherwise."""
+    if type(value) is int:  # the common case first (a bool's type is bool, not int)
+        return value
     if isinstance(value, (bool, np.bool_)):
         raise ParameterError("booleans are not accepted as integers")
     if isinstance(value, numbers.Integral):

@@ -99,3 +99,14 @@ def test_crt_pair() -> None:
 def test_invert_raises_typed_error() -> None:
     with pytest.raises(ParameterError):
         _nt.invert(6, 9)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10**6), min_size=0, max_size=12))
+def test_batch_invert_matches_invert(xs: list[int]) -> None:
+    mod = _nt.mpz(2**61 - 1)  # prime: every value below it is a unit
+    assert _nt.batch_invert([_nt.mpz(x) for x in xs], mod) == [_nt.invert(x, mod) for x in xs]
+
+
+def test_batch_invert_refuses_a_non_unit() -> None:
+    with pytest.raises(ParameterError):
+        _nt.batch_invert([_nt.mpz(3), _nt.mpz(6), _nt.mpz(5)], _nt.mpz(36))

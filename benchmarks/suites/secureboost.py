@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from harness import Report, Timing, measure
 
-from securetrees._nt import mpz
+from securetrees._nt import batch_invert, mpz
 from securetrees.datasets import load_adult
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey, generate_keypair
 from securetrees.paillier.batch import encrypt_many
@@ -43,7 +43,10 @@ def unit_costs(pk: PublicKey, sk: PrivateKey, width: int) -> dict[str, Timing]:
     add = measure(lambda: c1 * c2 % n2, repeats=9, clock=CPU)
     ct = Ciphertext(pk, int(c1))
     shift = measure(lambda: ct * (1 << width), repeats=7, clock=CPU)
-    sub = measure(lambda: ct - ct, repeats=7, clock=CPU)
+    # a subtraction is a quotient sharing one inversion with the others of its stage
+    quotients = [mpz(pk.encrypt(v).value) for v in range(64)]
+    sub = measure(lambda: [c * i % n2 for c, i in zip(quotients, batch_invert(quotients, n2), strict=True)],
+                  repeats=7, clock=CPU).per(len(quotients))
     rerand = measure(lambda: ct.rerandomize(), repeats=7, clock=CPU)
     dec = measure(lambda: sk.decrypt_residue(ct), repeats=7, clock=CPU)
     return {"encrypt": enc, "add": add, "subtract": sub, "shift": shift, "rerandomize": rerand, "decrypt": dec}

@@ -19,8 +19,10 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
-from securetrees.paillier.batch import encrypt_many
+from securetrees.paillier.batch import ciphertexts_to_bytes, encrypt_many
+from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
+    BUCKET_SENT,
     Ack,
     End,
     Gradients,
@@ -119,7 +121,7 @@ class ActiveParty(Party):
         self._schema: dict[str, SetupReply] = {}
         self.model: SecureBoostModel | None = None
         self._train_leaf = np.zeros(Xa.shape[0], dtype=np.int64)
-        self.counts = {"encrypt": 0, "decrypt": 0, "buckets": 0, "rounds": 0}
+        self.counts = {"encrypt": 0, "decrypt": 0, "buckets": 0, "sent": 0, "rounds": 0}
 
     # -- S0 -------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -174,21 +176,28 @@ class ActiveParty(Party):
         h_bound = 1 << max(0, -(-h_max >> f) - 1).bit_length()
         return PackingLayout(f, g_bound, h_bound, g_fixed.size, self._pk.n.bit_length() - 1)
 
-    def encrypt_gradients(self, layout: PackingLayout, g_fixed: IntArray, h_fixed: IntArray) -> list[int]:
-        """Fresh ciphertexts of the packed plaintexts, one per instance; reveals nothing."""
+    def encrypt_gradients(self, layout: PackingLayout, g_fixed: IntArray, h_fixed: IntArray) -> bytes:
+        """Fresh ciphertexts of the packed plaintexts, one per instance, as one byte string;
+        reveals nothing."""
         plain = layout.encode(g_fixed, h_fixed)
         key: PublicKey | PrivateKey = self._sk if self.params.encryption == "key-owner" else self._pk
         cts = encrypt_many(key, plain, rng=self._rng)
         self.counts["encrypt"] += len(cts)
-        return [c.value for c in cts]
+        return ciphertexts_to_bytes(cts, rng=self._rng)
 
     # -- S3 -------------------------------------------------------------------------------------
-    def decrypt_buckets(self, layout: PackingLayout, reply: HistogramReply) -> IntArray:
-        """Decrypt the packed bucket sums; ``(n_buckets, 3)`` integers ``(count, G·2^f, H·2^f)``."""
+    def decrypt_buckets(self, layout: PackingLayout, reply: HistogramReply, schema: SetupReply,
+                        totals: IntArray) -> IntArray:
+        """Decrypt the packed sums of the sent buckets and complete the others (empty: zero; the
+        rest of a feature: the node's total ``totals[k]`` minus the feature's other buckets);
+        ``(n_buckets, 3)`` integers ``(count, G·2^f, H·2^f)``."""
         residues = [self._sk.decrypt_residue(Ciphertext(self._pk, v)) for v in reply.packed]
         self.counts["decrypt"] += len(residues)
         self.counts["buckets"] += reply.n_buckets
-        return layout.unpack(residues, reply.n_buckets)
+        n_sent = int((reply.kinds == BUCKET_SENT).sum())
+        self.counts["sent"] += n_sent
+        widths = [nb + 1 for nb in schema.n_bins]
+        return expand_buckets(layout.unpack(residues, n_sent), reply.kinds, totals, widths)
 
     def _passive_hist(self, sums: IntArray, schema: SetupReply, n_nodes: int) -> FloatArray:
         """Place a passive party's decoded sums into the reference histogram layout."""
@@ -216,7 +225,7 @@ class ActiveParty(Party):
         g_fixed, h_fixed = quantize(grad, f), quantize(hess, f)
         layout = self.layout_for(g_fixed, h_fixed)
         values = self.encrypt_gradients(layout, g_fixed, h_fixed)
-        msg = Gradients(tree_no, f, layout.g_bound, layout.h_bound, tuple(values))
+        msg = Gradients(tree_no, f, layout.g_bound, layout.h_bound, values)
         self.call_many({q: msg for q in self.passives}, expect=Ack)
         self.counts["rounds"] += 1
 
@@ -264,8 +273,11 @@ class ActiveParty(Party):
             req = HistogramRequest(tree_no, depth, jobs)
             replies = self.call_many({q: req for q in self.passives}, expect=HistogramReply)
             self.counts["rounds"] += 1
+            fixed = np.zeros((split_pos.size, 3), dtype=np.int64)  # each node's (count, G·2^f, H·2^f)
+            np.add.at(fixed, pos, np.column_stack([np.ones(idx.size, dtype=np.int64), g_fixed[idx], h_fixed[idx]]))
             hists = [own] + [
-                self._passive_hist(self.decrypt_buckets(layout, replies[q]), self._schema[q], split_pos.size)
+                self._passive_hist(self.decrypt_buckets(layout, replies[q], self._schema[q], fixed),
+                                   self._schema[q], split_pos.size)
                 for q in self.passives
             ]
             res = best_splits(np.concatenate(hists, axis=1), crit, categorical=categorical, n_bins=n_bins,

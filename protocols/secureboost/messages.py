@@ -16,6 +16,9 @@ from securetrees.errors import ParameterError
 from securetrees.runtime import Message, message
 
 __all__ = [
+    "BUCKET_EMPTY",
+    "BUCKET_REST",
+    "BUCKET_SENT",
     "Ack",
     "End",
     "Gradients",
@@ -30,6 +33,12 @@ __all__ = [
     "SplitReply",
     "SplitRequest",
 ]
+
+
+BUCKET_SENT, BUCKET_EMPTY, BUCKET_REST = 0, 1, 2
+"""Kinds of a bucket in a :class:`HistogramReply`: its sum is in the packed ciphertexts; it is
+empty (count 0); it is the first most populous bucket of its feature in its node, whose sum the
+active party derives as the node's total minus the feature's other buckets."""
 
 
 def check_ids(ids: np.ndarray) -> None:
@@ -67,13 +76,14 @@ class SetupReply(Message):
 @dataclass(frozen=True)
 class Gradients(Message):
     """Active → passive (step S1): one tree's fresh ciphertexts of the packed ``(1, g, h)``, one per
-    instance in row order, with the public layout parameters."""
+    instance in row order (:func:`~securetrees.paillier.batch.ciphertexts_to_bytes`), with the
+    public layout parameters."""
 
     tree: int
     frac_bits: int
     g_bound: int
     h_bound: int
-    values: tuple[int, ...]
+    ciphertexts: bytes
 
 
 @message("secureboost.ack", reply_to=("secureboost.gradients", "secureboost.end"))
@@ -110,11 +120,21 @@ class HistogramRequest(Message):
 @message("secureboost.histogram_reply", reply_to=HistogramRequest)
 @dataclass(frozen=True)
 class HistogramReply(Message):
-    """Passive → active: re-randomised packed bucket sums, ``k`` buckets per ciphertext, buckets in
-    (job, feature, bin, missing last) order."""
+    """Passive → active: the kind of every bucket in (job, feature, bin, missing last) order, and
+    the re-randomised packed sums of the buckets of kind :data:`BUCKET_SENT`, ``k`` per ciphertext
+    in the same order.  The kinds are a function of the bucket counts (which the active party
+    decrypts or derives anyway); the active party recomputes them and refuses a mismatch."""
 
     n_buckets: int
+    kinds: np.ndarray
     packed: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        k = self.kinds
+        if not isinstance(k, np.ndarray) or k.dtype != np.uint8 or k.shape != (self.n_buckets,):
+            raise ParameterError("one uint8 kind per bucket")
+        if k.size and int(k.max()) > BUCKET_REST:
+            raise ParameterError("a bucket kind is not sent, empty or rest")
 
 
 @message("secureboost.split_order")

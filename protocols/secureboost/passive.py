@@ -13,9 +13,21 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from securetrees._nt import mpz
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PublicKey
+from securetrees.paillier.batch import ciphertext_values, ciphertexts_from_bytes
+from securetrees.paillier.ciphertext import _make
+from securetrees.protocols.secureboost.buckets import (
+    Quotients,
+    bucket_codes,
+    bucket_counts,
+    bucket_kinds,
+    direct_sums,
+    sibling_sums,
+)
 from securetrees.protocols.secureboost.messages import (
+    BUCKET_SENT,
     Ack,
     End,
     Gradients,
@@ -82,10 +94,12 @@ class PassiveParty(Party):
         self._pk: PublicKey | None = None
         self._mapper: BinMapper | None = None
         self._binned: IntArray | None = None
-        self._grads: list[Ciphertext] = []
+        self._codes: IntArray | None = None
+        self._widths: list[int] = []
+        self._vals: list[mpz] = []
         self._layout: PackingLayout | None = None
         self._tree = -1
-        self._cache: dict[int, list[Ciphertext]] = {}  # node -> unpacked bucket sums (last layer)
+        self._cache: dict[int, list[mpz]] = {}  # node -> unpacked bucket sums (last layer)
         self._node_ids: dict[int, IntArray] = {}
         self.table: list[LookupRecord] = []
         """The lookup table: record id (its index) → the split's feature and threshold."""
@@ -112,6 +126,8 @@ class PassiveParty(Party):
         self._pk = pk
         self._mapper = BinMapper.fit(self._X, max_bins=msg.max_bins, categorical=self._categorical)
         self._binned = self._mapper.transform(self._X).astype(np.int64)
+        self._codes = bucket_codes(self._binned, self._mapper.n_bins, self._mapper.missing_bin)
+        self._widths = [nb + 1 for nb in self._mapper.n_bins]
         return SetupReply(tuple(self._mapper.n_bins), tuple(self._mapper.categorical))
 
     def _key(self) -> PublicKey:
@@ -124,75 +140,76 @@ class PassiveParty(Party):
     def on_gradients(self, sender: str, msg: Gradients) -> Ack:
         """Store one tree's ciphertexts (validated under the active key); nothing is decrypted."""
         pk = self._key()
-        if len(msg.values) != self._X.shape[0]:
+        grads = ciphertexts_from_bytes(msg.ciphertexts, pk)
+        if len(grads) != self._X.shape[0]:
             raise ProtocolError("one gradient ciphertext per instance expected")
         self._layout = PackingLayout(msg.frac_bits, msg.g_bound, msg.h_bound, self._X.shape[0], pk.n.bit_length() - 1)
-        self._grads = [Ciphertext(pk, v) for v in msg.values]
+        self._vals = ciphertext_values(grads)
         self._tree = msg.tree
         self._cache = {}
         self._node_ids = {}
         return Ack()
 
     # -- S2: bucket sums with sibling subtraction -------------------------------------------------
-    def _direct(self, ids: IntArray) -> list[Ciphertext]:
-        """Encrypted ``(count, G, H)`` per (feature, bucket) of the instances ``ids`` by homomorphic
-        additions; an empty bucket is the trivial encryption of 0 (re-randomised when packed)."""
-        mapper = self._mapper
-        if mapper is None or self._binned is None:
+    def _direct(self, ids: IntArray, pending: Quotients) -> list[mpz]:
+        """Encrypted ``(count, G, H)`` per (feature, bucket) of the instances ``ids`` (the most
+        populous bucket of each feature left to ``pending``); an empty bucket is the trivial
+        encryption of 0 (re-randomised when packed)."""
+        mapper, codes = self._mapper, self._codes
+        if mapper is None or codes is None:
             raise ProtocolError("no setup received")
-        pk = self._key()
-        zero = Ciphertext(pk, 1)
-        out: list[Ciphertext] = []
-        for f, nb in enumerate(mapper.n_bins):
-            col = self._binned[ids, f]
-            col = np.where(col == mapper.missing_bin, nb, col)
-            order = np.argsort(col, kind="stable")
-            bounds = np.searchsorted(col[order], np.arange(nb + 2))
-            for b in range(nb + 1):
-                members = ids[order[bounds[b]:bounds[b + 1]]]
-                acc = zero
-                for i in members.tolist():
-                    acc = acc + self._grads[i]
-                self.op_counts["add"] += int(members.size)
-                out.append(acc)
-        return out
+        vals = self._vals
+        sums, mults = direct_sums([vals[i] for i in ids.tolist()], codes[ids], self._widths,
+                                  self._key()._n2, pending)
+        self.op_counts["add"] += mults
+        return sums
 
     def bucket_sums(self, jobs: tuple[NodeJob, ...]) -> list[list[Ciphertext]]:
         """Per job, its bucket sums: where the parent's sums are cached and the sibling is in the
         same request, the smaller child is summed directly and the larger is parent − smaller."""
         n = self._X.shape[0]
+        pk = self._key()
         by_node = {j.node: j for j in jobs}
-        done: dict[int, list[Ciphertext]] = {}
+        done: dict[int, list[mpz]] = {}
+        pairs: list[tuple[int, int, int]] = []  # (large, small, parent)
+        pending = Quotients(pk._n2)
         for job in jobs:
             if job.ids.size and (job.ids.min() < 0 or job.ids.max() >= n):
                 raise ProtocolError("a node names instances that do not exist")
-            if job.node in done:
+            if job.node in done or any(job.node == large for large, _, _ in pairs):
                 continue
             sib = by_node.get(job.sibling)
-            parent = self._cache.get(job.parent)
-            if sib is not None and parent is not None and sib.parent == job.parent:
+            if sib is not None and job.parent in self._cache and sib.parent == job.parent:
                 small, large = (job, sib) if (job.ids.size, job.node) <= (sib.ids.size, sib.node) else (sib, job)
-                direct = self._direct(small.ids)
-                done[small.node] = direct
-                done[large.node] = [p - s for p, s in zip(parent, direct, strict=True)]
-                self.op_counts["subtract"] += len(direct)
+                done[small.node] = self._direct(small.ids, pending)
+                pairs.append((large.node, small.node, job.parent))
             else:
-                done[job.node] = self._direct(job.ids)
+                done[job.node] = self._direct(job.ids, pending)
+        self.op_counts["subtract"] += pending.resolve()
+        for large_node, small_node, parent in pairs:
+            done[large_node] = sibling_sums(self._cache[parent], done[small_node], pending)
+        self.op_counts["subtract"] += pending.resolve()
         self._cache = done
         self._node_ids = {j.node: j.ids for j in jobs}
-        return [done[j.node] for j in jobs]
+        return [[_make(pk, v, False) for v in done[j.node]] for j in jobs]
 
     @handles(HistogramRequest)
     def on_histogram(self, sender: str, msg: HistogramRequest) -> HistogramReply:
-        """Pack the bucket sums ``k`` per ciphertext and re-randomise each before it leaves."""
-        if msg.tree != self._tree or self._layout is None:
+        """The kind of every bucket (empty, the rest of its feature, or sent: a function of the
+        counts, which the active party learns anyway) and the sent buckets' sums packed ``k`` per
+        ciphertext, each packed ciphertext re-randomised before it leaves."""
+        if msg.tree != self._tree or self._layout is None or self._codes is None:
             raise ProtocolError("a histogram request for a tree whose gradients were not received")
-        sums = [c for node in self.bucket_sums(msg.jobs) for c in node]
-        packed = pack_ciphertexts(sums, self._layout)
-        self.op_counts["shift"] += len(sums) - len(packed)
+        sums = self.bucket_sums(msg.jobs)
+        kinds = np.concatenate([bucket_kinds(bucket_counts(self._codes[job.ids], self._widths), self._widths)
+                                for job in msg.jobs]) if msg.jobs else np.zeros(0, dtype=np.uint8)
+        flat = [c for node in sums for c in node]
+        sent = [c for c, kind in zip(flat, kinds.tolist(), strict=True) if kind == BUCKET_SENT]
+        packed = pack_ciphertexts(sent, self._layout)
+        self.op_counts["shift"] += len(sent) - len(packed)
         fresh = [c.rerandomize(rng=self._rng) for c in packed]
         self.op_counts["rerandomize"] += len(fresh)
-        return HistogramReply(len(sums), tuple(c.value for c in fresh))
+        return HistogramReply(len(flat), kinds, tuple(c.value for c in fresh))
 
     # -- S4: the owner applies a split ----------------------------------------------------------
     def record_for(self, order: SplitOrder) -> int:
@@ -227,7 +244,7 @@ class PassiveParty(Party):
 
     @handles(End)
     def on_end(self, sender: str, msg: End) -> Ack:
-        self._grads, self._cache, self._node_ids = [], {}, {}
+        self._vals, self._cache, self._node_ids = [], {}, {}
         return Ack()
 
     # -- P1: inference ---------------------------------------------------------------------------

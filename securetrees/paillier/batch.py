@@ -23,16 +23,26 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
+import gmpy2
 import numpy as np
 
 from securetrees._nt import mpz
-from securetrees.errors import ParameterError, TypeMismatchError
+from securetrees.errors import DecodeError, InvalidCiphertext, ParameterError, TypeMismatchError
 from securetrees.executors import flatten_ints, modular_products, run_chunked
 from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
 from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
-__all__ = ["decrypt_many", "encrypt_many", "obfuscators", "sum_ciphertexts", "sum_many"]
+__all__ = [
+    "ciphertext_values",
+    "ciphertexts_from_bytes",
+    "ciphertexts_to_bytes",
+    "decrypt_many",
+    "encrypt_many",
+    "obfuscators",
+    "sum_ciphertexts",
+    "sum_many",
+]
 
 
 # -- worker functions (module level, so that they pickle by name) ------------------------
@@ -108,6 +118,48 @@ def _values_of(pk: PublicKey, ciphertexts: Iterable[Ciphertext]) -> list[mpz]:
             _key_mismatch(pk, c._pk)
         out.append(c._c)
     return out
+
+
+def ciphertext_values(ciphertexts: Sequence[Ciphertext]) -> list[mpz]:
+    """The values of ciphertexts of one key, in order (for sums on raw values modulo N²)."""
+    if not ciphertexts:
+        return []
+    first = ciphertexts[0]
+    if type(first) is not Ciphertext:
+        raise TypeMismatchError(f"expected Ciphertext, got {type(first).__name__}")
+    return _values_of(first._pk, ciphertexts)
+
+
+def ciphertexts_to_bytes(ciphertexts: Sequence[Ciphertext], *, rng: RandomSource = SYSTEM_RANDOM) -> bytes:
+    """Ciphertexts of one key as one byte string: each value big-endian in the fixed width of N²
+    (no header: the receiver knows the key), in order.  As :meth:`Ciphertext.to_bytes`, a
+    ciphertext that is not fresh is re-randomised first."""
+    if not ciphertexts:
+        return b""
+    pk = ciphertexts[0].public_key
+    width = 2 * pk.modulus_bytes
+    fresh = [c if c.fresh else c.rerandomize(rng=rng) for c in ciphertexts]
+    return b"".join(int(v).to_bytes(width, "big") for v in _values_of(pk, fresh))
+
+
+def ciphertexts_from_bytes(data: bytes, public_key: PublicKey) -> list[Ciphertext]:
+    """Decode :func:`ciphertexts_to_bytes` under ``public_key`` (not fresh).  Raises
+    :class:`DecodeError` for a length that is not a multiple of the width and
+    :class:`InvalidCiphertext` unless every value is in ``(0, N²)`` and a unit modulo N (one gcd
+    for the batch: the product modulo N is a unit exactly when every factor is)."""
+    width = 2 * public_key.modulus_bytes
+    if len(data) % width:
+        raise DecodeError(f"a ciphertext string of {len(data)} bytes is not a multiple of {width}")
+    n, n2 = public_key._n, public_key._n2
+    values = [mpz(int.from_bytes(data[i:i + width], "big")) for i in range(0, len(data), width)]
+    acc = mpz(1)
+    for v in values:
+        if not 0 < v < n2:
+            raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")
+        acc = acc * v % n
+    if gmpy2.gcd(acc, n) != 1:
+        raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")
+    return [_make(public_key, v, False) for v in values]
 
 
 def _items(ciphertexts: Sequence[Ciphertext] | np.ndarray) -> Sequence[Ciphertext]:

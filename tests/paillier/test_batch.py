@@ -12,9 +12,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from securetrees.errors import EncodingOverflowError, KeyMismatchError, ParameterError
+from securetrees.errors import (
+    DecodeError,
+    EncodingOverflowError,
+    InvalidCiphertext,
+    KeyMismatchError,
+    ParameterError,
+)
 from securetrees.paillier import sum_ciphertexts
-from securetrees.paillier.batch import decrypt_many, encrypt_many, sum_many
+from securetrees.paillier.batch import (
+    ciphertext_values,
+    ciphertexts_from_bytes,
+    ciphertexts_to_bytes,
+    decrypt_many,
+    encrypt_many,
+    sum_many,
+)
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
 
@@ -159,3 +172,25 @@ def test_wrapped_private_key_survives_a_forwarding_hop() -> None:
     hop = pickle.loads(pickle.dumps(first))  # noqa: S301
     assert isinstance(hop, WorkerPrivateKey)
     assert hop.key.decrypt(PK.encrypt(-5)) == -5
+
+
+def test_ciphertext_bytes_round_trip_and_refresh() -> None:
+    cts = encrypt_many(PK, VALUES)
+    stale = cts[0] + cts[1]  # not fresh: re-randomised on the way out
+    data = ciphertexts_to_bytes([*cts, stale])
+    back = ciphertexts_from_bytes(data, PK)
+    assert decrypt_many(SK, back) == [*VALUES, VALUES[0] + VALUES[1]]
+    assert [c.value for c in back[:-1]] == [c.value for c in cts]
+    assert back[-1].value != stale.value
+    assert ciphertext_values(back) == [c.value for c in back]
+    assert ciphertexts_to_bytes([]) == b"" and ciphertexts_from_bytes(b"", PK) == []
+
+
+def test_ciphertext_bytes_refuse_bad_values() -> None:
+    width = 2 * PK.modulus_bytes
+    good = ciphertexts_to_bytes(encrypt_many(PK, [1, 2]))
+    with pytest.raises(DecodeError):
+        ciphertexts_from_bytes(good[:-1], PK)
+    for bad in (0, PK.n_square, PK.n * 7):  # zero, out of range, not a unit
+        with pytest.raises(InvalidCiphertext):
+            ciphertexts_from_bytes(good + int(bad).to_bytes(width, "big"), PK)

@@ -13,6 +13,7 @@ from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.secureboost import ActiveParty, PassiveParty, SecureBoostParams
 from securetrees.protocols.secureboost.messages import (
     Gradients,
+    HistogramReply,
     HistogramRequest,
     NodeJob,
     PredictReply,
@@ -109,7 +110,7 @@ def test_passive_rejects_protocol_misuse(data: tuple[np.ndarray, np.ndarray],
         passive.on_setup("active", Setup(keypair[0].to_bytes(), X.shape[0] + 1, 8))
     passive.on_setup("active", Setup(keypair[0].to_bytes(), X.shape[0], 8))
     with pytest.raises(ProtocolError):
-        passive.on_gradients("active", Gradients(0, 24, 1, 1, (1, 2)))
+        passive.on_gradients("active", Gradients(0, 24, 1, 1, (1).to_bytes(2 * keypair[0].modulus_bytes, "big") * 2))
     with pytest.raises(ProtocolError):  # a tree whose gradients were not received
         passive.on_histogram("active", HistogramRequest(4, 0, (NodeJob(0, -1, -1, IDS),)))
     with pytest.raises(ProtocolError):
@@ -168,6 +169,9 @@ def test_only_the_active_role_may_send_requests(data: tuple[np.ndarray, np.ndarr
     lambda: PredictReply(np.zeros(2, dtype=np.int64)),
     lambda: SetupReply((1, 2), (False,)),
     lambda: SetupReply((), ()),
+    lambda: HistogramReply(2, np.zeros(3, dtype=np.uint8), ()),
+    lambda: HistogramReply(1, np.zeros(1, dtype=np.int64), ()),
+    lambda: HistogramReply(1, np.array([3], dtype=np.uint8), ()),
 ])
 def test_malformed_messages(build: Any) -> None:
     with pytest.raises(ParameterError):

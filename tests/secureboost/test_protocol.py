@@ -137,7 +137,7 @@ def test_sibling_subtraction_equals_direct_sums(data: tuple[np.ndarray, np.ndarr
     g = np.linspace(-1, 1, X.shape[0])
     layout = active.layout_for(np.rint(g * 2**24).astype(np.int64), np.full(X.shape[0], 1 << 24))
     values = active.encrypt_gradients(layout, np.rint(g * 2**24).astype(np.int64), np.full(X.shape[0], 1 << 24))
-    passive.on_gradients("active", Gradients(9, 24, layout.g_bound, layout.h_bound, tuple(values)))
+    passive.on_gradients("active", Gradients(9, 24, layout.g_bound, layout.h_bound, values))
     all_ids = np.arange(X.shape[0], dtype=np.int64)
     passive.bucket_sums((NodeJob(0, -1, -1, all_ids),))
     left, right = all_ids[: 50], all_ids[50:]

@@ -61,8 +61,17 @@ def _packed_plaintexts(keys: tuple[PublicKey, PrivateKey]) -> set[int]:
     return set(layout.encode(gq, hq))
 
 
-def _plaintext_hits(records: list[Record], plain: set[int]) -> int:
-    return sum(v in plain for r in records if r.type_name == "secureboost.gradients" for v in r.payload.values)
+def _fixed_width(values: list[int], keys: tuple[PublicKey, PrivateKey]) -> bytes:
+    """Integers in the fixed-width (bytes of N²) big-endian form of the gradients message."""
+    width = 2 * keys[0].modulus_bytes
+    return b"".join(int(v).to_bytes(width, "big", signed=True) for v in values)
+
+
+def _plaintext_hits(records: list[Record], plain: set[int], keys: tuple[PublicKey, PrivateKey]) -> int:
+    width = 2 * keys[0].modulus_bytes
+    return sum(int.from_bytes(data[i:i + width], "big") in plain
+               for r in records if r.type_name == "secureboost.gradients"
+               for data in [r.payload.ciphertexts] for i in range(0, len(data), width))
 
 
 class _Capture:
@@ -89,24 +98,25 @@ def test_passive_views_hold_no_label_gradient_or_active_feature(keypair: tuple[P
     g, _ = _first_tree_gradients()
     assert any(r.type_name == "secureboost.gradients" for r in records)
     assert_no_canaries(records, [LABEL, ACTIVE_VALUE, *g[:8].tolist()], frac_bits=FRAC)
-    assert _plaintext_hits(records, _packed_plaintexts(keypair)) == 0
+    assert _plaintext_hits(records, _packed_plaintexts(keypair), keypair) == 0
 
 
 def test_planted_leak_plaintext_packed_gradients_are_caught(keypair: tuple[PublicKey, PrivateKey],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Leaky variant: the packed plaintexts are sent instead of their encryptions."""
     monkeypatch.setattr(ActiveParty, "encrypt_gradients",
-                        lambda self, layout, g, h: layout.encode(g, h))
+                        lambda self, layout, g, h: _fixed_width(layout.encode(g, h), keypair))
     cap = _Capture(monkeypatch)
     _fit(keypair)
-    assert _plaintext_hits(_passive_records(cap.net), _packed_plaintexts(keypair)) > 0
+    assert _plaintext_hits(_passive_records(cap.net), _packed_plaintexts(keypair), keypair) > 0
 
 
 def test_planted_leak_fixed_point_gradients_are_caught(keypair: tuple[PublicKey, PrivateKey],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Leaky variant: the fixed-point gradients themselves travel (the receiver's ciphertext check
     stops the run, after the message has reached its view)."""
-    monkeypatch.setattr(ActiveParty, "encrypt_gradients", lambda self, layout, g, h: [int(v) for v in g])
+    monkeypatch.setattr(ActiveParty, "encrypt_gradients",
+                        lambda self, layout, g, h: _fixed_width([int(v) for v in g], keypair))
     cap = _Capture(monkeypatch)
     _fit(keypair)
     g, _ = _first_tree_gradients()
