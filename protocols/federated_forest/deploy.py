@@ -39,11 +39,15 @@ from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 
-__all__ = ["DeployedClient", "DeployedMaster", "make_role", "prepare", "run_job"]
+__all__ = ["PARAMETERS", "DeployedClient", "DeployedMaster", "fit", "make_role", "predict", "prepare", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
                 "feature_sampling", "bootstrap", "random_state", "checkpoint")
+
+PARAMETERS = frozenset({*_FOREST_KEYS, "clients", "n_classes", "label_protection", "criterion", "max_bins",
+                        "allow_insecure", "key_bits", "frac_bits", "paillier_mode", "checkpoint_dir", "prediction"})
+"""The ``[protocol]`` keys of a Federated Forest run."""
 
 
 def _forest_params(p: dict[str, Any]) -> ForestParams:
@@ -64,6 +68,9 @@ def _store(config: RunConfig, role: str, secrets: dict[str, bytes]) -> Checkpoin
 
 
 class DeployedMaster(Controllable, Master):
+    def control_state(self) -> dict[str, str]:
+        return {"trees": str(len(self.trees))}
+
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         self.fit()
         return ControlReply(info={"trees": str(len(self.trees))})
@@ -130,16 +137,31 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return client
 
 
-def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Train, then predict the clients' test rows; ``output`` is in the rows' original order."""
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Train the forest (the master drives every client)."""
+    with operator.step("fit"):
+        return dict(operator.control("master", "fit").info)
+
+
+def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """The forest's output on the test rows the clients hold (``X_test``, ``test_ids``), in the
+    rows' original order; ``method`` is ``one-round`` or ``classical`` (default: ``[protocol]
+    prediction``, else one-round)."""
     clients = [str(c) for c in config.params["clients"]]
-    operator.control("master", "fit")
-    orders = operator.control_many(clients, "load_test")
-    out = operator.control("master", "predict", method=config.params.get("prediction", "one-round")).arrays["output"]
+    how = method or str(config.params.get("prediction", "one-round"))
+    with operator.step(f"predict {how}"):
+        orders = operator.control_many(clients, "load_test")
+        out = operator.control("master", "predict", method=how).arrays["output"]
     order = orders[clients[0]].arrays["order"]
     result = np.empty_like(out)
     result[order] = out
     return {"output": result}
+
+
+def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
+    """Train, then predict the clients' test rows; ``output`` is in the rows' original order."""
+    fit(operator, config)
+    return predict(operator, config)
 
 
 def _seal_paillier(sk: PrivateKey, passphrase: bytes) -> bytes:
