@@ -8,8 +8,11 @@ party's logger::
 
     cs step fit: 12.345 s, sent 1234567 B, received 2345678 B, rounds 321
 
-On a networked run a process's transcript holds only its own party's traffic; on the in-process
-network, rounds are the whole network's.  Nothing secret is logged: counts, sizes and times.
+A deployed role's step counts the traffic the step caused (the protocol messages it sent and
+received while running it), not the control request and reply that carried the order; the
+operator's step counts its control requests and their replies.  On a networked run a process's
+transcript holds only its own party's traffic; on the in-process network, rounds are the whole
+network's.  Nothing secret is logged: counts, sizes and times.
 """
 
 from __future__ import annotations
