@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from securetrees.errors import SecureTreesError
 from securetrees.runtime.network import Network
 
 __all__ = ["Traffic", "logged_step", "traffic"]
@@ -54,13 +55,16 @@ def describe(step: str, seconds: float, used: Traffic) -> str:
 
 @contextmanager
 def logged_step(logger: logging.Logger, party: str, network: Network, step: str) -> Iterator[None]:
-    """Run the body as ``party``'s step ``step`` and log its line (ERROR with ``failed`` when it
-    raises; the exception propagates)."""
+    """Run the body as ``party``'s step ``step`` and log its line (ERROR with ``failed`` and the
+    error when it raises: a securetrees error with its message, any other by its type only; the
+    exception propagates)."""
     t0, before = time.perf_counter(), traffic(network, party)
     try:
         yield
     except BaseException as exc:
+        # a library error's message is what the peers see too; any other error logs its type only
+        why = f"{type(exc).__name__}: {exc}" if isinstance(exc, SecureTreesError) else type(exc).__name__
         logger.error("%s %s; failed: %s", party, describe(step, time.perf_counter() - t0,
-                                                           traffic(network, party) - before), type(exc).__name__)
+                                                           traffic(network, party) - before), why)
         raise
     logger.info("%s %s", party, describe(step, time.perf_counter() - t0, traffic(network, party) - before))

@@ -88,14 +88,28 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
     assert "UnsupportedActionError" in operator  # the error that ended the command is in its log
 
 
-def test_launch_keeps_the_logs_with_step_lines(tmp_path: Path) -> None:
+def secrets_in_logs(folder: Path, secrets: dict[str, bytes]) -> list[str]:
+    """Which of ``secrets`` (name → bytes) appear in any log of ``folder``, raw or as hex."""
+    text = b"".join(f.read_bytes() for f in sorted(folder.glob("*.log")))
+    return sorted(n for n, v in secrets.items() if v in text or v.hex().encode() in text)
+
+
+def test_launch_keeps_the_logs_with_step_lines_and_no_secret(tmp_path: Path) -> None:
     cfg = psi_deploy.prepare(tmp_path, {"a": np.arange(30), "b": np.arange(10, 40)})
     assert int(launch(cfg, tmp_path / "pki")["size"]) == 20
-    a, b = (tmp_path / "logs" / "a.log").read_text(), (tmp_path / "logs" / "b.log").read_text()
+    logs = tmp_path / "logs"
+    a, b = (logs / "a.log").read_text(), (logs / "b.log").read_text()
     sent, received, rounds = map(int, re.findall("a " + STEP.format("run"), a)[0])
     assert sent > 0 and received > 0 and rounds > 0
     assert re.search("b " + STEP.format("save"), b)
     assert "b stopping after 1 steps" in b
+    passphrases = {f.stem: f.read_bytes().strip() for f in (tmp_path / "pki").glob("*.pass")}
+    assert set(passphrases) == {"a", "b", "operator"}
+    assert secrets_in_logs(logs, passphrases) == []
+    # planted: a role that logged its passphrase is caught
+    with open(logs / "b.log", "ab") as f:
+        f.write(b"12:00:00 DEBUG securetrees.psi.psi_member: opened with " + passphrases["b"] + b"\n")
+    assert secrets_in_logs(logs, passphrases) == ["b"]
 
 
 def test_launch_prints_the_tail_of_a_failed_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

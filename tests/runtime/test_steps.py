@@ -93,4 +93,4 @@ def test_status_counts_steps_and_a_failed_step_is_logged(caplog: pytest.LogCaptu
     assert op.control("echo", "status").info["steps"] == "1"
     assert op.control("echo", "status").info["last_step"] == "ping"
     failed = [r for r in caplog.records if r.levelno == logging.ERROR and "step fail" in r.getMessage()]
-    assert len(failed) == 1 and "failed: ParameterError" in failed[0].getMessage()
+    assert len(failed) == 1 and failed[0].getMessage().endswith("failed: ParameterError: planted failure")
