@@ -5,7 +5,8 @@ labels); the operator drives them with control requests (``securetrees.net.contr
 
 * ``fit`` / ``resume`` (master): train, or finish an interrupted training from the
   parties' checkpoints (each party's checkpoint key is in its own key file);
-* ``load_test`` (each client): load its columns of the test rows from its own data;
+* ``load_test`` (each client): load its columns of the test rows (``X_test``, ``test_ids``) from
+  its own data file, read afresh (new rows: each client writes its columns of them there);
   the reply carries the canonical order of those rows (the client knows its HMAC ids);
 * ``predict`` (master): align the test ids, one-round (or classical) prediction,
   forest output in canonical order.
@@ -17,7 +18,7 @@ test rows written to each party's own data file), the same run the one-process
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.service import load_data
 from securetrees.net.trial import Secret, TrialPlan, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -89,12 +91,14 @@ class DeployedMaster(Controllable, Master):
 
 
 class DeployedClient(Controllable, Client):
-    _test: tuple[FloatArray, list[str]] | None = None
+    _data: Callable[[], dict[str, npt.NDArray[Any]]]
+    """Reads this client's data file afresh: the test rows are those it holds at prediction time."""
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
-        if self._test is None:
-            raise ParameterError(f"{self.name} has no test rows in its data file")
-        X, ids = self._test
+        data = self._data()
+        if "X_test" not in data or "test_ids" not in data:
+            raise ParameterError(f"{self.name} has no test rows (X_test, test_ids) in its data file")
+        X, ids = np.asarray(data["X_test"], dtype=np.float64), [str(i) for i in data["test_ids"]]
         self.load_test(X, ids)
         return ControlReply(arrays={"order": canonical_order(hash_ids(self._id_key, ids))})
 
@@ -132,8 +136,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         labels=labels, paillier_mode=p.get("paillier_mode", "djn"), public_key_loader=loader,
         checkpoint=_store(config, role, secrets),
     )
-    if "X_test" in data:
-        client._test = (np.asarray(data["X_test"], dtype=np.float64), [str(i) for i in data["test_ids"]])
+    client._data = partial(load_data, config.party(role).data)
     return client
 
 
@@ -144,7 +147,8 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
-    """The forest's output on the test rows the clients hold (``X_test``, ``test_ids``), in the
+    """The forest's output on the test rows the clients hold now (``X_test``, ``test_ids`` in each
+    client's data file, read at each prediction), in the
     rows' original order; ``method`` is ``one-round`` or ``classical`` (default: ``[protocol]
     prediction``, else one-round)."""
     clients = [str(c) for c in config.params["clients"]]

@@ -21,7 +21,8 @@ ways, revokes the last participant at level 2 and predicts again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_
 from securetrees.errors import ParameterError, UnsupportedActionError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.service import load_data
 from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
@@ -77,16 +79,23 @@ class DeployedCS(Controllable, CentralServer):
         raise ParameterError("the CS predicts by method 'vertical' or 'test'")
 
 
+def _rows(read: Callable[[], dict[str, npt.NDArray[Any]]], key: str, name: str) -> FloatArray:
+    """Array ``key`` of ``name``'s data file, read afresh (the rows it holds at prediction time)."""
+    data = read()
+    if key not in data:
+        raise ParameterError(f"{name} has no {key!r} rows in its data file")
+    return np.asarray(data[key], dtype=np.float64)
+
+
 class DeployedParticipant(Controllable, Participant):
-    _X_test: FloatArray | None = None
+    _data: Callable[[], dict[str, npt.NDArray[Any]]]
 
     def control_load(self, args: dict[str, str]) -> ControlReply:
-        if self._X_test is None:
-            raise ParameterError(f"{self.name} has no test rows in its data file")
         if self.revoked:
             return ControlReply(info={"rows": "0", "revoked": "1"})
-        self.load_rows(args["batch"], self._X_test)
-        return ControlReply(info={"rows": str(self._X_test.shape[0])})
+        X_test = _rows(self._data, "X_test", self.name)
+        self.load_rows(args["batch"], X_test)
+        return ControlReply(info={"rows": str(X_test.shape[0])})
 
     def control_drop(self, args: dict[str, str]) -> ControlReply:
         if not self.revoked:
@@ -99,12 +108,11 @@ class DeployedParticipant(Controllable, Participant):
 
 
 class DeployedRequester(Controllable, Requester):
-    _X: FloatArray | None = None
+    _data: Callable[[], dict[str, npt.NDArray[Any]]]
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
-        if self._X is None:
-            raise ParameterError(f"{self.name} has no rows in its data file")
-        return ControlReply(arrays={"output": np.stack([self.request(row) for row in self._X])})
+        X = _rows(self._data, "X", self.name)
+        return ControlReply(arrays={"output": np.stack([self.request(row) for row in X])})
 
 
 class DeployedKGC(Controllable, KeyCentre):
@@ -185,21 +193,23 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
             signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=session, verify_keys=verify_keys,
             cs_key=directory["cs"], proposer=make_proposer(p, X, columns[role]), ml_seed=plan.ml_seed + 1 + i,
             codec=plan.codec, holt_params=plan.holt)
-        if "X_test" in data:
-            part._X_test = np.asarray(data["X_test"], dtype=np.float64)
+        part._data = partial(load_data, config.party(role).data)
         return part
     if role in p.get("requesters", []):
         req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
                                 codec=plan.codec, holt_params=plan.holt)
-        if "X" in data:
-            req._X = np.asarray(data["X"], dtype=np.float64)
+        req._data = partial(load_data, config.party(role).data)
         return req
     raise ParameterError(f"{role!r} is not a role of this RevFRF run")
 
 
-def _predict_all(operator: Operator, participants: list[str], method: str, batch: str, n: int) -> FloatArray:
-    operator.control_many(participants, "load", {u: {"batch": batch} for u in participants})
+def _predict_all(operator: Operator, participants: list[str], method: str, batch: str) -> FloatArray:
+    loaded = operator.control_many(participants, "load", {u: {"batch": batch} for u in participants})
     try:
+        counts = {u: int(r.info["rows"]) for u, r in loaded.items() if "revoked" not in r.info}
+        if len(set(counts.values())) != 1:
+            raise ParameterError(f"the participants hold different numbers of test rows: {counts}")
+        n = next(iter(counts.values()))
         out: FloatArray = operator.control("cs", "predict", method=method, batch=batch, n=n).arrays["output"]
     finally:
         operator.control_many(participants, "drop", {u: {"batch": batch} for u in participants})
@@ -214,8 +224,9 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """Class probabilities of the test rows: ``vertical`` (default) or ``test`` (FRF-Test) on the
-    rows the participants hold as ``X_test`` (a fresh batch, dropped afterwards), or ``encrypted``
-    (FRF-Predict) on each requester's own rows; the result is named after the method."""
+    rows the participants hold now as ``X_test`` (read afresh from each one's data file: new rows
+    are written there; a fresh batch, dropped afterwards), or ``encrypted`` (FRF-Predict) on the
+    first requester's own rows (its ``X``); the result is named after the method."""
     p = config.params
     how = method or "vertical"
     with operator.step(f"predict {how}"):
@@ -228,7 +239,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
             raise ParameterError(f"RevFRF predicts by 'vertical', 'test' or 'encrypted', not {how!r}")
         participants = [str(u) for u in p["participants"]]
         batch = f"op-{SYSTEM_RANDOM.token_bytes(4).hex()}"  # a label, unique per request
-        return {how: _predict_all(operator, participants, how, batch, int(p["n_test"]))}
+        return {how: _predict_all(operator, participants, how, batch)}
 
 
 def revoke(operator: Operator, config: RunConfig, party: str, level: int = 2) -> dict[str, str]:

@@ -45,9 +45,17 @@ def _operator(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=_env(), timeout=120, cwd=cfg.parent)
 
 
+def _read_csv(path: Path) -> np.ndarray:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["row", "output_0", "output_1"]
+    assert [int(r[0]) for r in rows[1:]] == list(range(len(rows) - 1))
+    return np.asarray([[float(v) for v in r[1:]] for r in rows[1:]])
+
+
 def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     adult = load_adult()
-    X, y, Xt = adult.X_train[:120], adult.y_train[:120], adult.X_test[:15]
+    X, y, Xt, X_new = adult.X_train[:120], adult.y_train[:120], adult.X_test[:15], adult.X_test[100:111]
     part = [list(range(0, X.shape[1], 2)), list(range(1, X.shape[1], 2))]
     params: dict[str, Any] = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2,
                               "label_protection": "shared"}
@@ -64,7 +72,17 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
         out = tmp_path / "predictions.csv"
         pred = _operator(cfg, "predict", "--out", str(out))
         assert pred.returncode == 0, pred.stderr
-        # (in this process, to save a start-up: each invocation connects afresh all the same)
+        # new rows: each client writes its columns of them into its own data file; the next
+        # predict reads them (in this process, to save a start-up; it connects afresh all the same)
+        for name, cols in zip(config.roles[:2], part, strict=True):
+            path = tmp_path / "data" / f"{name}.npz"
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            arrays.update(X_test=X_new[:, cols], test_ids=np.asarray([f"new-{i}" for i in range(len(X_new))]))
+            np.savez(path, **arrays)
+        new = tmp_path / "new.csv"
+        assert main(["operator", "predict", "--out", str(new), "--config", str(cfg),
+                     "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 0
         assert main(["operator", "revoke", "--party", "client1", "--config", str(cfg),
                      "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 1
         assert "UnsupportedActionError: the protocol 'federated-forest' has no 'revoke' step" in capsys.readouterr().err
@@ -72,14 +90,12 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
         for p in procs.values():
             p.terminate()
             p.wait(timeout=10)
-    with open(out, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    assert rows[0] == ["row", "output_0", "output_1"]
-    got = np.asarray([[float(v) for v in r[1:]] for r in rows[1:]])
     ff = FederatedForestClassifier(2, max_depth=3, random_state=0, label_protection="shared",
                                    rng=DeterministicRandom("op ids"))
     ff.set_params(partition=part).fit(X, y)
-    np.testing.assert_array_equal(got, ff.predict_proba(Xt))
+    np.testing.assert_array_equal(_read_csv(out), ff.predict_proba(Xt))
+    np.testing.assert_array_equal(_read_csv(new), ff.predict_proba(X_new))
+    assert len(X_new) != len(Xt)
     logs = tmp_path / "logs"
     master, operator = (logs / "master.log").read_text(), (logs / "operator.log").read_text()
     sent, received, rounds = map(int, re.findall("master " + STEP.format("fit"), master)[0])
