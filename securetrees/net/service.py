@@ -9,7 +9,7 @@ interface is in ``specs/deployment.md``: ``PARAMETERS`` (the ``[protocol]`` keys
 Every role process logs to a file (``--log-dir``, default ``logs/`` beside the
 configuration: ``logs/ROLE.log``): its start, one line per step with wall time, bytes and
 rounds (:mod:`securetrees.runtime.steps`), its totals when stopped, and an error that ends
-it.  :func:`launch` keeps those files and, when a role fails, prints the end of its log.
+it.  :func:`launch` keeps those files and, when a role fails, reports the end of its log.
 """
 
 from __future__ import annotations
@@ -173,13 +173,12 @@ def _failed_roles(procs: dict[str, subprocess.Popen[bytes]], exc: BaseException)
     return [r for r, proc in procs.items() if proc.poll() not in (None, 0) or repr(r) in text]
 
 
-def _print_tails(roles: list[str], logs: dict[str, Path]) -> None:
+def _report_tails(roles: list[str], logs: dict[str, Path]) -> None:
+    """Log (ERROR, on ``securetrees.net.service``: the command line's stderr) each failed role's tail."""
     for role in roles:
         tail = log_tail(logs[role])
-        print(f"securetrees: role {role!r} failed; the last {len(tail)} lines of its log {logs[role]}:",
-              file=sys.stderr)
-        for line in tail:
-            print(f"  | {line}", file=sys.stderr)
+        _log.error("role %r failed; the last %d lines of its log %s:%s", role, len(tail), logs[role],
+                   "".join(f"\n  | {line}" for line in tail))
 
 
 def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeout: float = 60.0,
@@ -191,7 +190,8 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
     a real deployment types or injects each passphrase on its own machine).  Each role logs to
     ``log_dir/ROLE.log`` (default :func:`default_log_dir`); the files are kept, and when the
     run fails, the last lines of each failed role's log (one whose process ended with an
-    error, or that the error names) are printed to stderr with the file's path.  ``report``, when
+    error, or that the error names) are logged as an error with the file's path (the command
+    line prints them on stderr).  ``report``, when
     given, receives ``job_seconds`` (the job alone, after start-up), ``loopback_bytes`` (bytes
     transmitted on the loopback interface meanwhile, Linux only: every header and frame) and
     ``stats``: each role's received messages, bytes and rounds (protocol and control).
@@ -223,7 +223,7 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
             proc.wait(timeout=30)
         return results
     except Exception as exc:
-        _print_tails(_failed_roles(procs, exc), logs)
+        _report_tails(_failed_roles(procs, exc), logs)
         raise
     finally:
         for proc in procs.values():
