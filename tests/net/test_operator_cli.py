@@ -138,3 +138,11 @@ def test_launch_prints_the_tail_of_a_failed_role(tmp_path: Path, capsys: pytest.
     assert "cannot read the data file" in err  # a line of b's log, printed
     assert "role 'a'" not in err
     assert "ParameterError: cannot read the data file" in log.read_text()
+
+
+def test_status_reports_roles_that_are_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = psi_deploy.prepare(tmp_path, {"a": np.arange(3), "b": np.arange(3)})
+    assert main(["operator", "status", "--timeout", "0.5", "--config", str(cfg),
+                 "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 3
+    out = capsys.readouterr().out
+    assert "a: DOWN; error party 'a' did not come up" in out and "b: DOWN" in out, out
