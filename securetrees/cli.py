@@ -172,9 +172,9 @@ def _operator(args: argparse.Namespace) -> int:
     if args.action != "predict":
         print(f"{args.action}: " + ", ".join(f"{k} {v}" for k, v in result.items()))
         return 0
-    for name, arr in result.items():
-        print(f"  {name}: shape {arr.shape}")
     if args.out:
+        for name, arr in result.items():
+            print(f"  {name}: shape {arr.shape}")
         print(f"wrote {write_csv(args.out, result)}")
     else:
         _print_first_rows(result)
