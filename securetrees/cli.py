@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "encrypted; Federated Forest: one-round, classical)")
     op.add_argument("--party", help="revoke: the participant that leaves")
     op.add_argument("--level", type=int, default=2, help="revoke: level 1 or 2 (default 2)")
-    op.add_argument("--timeout", type=float, default=30.0,
-                    help="seconds to wait for the roles to answer (status: per role; default 30)")
+    op.add_argument("--timeout", type=float,
+                    help="seconds to wait for the roles to answer (default 30; status: per role, default 5)")
     _log_file_options(op)
     op.set_defaults(func=_operator)
 
@@ -162,13 +162,13 @@ def _operator(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if args.action == "status":
-        report = status(config, args.passphrase_file, timeout=min(args.timeout, 5.0))
+        report = status(config, args.passphrase_file, timeout=5.0 if args.timeout is None else args.timeout)
         for role, info in report.items():
             details = ", ".join(f"{k} {v}" for k, v in info.items() if k != "reachable")
             print(f"  {role}: {'up' if info['reachable'] == 'yes' else 'DOWN'}; {details}")
         return 0 if all(i["reachable"] == "yes" for i in report.values()) else 3
     result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
-                      level=args.level, timeout=args.timeout)
+                      level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
     if args.action != "predict":
         print(f"{args.action}: " + ", ".join(f"{k} {v}" for k, v in result.items()))
         return 0
