@@ -63,6 +63,20 @@ class Controllable:
     logger: ClassVar[logging.Logger]
     _steps: tuple[int, str] = (0, "")
 
+    def _log_totals(self) -> None:
+        """The role's traffic in all, and what it received by message type (a role that works
+        inside other roles' steps, e.g. a client during the master's ``fit``, shows it here)."""
+        used = traffic(self.network, self.name)
+        self.logger.info("%s stopping after %d steps: sent %d B, received %d B, rounds %d in all",
+                         self.name, self._steps[0], used.sent, used.received, used.rounds)
+        by_type: dict[str, list[int]] = {}
+        for r in self.network.transcript.view(self.name):
+            entry = by_type.setdefault(r.type_name, [0, 0])
+            entry[0] += 1
+            entry[1] += r.size
+        for type_name, (count, size) in sorted(by_type.items()):
+            self.logger.info("%s received %d x %s, %d B", self.name, count, type_name, size)
+
     def control_state(self) -> dict[str, str]:
         """What ``status`` reports beyond the built-ins (e.g. the number of trees); override."""
         return {}
@@ -70,9 +84,7 @@ class Controllable:
     @handles(ControlRequest)
     def on_control(self, sender: str, msg: ControlRequest) -> ControlReply:
         if msg.action == "shutdown":
-            used = traffic(self.network, self.name)
-            self.logger.info("%s stopping after %d steps: sent %d B, received %d B, rounds %d in all",
-                             self.name, self._steps[0], used.sent, used.received, used.rounds)
+            self._log_totals()
             threading.Timer(0.2, self.network.close).start()  # after the reply has gone out
             return ControlReply(info={"status": "stopping"})
         if msg.action == "stats":

@@ -94,3 +94,19 @@ def test_status_counts_steps_and_a_failed_step_is_logged(caplog: pytest.LogCaptu
     assert op.control("echo", "status").info["last_step"] == "ping"
     failed = [r for r in caplog.records if r.levelno == logging.ERROR and "step fail" in r.getMessage()]
     assert len(failed) == 1 and failed[0].getMessage().endswith("failed: ParameterError: planted failure")
+
+
+def test_shutdown_logs_totals_by_message_type(caplog: pytest.LogCaptureFixture) -> None:
+    net = InProcessNetwork()
+    Echo("echo", net)
+    Echo("peer", net)
+    op = Operator("operator", net)
+    caplog.set_level(logging.INFO, logger="securetrees")
+    op.control("echo", "relay", peer="peer", n=300)
+    op.control("echo", "relay", peer="peer", n=300)
+    net.close = lambda: None  # type: ignore[method-assign]  # nothing to stop in process
+    op.control("peer", "shutdown")
+    blobs = [r for r in net.transcript.view("peer") if r.type_name == "test.steps.blob"]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("peer ")]
+    assert f"peer received 2 x test.steps.blob, {sum(r.size for r in blobs)} B" in lines
+    assert any(m.startswith("peer stopping after 0 steps: sent ") for m in lines)
