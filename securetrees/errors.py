@@ -31,6 +31,7 @@ __all__ = [
     "RevokedError",
     "SecureTreesError",
     "SetSizeError",
+    "TableError",
     "TypeMismatchError",
     "UnauthorizedSender",
     "UnexpectedMessage",
@@ -149,6 +150,12 @@ class UnknownKeyError(ParameterError):
 
 class UnsupportedActionError(ParameterError):
     """An operator action the run's protocol does not offer (e.g. ``revoke`` outside RevFRF)."""
+
+
+class TableError(ParameterError):
+    """A party's own data table cannot be used: the file is unreadable or has no rows, the id
+    or label column is missing, a declared column is not in the file, or a value does not parse
+    under the schema (``securetrees.net.tables``)."""
 
 
 class PointRefusedError(ProtocolError):

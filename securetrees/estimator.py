@@ -226,11 +226,13 @@ class Estimator:
                 del self.feature_names_in_
             return Xa
         self._check_fitted()
+        named = is_dataframe(X) and all(isinstance(c, str) for c in getattr(X, "columns", []))
+        if named and self.schema_.named:
+            self.schema_.check_names([str(c) for c in getattr(X, "columns", [])])
         width = getattr(X, "shape", (0, None))[1] if getattr(X, "ndim", 2) == 2 else None
         if width is not None and width != self.n_features_in_:
             raise ParameterError(f"X has {width} features, but {type(self).__name__} is expecting "
                                  f"{self.n_features_in_} features as input")
-        named = is_dataframe(X) and all(isinstance(c, str) for c in getattr(X, "columns", []))
         if self.schema_.named and not named:
             warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with "
                           "feature names", UserWarning, stacklevel=3)

@@ -229,6 +229,12 @@ class TabularSchema:
             raise ParameterError("a column is listed twice")
         return out
 
+    def check_names(self, given: list[str]) -> None:
+        """:class:`ParameterError` (scikit-learn's wording) unless ``given`` are this schema's column
+        names in order."""
+        if given != self.names:
+            raise ParameterError(_names_mismatch(self.names, given))
+
     # -- encoding --------------------------------------------------------------------------
 
     def encode(self, X: object) -> FloatArray:
@@ -236,8 +242,8 @@ class TabularSchema:
         names, cols, _ = _raw_columns(X)
         if len(cols) != self.n_columns:
             raise ParameterError(f"X has {len(cols)} features, but the model was fitted with {self.n_columns}")
-        if names is not None and self.named and names != self.names:
-            raise ParameterError(_names_mismatch(self.names, names))
+        if names is not None and self.named:
+            self.check_names(names)
         n = cols[0].shape[0] if cols else 0
         if n == 0:
             raise ParameterError("X must have at least one row")

@@ -55,14 +55,14 @@ FACADES: dict[str, Callable[[], Any]] = {
                                                                    label_protection="shared"),
     "FederatedForestRegressor": lambda: FederatedForestRegressor(2, max_depth=2, random_state=0,
                                                                  label_protection="shared"),
+    "HistogramForestClassifier": lambda: HistogramForestClassifier(2, 3, random_state=0),
+    "HistogramForestRegressor": lambda: HistogramForestRegressor(2, 3, random_state=0),
 }
 #: Facades still fitted from their party layout (parts / guest rows): parameters and tags only.
 LAYOUT_FACADES: dict[str, Callable[[], Any]] = {
     "FederatedForestClassifier-keys": lambda: FederatedForestClassifier(2, max_depth=2, **small_key_options()),
     "HybridTreeClassifier": lambda: HybridTreeClassifier(2, key_bits=1024, allow_insecure=True),
     "HybridTreeRegressor": lambda: HybridTreeRegressor(2, key_bits=1024, allow_insecure=True),
-    "HistogramForestClassifier": lambda: HistogramForestClassifier(2, 3),
-    "HistogramForestRegressor": lambda: HistogramForestRegressor(2, 3),
 }
 FULL = {**REFERENCE, **FACADES}
 ALL = {**FULL, **LAYOUT_FACADES}
@@ -235,7 +235,7 @@ FACADE_CHECKS = (
     "check_get_params_invariance", "check_set_params", "check_estimators_unfitted", "check_n_features_in",
     "check_fit_idempotent", "check_dtype_object", "check_estimators_dtypes", "check_dont_overwrite_parameters",
     "check_estimators_overwrite_params", "check_fit_check_is_fitted",
-    "check_n_features_in_after_fitting", "check_fit2d_1sample",
+    "check_n_features_in_after_fitting", "check_fit2d_1sample", "check_dataframe_column_names_consistency",
 )
 
 

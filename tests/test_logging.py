@@ -22,6 +22,7 @@ import pytest
 
 import securetrees
 from securetrees.log import ROOT, configure, get_logger, role_logger_name
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.runtime import InProcessNetwork, Party
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -141,7 +142,7 @@ def _histogram_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
         parts.append((X, (X[:, 0] > 5).astype(np.int64)))
     model = HistogramForestClassifier(n_estimators=2, max_depth=2, n_bins=4, histogram="fixed", random_state=0,
                                       secure_aggregation=True, feature_ranges=[(0.0, 10.0), (0.0, 10.0)])
-    model.fit(parts, rng=DeterministicRandom("logging"))
+    fit_parts(model, parts, rng=DeterministicRandom("logging"))
     return made[-1]
 
 

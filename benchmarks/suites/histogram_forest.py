@@ -34,6 +34,7 @@ from securetrees.protocols.histogram_forest.experiment import (
     f1_score,
     stratified_clients,
 )
+from securetrees.protocols.histogram_forest.testing import fit_parts
 
 PAPER_EPSILONS = (0.001, 0.01, 0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 5.0, 100.0)
 
@@ -129,7 +130,7 @@ def run(report: Report, quick: bool) -> None:
                 extra: dict[str, Any] = dict(n_bins=b, histogram=kind)
                 if kind == "fixed":
                     extra["feature_ranges"] = schema["feature_ranges"]
-                model = _factory(schema, sweep_trees, sweep_depth, rep, **extra)().fit(
+                model = fit_parts(_factory(schema, sweep_trees, sweep_depth, rep, **extra)(),
                     [(s.X_train, s.y_train) for s in splits])
                 scores.append(_c1_scores(model, splits[0].X_test, splits[0].y_test))
             row += [round(float(np.mean([s[0] for s in scores])), 4), round(float(np.mean([s[1] for s in scores])), 4)]
@@ -153,9 +154,10 @@ def run(report: Report, quick: bool) -> None:
             scores = []
             for rep in range(sweep_reps):
                 splits = stratified_clients(X, y, 2, seed=rep)
-                model = _factory(schema, sweep_trees, sweep_depth, rep, epsilon=eps, noise=noise, sampling="subsample",
+                model = fit_parts(_factory(schema, sweep_trees, sweep_depth, rep, epsilon=eps, noise=noise,
+                                           sampling="subsample",
                                  histogram="fixed", feature_ranges=schema["feature_ranges"],
-                                 categories=schema["categories"], classes=schema["classes"])().fit(
+                                 categories=schema["categories"], classes=schema["classes"])(),
                     [(s.X_train, s.y_train) for s in splits])
                 scores.append(_c1_scores(model, splits[0].X_test, splits[0].y_test))
             row += [round(float(np.mean([s[0] for s in scores])), 4), round(float(np.mean([s[1] for s in scores])), 4)]
@@ -183,7 +185,8 @@ def run(report: Report, quick: bool) -> None:
             make = _factory(schema, sweep_trees, sweep_depth, 0, histogram="fixed",
                             feature_ranges=schema["feature_ranges"], **extra_mode)
             fitted: list[HistogramForestClassifier] = []
-            timings[mode] = measure_each(lambda make=make, fitted=fitted, parts=parts: fitted.append(make().fit(parts)),
+            timings[mode] = measure_each(lambda make=make, fitted=fitted, parts=parts:
+                                         fitted.append(fit_parts(make(), parts)),
                                          repeats=cost_repeats)
             tr = fitted[-1].transcript_
             ratio = timings[mode].median / timings["plain"].median
@@ -222,9 +225,9 @@ def _regressor(report: Report, quick: bool) -> None:
                 r2 = RandomForestRegressor(n_estimators=trees, max_depth=depth, random_state=rep).fit(
                     Xtr, ytr).score(Xte, yte)
             elif extra.pop("local", False):
-                r2 = float(np.mean([HistogramForestRegressor(**fed).fit([p]).score(Xte, yte) for p in parts]))
+                r2 = float(np.mean([fit_parts(HistogramForestRegressor(**fed), [p]).score(Xte, yte) for p in parts]))
             else:
-                r2 = HistogramForestRegressor(**fed, **extra).fit(parts).score(Xte, yte)
+                r2 = fit_parts(HistogramForestRegressor(**fed, **extra), parts).score(Xte, yte)
             scores.setdefault(name, []).append(float(r2))
             times.setdefault(name, []).append(time.perf_counter() - t0)
     for name in scores:

@@ -23,6 +23,7 @@ from harness import Report
 from securetrees.datasets import load_adult
 from securetrees.protocols.histogram_forest import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.experiment import skewed_dataset, stratified_clients
+from securetrees.protocols.histogram_forest.testing import fit_parts
 
 MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("streaming (no secure agg.)", {}),
@@ -73,13 +74,13 @@ def run(report: Report, quick: bool) -> None:
                                                  categorical_features=categorical, **extra)
 
             t0 = time.perf_counter()
-            local = [float(np.mean(model().fit([p]).predict(s.X_test) == s.y_test))
+            local = [float(np.mean(fit_parts(model(), [p]).predict(s.X_test) == s.y_test))
                      for p, s in zip(parts, splits, strict=True)]
             secs["local forests (mean)"] += (time.perf_counter() - t0) / reps
             acc["local forests (mean)"].append(float(np.mean(local)))
             for label, extra in MODES:
                 t0 = time.perf_counter()
-                fitted = model(**extra).fit(parts)
+                fitted = fit_parts(model(**extra), parts)
                 secs[label] = secs.get(label, 0.0) + (time.perf_counter() - t0) / reps
                 acc.setdefault(label, []).append(float(np.mean(fitted.predict(X_test) == y_test)))
         ref = float(np.mean(acc[MODES[-1][0]]))

@@ -1,24 +1,29 @@
 """Federated Forest as networked services: the master and each client in its own process.
 
-Roles: ``master`` and ``client0 … client{k-1}`` (``client{label_holder}`` holds the
-labels); the operator drives them with control requests (``securetrees.net.control``):
+Roles: ``master`` and ``client0 … client{k-1}``; each client reads its own table
+(``securetrees.net.tables``: ``data`` and ``test_data`` in its configuration section, the
+client naming ``label`` holds the labels; ``[protocol] feature_ids`` lists each client's global
+feature ids).  Before training, the clients align their rows by private set intersection led by
+the label holder (``securetrees.net.alignment``; ``alignment = "hmac-trusted"`` keeps the
+shared-key HMAC of the trusted setting instead, ``specs/deployment.md``).  The operator drives
+the roles with control requests (``securetrees.net.control``):
 
+* ``align_use`` / ``align_run`` / ``align_done`` (clients): the alignment phase;
 * ``fit`` / ``resume`` (master): train, or finish an interrupted training from the
   parties' checkpoints (each party's checkpoint key is in its own key file);
-* ``load_test`` (each client): load its columns of the test rows (``X_test``, ``test_ids``) from
-  its own data file, read afresh (new rows: each client writes its columns of them there);
-  the reply carries the canonical order of those rows (the client knows its HMAC ids);
+* ``load_test`` (each client): load its columns of the test rows from its own data;
+  the reply carries the canonical order of those rows (sorted HMAC of the sample ids);
 * ``predict`` (master): align the test ids, one-round (or classical) prediction,
   forest output in canonical order.
 
 :func:`prepare` makes a local trial from one table (the column split, labels and
-test rows written to each party's own data file), the same run the one-process
+test rows written to each party's own CSV files), the same run the one-process
 :class:`~securetrees.protocols.federated_forest.estimators.FederatedForestClassifier` makes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,18 +31,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError
+from securetrees.errors import ParameterError, TableError
+from securetrees.net import alignment
+from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.service import load_data
-from securetrees.net.trial import Secret, TrialPlan, write_trial
+from securetrees.net.tables import encode_labels, party_tables
+from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.client import Client, LabelSpec
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
 from securetrees.protocols.federated_forest.master import Master
 from securetrees.protocols.federated_forest.params import ForestParams
-from securetrees.rand import SYSTEM_RANDOM
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 
@@ -47,8 +54,9 @@ FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
                 "feature_sampling", "bootstrap", "random_state", "checkpoint")
 
-PARAMETERS = frozenset({*_FOREST_KEYS, "clients", "n_classes", "label_protection", "criterion", "max_bins",
-                        "allow_insecure", "key_bits", "frac_bits", "paillier_mode", "checkpoint_dir", "prediction"})
+PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
+                        "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",
+                        "paillier_mode", "checkpoint_dir", "prediction"})
 """The ``[protocol]`` keys of a Federated Forest run."""
 
 
@@ -91,16 +99,33 @@ class DeployedMaster(Controllable, Master):
 
 
 class DeployedClient(Controllable, Client):
-    _data: Callable[[], dict[str, npt.NDArray[Any]]]
-    """Reads this client's data file afresh: the test rows are those it holds at prediction time."""
+    _test: tuple[FloatArray, list[str]] | None = None
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
-        data = self._data()
-        if "X_test" not in data or "test_ids" not in data:
-            raise ParameterError(f"{self.name} has no test rows (X_test, test_ids) in its data file")
-        X, ids = np.asarray(data["X_test"], dtype=np.float64), [str(i) for i in data["test_ids"]]
+        if self._test is None:
+            raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
+        X, ids = self._test
         self.load_test(X, ids)
         return ControlReply(arrays={"order": canonical_order(hash_ids(self._id_key, ids))})
+
+
+POSITION_KEY = b"securetrees.federated_forest.psi-positions"
+"""The HMAC key of the clients' sample ids after a PSI alignment when their key files hold no
+``id_key``: the ids are then positions in the agreed order (``row-j``), which tell nobody
+anything, so the key need not be secret."""
+
+
+def alignment_plan(config: RunConfig) -> AlignmentPlan:
+    """The label holder leads the PSI of the training ids and of the test ids with every client
+    (it learns each pairwise intersection, ``specs/deployment.md``)."""
+    clients = [str(c) for c in config.params["clients"]]
+    holders = [c for c in clients if config.party(c).table.get("label")]
+    if len(holders) != 1:
+        raise ParameterError(f"exactly one client names its label column (label = ...); found {holders}")
+    sets = {"train": tuple(clients)}
+    if all(config.party(c).test_data is not None for c in clients):
+        sets["test"] = tuple(clients)
+    return AlignmentPlan(holders[0], sets)
 
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
@@ -114,15 +139,29 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
                               checkpoint=_store(config, role, secrets))
     if role not in clients:
         raise ParameterError(f"{role!r} is not a role of this Federated Forest run")
+    train, test = party_tables(config.party(role))
+    if alignment_mode(config) == "psi":
+        train, test = align_party(config, role, network, alignment_plan(config), train, test)
+        ids, test_ids = [f"row-{j}" for j in range(len(train))], [f"test-{j}" for j in range(len(test or ()))]
+        id_key = secrets.get("id_key", POSITION_KEY)
+    else:  # hmac-trusted: every client holds the same ids and a shared key (specs/deployment.md)
+        ids, test_ids = list(train.ids), list(test.ids) if test is not None else []
+        if "id_key" not in secrets:
+            raise ParameterError(f"alignment 'hmac-trusted' needs the shared id_key in {role}'s key file")
+        id_key = secrets["id_key"]
+    feature_ids = [int(f) for f in p["feature_ids"][clients.index(role)]]
+    if len(feature_ids) != train.X.shape[1]:
+        raise TableError(f"{role} has {train.X.shape[1]} feature columns but [protocol] feature_ids lists "
+                         f"{len(feature_ids)} for it")
     labels = None
-    if "y" in data:
+    if train.labels is not None:
         sealed = secrets.get("paillier_key")
         keypair = None
         if sealed is not None:
             sk = PrivateKey.from_encrypted_bytes(sealed, passphrase, allow_insecure=bool(p.get("allow_insecure")))
             keypair = (sk.public_key, sk)
-        n_classes = int(data["n_classes"]) if "n_classes" in data else None
-        labels = LabelSpec(data["y"], n_classes if n_classes else None, key_bits=int(p.get("key_bits", 2048)),
+        n_classes = int(p.get("n_classes", 0))
+        labels = LabelSpec(encode_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
                            allow_insecure=bool(p.get("allow_insecure", False)), keypair=keypair,
                            frac_bits=int(p.get("frac_bits", 32)))
     insecure = bool(p.get("allow_insecure", False))
@@ -131,26 +170,33 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         return PublicKey.from_bytes(b, allow_insecure=insecure)
 
     client = DeployedClient(
-        role, network, data["X"], [str(i) for i in data["ids"]], [int(c) for c in data["columns"]],
-        secrets["id_key"], categorical=[bool(c) for c in data["categorical"]] if "categorical" in data else None,
+        role, network, train.X, ids, feature_ids, id_key, categorical=train.schema.categorical_mask(),
         labels=labels, paillier_mode=p.get("paillier_mode", "djn"), public_key_loader=loader,
         checkpoint=_store(config, role, secrets),
     )
-    client._data = partial(load_data, config.party(role).data)
+    if test is not None:
+        client._test = (test.X, test_ids)
     return client
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
-    """Train the forest (the master drives every client)."""
+    """The alignment phase (with ``psi``: the clients wait in it since they started), then
+    training (the master drives every client)."""
+    sizes: dict[str, int] = {}
+    if alignment_mode(config) == "psi":
+        plan = alignment_plan(config)
+        with operator.step("align"):
+            sizes = run_alignment(operator, plan)
+            finish_alignment(operator, plan)
     with operator.step("fit"):
-        return dict(operator.control("master", "fit").info)
+        info = dict(operator.control("master", "fit").info)
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
-    """The forest's output on the test rows the clients hold now (``X_test``, ``test_ids`` in each
-    client's data file, read at each prediction), in the
-    rows' original order; ``method`` is ``one-round`` or ``classical`` (default: ``[protocol]
-    prediction``, else one-round)."""
+    """The forest's output on the clients' test rows, in their agreed order (with
+    ``hmac-trusted``: the clients' own test row order); ``method`` is ``one-round`` or
+    ``classical`` (default: ``[protocol] prediction``, else one-round)."""
     clients = [str(c) for c in config.params["clients"]]
     how = method or str(config.params.get("prediction", "one-round"))
     with operator.step(f"predict {how}"):
@@ -163,7 +209,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Train, then predict the clients' test rows; ``output`` is in the rows' original order."""
+    """Align the clients' rows (PSI), train, then predict the test rows (:func:`fit`, :func:`predict`)."""
     fit(operator, config)
     return predict(operator, config)
 
@@ -175,33 +221,46 @@ def _seal_paillier(sk: PrivateKey, passphrase: bytes) -> bytes:
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             X_test: npt.ArrayLike, params: dict[str, Any], label_holder: int = 0,
             paillier_keys: tuple[PublicKey, PrivateKey] | None = None, id_key: bytes | None = None,
-            base_port: int = 0) -> Path:
-    """A local trial: certificates, key files, each client's own columns, ``run.toml``.
+            base_port: int = 0, names: Sequence[str] | None = None,
+            categories: Mapping[str, Sequence[str]] | None = None, lacking: int = 0, shuffle: bool = True,
+            rng: RandomSource = SYSTEM_RANDOM) -> Path:
+    """A local trial: certificates, key files, each client's own table (CSV), ``run.toml``.
 
-    ``y`` holds class codes ``0..k-1`` (classification, ``params["n_classes"] = k``) or
-    regression targets.  ``id_key`` (the clients' shared HMAC key) is drawn fresh unless given.
+    Client ``i`` gets the columns ``partition[i]`` of ``X`` and ``X_test`` (named ``names``,
+    else ``x0, x1 ...``; a column in ``categories`` holds codes, written as category names)
+    with an ``id`` column (``row-i``, ``test-i``), each client's rows in its own random order
+    (unless not ``shuffle``) and without ``lacking`` rows of its own choosing, so the clients'
+    id sets overlap only in part.  The label holder's table adds the column ``label``: ``y``'s
+    classes (codes or names, ``params["n_classes"] = k``) or regression targets.  ``id_key`` (the clients'
+    shared HMAC key, ``alignment = "hmac-trusted"``) is drawn fresh unless given.
     """
-    Xa, Xt = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64)
+    Xa, Xt, ya = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64), np.asarray(y)
     clients = [f"client{i}" for i in range(len(partition))]
+    cols = list(names) if names is not None else [f"x{j}" for j in range(Xa.shape[1])]
     key = id_key if id_key is not None else SYSTEM_RANDOM.token_bytes(32)
-    ids = np.asarray([f"row-{i}" for i in range(Xa.shape[0])])
-    test_ids = np.asarray([f"test-{i}" for i in range(Xt.shape[0])])
+    ids = [f"row-{i}" for i in range(Xa.shape[0])]
+    test_ids = [f"test-{i}" for i in range(Xt.shape[0])]
+    rows = deal_rows(Xa.shape[0], clients, lacking=lacking, rng=rng)
+    test_rows = deal_rows(Xt.shape[0], clients, lacking=min(lacking, (Xt.shape[0] - 1) // len(clients)), rng=rng)
+    if not shuffle:
+        rows, test_rows = ({c: np.sort(r) for c, r in rr.items()} for rr in (rows, test_rows))
     checkpoints = "checkpoint_dir" in params
-    plan = TrialPlan(protocol="federated-forest", params={**params, "clients": clients})
-    for i, (name, cols) in enumerate(zip(clients, partition, strict=True)):
-        c = list(cols)
-        data: dict[str, npt.NDArray[Any]] = {"X": Xa[:, c], "ids": ids, "columns": np.asarray(c, dtype=np.int64),
-                                             "X_test": Xt[:, c], "test_ids": test_ids}
+    plan = TrialPlan(protocol="federated-forest", params={**params, "clients": clients,
+                                                          "feature_ids": [[int(c) for c in p] for p in partition]})
+    for i, (name, part) in enumerate(zip(clients, partition, strict=True)):
+        c, r, rt = list(part), rows[name], test_rows[name]
+        mine = [cols[j] for j in c]
+        cats = {n: v for n, v in (categories or {}).items() if n in mine}
+        label = ("label", ya[r].tolist()) if i == label_holder else None
+        tables = {"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=cats, label=label),
+                  "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=cats)}
         items: dict[str, Secret] = {"id_key": key}
-        if i == label_holder:
-            data["y"] = np.asarray(y)
-            data["n_classes"] = np.asarray(int(params.get("n_classes", 0)))
-            if paillier_keys is not None:
-                sk = paillier_keys[1]
-                items["paillier_key"] = partial(_seal_paillier, sk)
+        if i == label_holder and paillier_keys is not None:
+            items["paillier_key"] = partial(_seal_paillier, paillier_keys[1])
         if checkpoints:
             items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
-        plan.add(name, role=Client.role, data=data, secrets=items)
+        plan.add(name, role=Client.role, tables=tables, secrets=items,
+                 options={"label": "label"} if i == label_holder else None)
     plan.add("master", role=Master.role,
              secrets={"checkpoint_key": SYSTEM_RANDOM.token_bytes(32)} if checkpoints else None)
     return write_trial(out_dir, plan, base_port=base_port)
@@ -209,7 +268,9 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
 
 def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
     """``securetrees federation init federated-forest``: Adult's first ``rows`` training rows
-    dealt column by column to two clients, encrypted labels, 500 test rows."""
+    dealt column by column to two clients (CSV files with string categories and empty cells for
+    missing values, each client lacking a few of the other's ids), encrypted labels, 500 test
+    rows; the rows are aligned by PSI when the federation is launched."""
     from securetrees.datasets import load_adult
 
     data = load_adult()
@@ -217,5 +278,7 @@ def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path
     params: dict[str, Any] = {"n_estimators": trees, "max_depth": 6, "random_state": 0, "n_classes": 2,
                               "label_protection": "encrypted", "key_bits": 1024 if insecure else 2048,
                               "allow_insecure": insecure}
-    return prepare(out_dir, data.X_train[:rows], data.y_train[:rows], [list(range(0, d, 2)), list(range(1, d, 2))],
-                   X_test=data.X_test[:500], params=params)
+    labels = np.where(data.y_train[:rows] == 1, ">50K", "<=50K")  # the label column holds text
+    return prepare(out_dir, data.X_train[:rows], labels, [list(range(0, d, 2)), list(range(1, d, 2))],
+                   X_test=data.X_test[:500], params=params, names=data.feature_names, categories=data.categories,
+                   lacking=max(1, rows // 50))

@@ -7,6 +7,7 @@ one-process facades :class:`HistogramForestClassifier` and :class:`HistogramFore
 from securetrees.protocols.histogram_forest.accountant import PrivacyAccountant, Release
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
+from securetrees.protocols.histogram_forest.facade import stack_parts
 from securetrees.protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
 from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
 from securetrees.protocols.histogram_forest.server import ForestConfig, Server
@@ -21,4 +22,5 @@ __all__ = [
     "Server",
     "geometric_noise",
     "geometric_pmf",
+    "stack_parts",
 ]

@@ -1,7 +1,8 @@
 """``HistogramForestClassifier``: the whole protocol in one process, with scikit-learn conventions.
 
-Spec: ``specs/histogram_forest.md``.  ``fit(parts)`` takes one ``(X_i, y_i)``
-pair per client, starts a :class:`Server` and one :class:`Client` per part on an
+Spec: ``specs/histogram_forest.md``.  ``fit(X, y)`` splits the rows among the clients by
+``client_column`` (or deals them into ``n_clients`` parts), starts a :class:`Server` and one
+:class:`Client` per part on an
 :class:`~securetrees.runtime.InProcessNetwork` (every message goes through the
 wire codec, so ``transcript_`` holds the real bytes and rounds) and keeps the
 forest the server grew (the shared half: :mod:`securetrees.protocols.histogram_forest.facade`).
@@ -16,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
-from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.estimator import encode_labels
+from securetrees.protocols.histogram_forest.facade import HistogramForestBase
+from securetrees.schema import ColumnRef
 from securetrees.trees.forest import Forest
 from securetrees.trees.tree import Tree
 
@@ -41,7 +43,11 @@ class HistogramForestClassifier(HistogramForestBase):
     ("gini" or "entropy"), ``max_features`` (per node; "sqrt", "log2", int, fraction, None),
     ``sampling`` ("bootstrap", "subsample" without replacement, "none"), ``subsample_fraction``,
     ``max_multiplicity`` (bootstrap cap under DP), ``min_samples_split``, ``min_samples_leaf``,
-    ``categorical_features`` (mask), ``categories`` (number of codes per categorical feature; inferred from the
+    ``categorical_features`` (names or indexes of X's columns, or one flag per feature column; string
+    and pandas ``category`` columns are categorical anyway), ``client_column`` (the column of X naming each
+    row's client; not a feature; clients in the sorted order of its values), ``n_clients`` (without
+    ``client_column``: the rows are dealt into this many contiguous parts, a simulation),
+    ``categories`` (number of codes per categorical feature; inferred from the
     parts if None, required with ``epsilon`` when a feature is categorical), ``classes`` (the labels;
     inferred from the parts if None, required with ``epsilon``), ``feature_ranges`` (``(low, high)`` per
     feature, None for categorical; required for DP), ``progress``.
@@ -74,7 +80,9 @@ class HistogramForestClassifier(HistogramForestBase):
         max_multiplicity: int = 3,
         min_samples_split: float = 2.0,
         min_samples_leaf: float = 1.0,
-        categorical_features: Sequence[bool] | None = None,
+        categorical_features: Sequence[bool] | Sequence[ColumnRef] | None = None,
+        client_column: ColumnRef | None = None,
+        n_clients: int = 3,
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         classes: Sequence[object] | None = None,
@@ -98,6 +106,8 @@ class HistogramForestClassifier(HistogramForestBase):
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
         self.categorical_features = categorical_features
+        self.client_column = client_column
+        self.n_clients = n_clients
         self.categories = categories
         self.feature_ranges = feature_ranges
         self.classes = classes
@@ -110,6 +120,10 @@ class HistogramForestClassifier(HistogramForestBase):
             raise ParameterError(f"client {i}: y holds NaN")
         if y.dtype.kind not in "iufbUS":
             raise ParameterError(f"client {i}: unsupported label type {y.dtype}")
+
+    def _targets(self, y: object, n: int) -> npt.NDArray[Any]:
+        classes, codes = encode_labels(y, n)
+        return np.asarray(classes[codes])
 
     def _classes(self, ys: list[npt.NDArray[np.generic]]) -> npt.NDArray[np.generic]:
         """The sorted labels: declared (required with ``epsilon``; every client's labels must be among
@@ -146,23 +160,15 @@ class HistogramForestClassifier(HistogramForestBase):
     def _forest(self, trees: tuple[Tree, ...]) -> Forest:
         return Forest(trees, "classification", self.classes_)
 
-    def fit(self, parts: Sequence[Part], *, rng: RandomSource = SYSTEM_RANDOM) -> HistogramForestClassifier:
-        """Train on one ``(X_i, y_i)`` per client.  ``rng`` is the cryptographic source of noise,
-        keys and the session id (tests pass a DeterministicRandom)."""
-        self._fit(parts, rng)
-        return self
-
-    # -- prediction ----------------------------------------------------------------------------
-
-    def predict_proba(self, X: npt.ArrayLike) -> FloatArray:
+    def predict_proba(self, X: object) -> FloatArray:
         Xa = self._checked_X(X)
         return self.forest_.predict_proba(Xa)
 
-    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.generic]:
+    def predict(self, X: object) -> npt.NDArray[np.generic]:
         proba = self.predict_proba(X)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
-    def score(self, X: npt.ArrayLike, y: npt.ArrayLike) -> float:
+    def score(self, X: object, y: npt.ArrayLike) -> float:
         """Accuracy of :meth:`predict` on ``(X, y)``."""
         ya = np.asarray(y)
         pred = self.predict(X)

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.testing import fit_parts
 
 __all__ = [
     "ClientSplit",
@@ -175,13 +176,13 @@ def compare_federated_local_central(
 ) -> ComparisonResult:
     """Fit the federated forest on all clients, a local forest per client, and (optionally) a central
     forest on the joined training rows, all with the same parameters (``make_model()``)."""
-    federated = make_model().fit([(s.X_train, s.y_train) for s in splits])
+    federated = fit_parts(make_model(), [(s.X_train, s.y_train) for s in splits])
     fed_f1: list[float] = []
     loc_f1: list[float] = []
     fed_auc: list[float] = []
     loc_auc: list[float] = []
     for s in splits:
-        local = make_model().fit([(s.X_train, s.y_train)])
+        local = fit_parts(make_model(), [(s.X_train, s.y_train)])
         for model, f1s, aucs in ((federated, fed_f1, fed_auc), (local, loc_f1, loc_auc)):
             proba = model.predict_proba(s.X_test)
             f1s.append(f1_score(s.y_test, model.classes_[np.argmax(proba, axis=1)]))
@@ -192,7 +193,7 @@ def compare_federated_local_central(
     cen_acc = float("nan")
     if central:
         X_all = np.vstack([s.X_train for s in splits])
-        joined = make_model().fit([(X_all, np.concatenate([s.y_train for s in splits]))])
+        joined = fit_parts(make_model(), [(X_all, np.concatenate([s.y_train for s in splits]))])
         cen_acc = float(np.mean(joined.predict(X_test) == y_test))
     return ComparisonResult(
         len(splits), tuple(fed_f1), tuple(loc_f1), tuple(fed_auc), tuple(loc_auc), fed_acc, cen_acc

@@ -22,19 +22,44 @@ from securetrees.protocols.histogram_forest.accountant import Release
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.mechanisms import check_epsilon
 from securetrees.protocols.histogram_forest.server import ForestConfig, Server
-from securetrees.rand import RandomSource
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.schema import ColumnRef, TabularSchema
 from securetrees.secagg.masker import check_party_count
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.forest import Forest
 from securetrees.trees.sampling import resolve_max_features
 from securetrees.trees.tree import Tree
 
-__all__ = ["BIN_EDGE_KINDS", "HistogramForestBase", "Part"]
+__all__ = ["BIN_EDGE_KINDS", "HistogramForestBase", "Part", "stack_parts"]
 
 FloatArray = npt.NDArray[np.float64]
 Part = tuple[npt.ArrayLike, npt.ArrayLike]
 BIN_EDGE_KINDS = ("auto", "uniform", "quantile")
+
+
+def stack_parts(parts: Sequence[Part]) -> tuple[FloatArray, npt.NDArray[Any]]:
+    """One table from one ``(X_i, y_i)`` pair per client: the rows stacked in client order, with the
+    client's index as the last column (fit it with ``client_column=-1``).  A simulation helper: in a
+    real federation every client keeps its own rows (``securetrees.protocols.histogram_forest.deploy``)."""
+    if not isinstance(parts, (list, tuple)) or len(parts) == 0:
+        raise ParameterError("parts must be a non-empty list of (X, y) pairs, one per client")
+    Xs, ys = [], []
+    for i, part in enumerate(parts):
+        if not isinstance(part, (list, tuple)) or len(part) != 2:
+            raise ParameterError(f"part {i} is not an (X, y) pair")
+        try:
+            X = np.asarray(part[0], dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"client {i}: X is not numeric") from exc
+        if X.ndim != 2 or X.shape[0] == 0:
+            raise ParameterError(f"client {i} is empty or its X is not 2-dimensional")
+        Xs.append(np.column_stack([X, np.full(X.shape[0], float(i))]))
+        ys.append(np.asarray(part[1]))
+    widths = {X.shape[1] for X in Xs}
+    if len(widths) != 1:
+        raise ParameterError(f"clients hold different feature sets (widths {sorted(w - 1 for w in widths)})")
+    return np.vstack(Xs), np.concatenate(ys)
 
 
 class HistogramForestBase(Estimator):
@@ -60,7 +85,9 @@ class HistogramForestBase(Estimator):
     max_multiplicity: int
     min_samples_split: float
     min_samples_leaf: float
-    categorical_features: Sequence[bool] | None
+    categorical_features: Sequence[bool] | Sequence[ColumnRef] | None
+    client_column: ColumnRef | None
+    n_clients: int
     categories: Sequence[int] | None
     feature_ranges: Sequence[tuple[float, float] | None] | None
     progress: bool
@@ -71,6 +98,9 @@ class HistogramForestBase(Estimator):
         raise NotImplementedError
 
     def _task_config(self, ys: list[npt.NDArray[Any]], n_rows: list[int]) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _targets(self, y: object, n: int) -> npt.NDArray[Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _client_targets(self, y: npt.NDArray[Any]) -> npt.NDArray[Any]:  # pragma: no cover - overridden
@@ -158,9 +188,13 @@ class HistogramForestBase(Estimator):
         self, Xs: list[FloatArray]
     ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
         d = Xs[0].shape[1]
-        cat = [False] * d if self.categorical_features is None else [bool(c) for c in self.categorical_features]
-        if len(cat) != d:
-            raise ParameterError("categorical mask length differs from the number of features")
+        columns = [self.schema_.columns[j] for j in self.feature_columns_]
+        cat = self._feature_categorical()
+        if self.epsilon is not None and any(c.kind == "categorical" and not c.declared for c in columns):
+            raise ParameterError(
+                "with epsilon, string columns need declared categories (a pandas 'category' dtype): their "
+                "values are public parameters, never read from the clients' data"
+            )
         if self.categories is not None:
             categories = tuple(int(k) for k in self.categories)
             if len(categories) != d or any((k >= 2) != c for k, c in zip(categories, cat, strict=True)):
@@ -175,6 +209,9 @@ class HistogramForestBase(Estimator):
             for f in range(d):
                 if not cat[f]:
                     ks.append(0)
+                    continue
+                if columns[f].kind == "categorical":
+                    ks.append(max(2, len(columns[f].categories)))
                     continue
                 col = np.concatenate([X[:, f] for X in Xs])
                 col = col[~np.isnan(col)]
@@ -203,6 +240,53 @@ class HistogramForestBase(Estimator):
         return categories, low, high
 
     # -- fitting -------------------------------------------------------------------------------
+
+    # -- the table ---------------------------------------------------------------------------
+
+    def _split_rows(self, X: object, y: object) -> list[Part]:
+        """Fit step 0 (local, no message): ``X`` and ``y`` as one ``(X_i, y_i)`` part per client.  With
+        ``client_column`` each row goes to the client its value names (clients in the sorted order of
+        those values; the column is no feature); without it the rows are dealt into ``n_clients``
+        contiguous parts, a simulation."""
+        Xa = self._validate_X(X, reset=True)
+        ya = self._targets(y, Xa.shape[0])
+        n, width = Xa.shape
+        if self.client_column is None:
+            k = self.n_clients
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ParameterError(f"n_clients must be a positive int, got {k!r}")
+            if k > n:
+                raise ParameterError(f"cannot deal {n} sample(s) to n_clients={k} clients")
+            owner = np.repeat(np.arange(int(k)), [len(c) for c in np.array_split(np.arange(n), int(k))])
+            features = list(range(width))
+        else:
+            c = self.schema_.index(self.client_column, negative=True)
+            if np.isnan(Xa[:, c]).any():
+                raise ParameterError(f"client_column {self.client_column!r} names no client for some rows")
+            owner = np.unique(Xa[:, c], return_inverse=True)[1].reshape(-1)
+            features = [j for j in range(width) if j != c]
+            if not features:
+                raise ParameterError("X holds no feature besides client_column")
+        self.feature_columns_ = features
+        self.feature_schema_ = TabularSchema(tuple(self.schema_.columns[j] for j in features), self.schema_.named)
+        return [(Xa[owner == i][:, features], ya[owner == i]) for i in range(int(owner.max()) + 1)]
+
+    def _feature_categorical(self) -> list[bool]:
+        """One flag per feature column: categorical in the schema (string or ``category`` columns) or
+        declared in ``categorical_features`` (names or indexes of X's columns, or one flag per feature
+        column)."""
+        features = self.feature_columns_
+        mask = self.schema_.categorical_mask()
+        items = [] if self.categorical_features is None else list(self.categorical_features)
+        if items and all(isinstance(v, (bool, np.bool_)) for v in items):
+            if len(items) != len(features):
+                raise ParameterError("a categorical mask needs one flag per feature column")
+            return [mask[j] or bool(v) for j, v in zip(features, items, strict=True)]
+        for j in self.schema_.indexes(items):
+            if j not in features:
+                raise ParameterError("client_column cannot be a categorical feature")
+            mask[j] = True
+        return [mask[j] for j in features]
 
     def _fit(self, parts: Sequence[Part], rng: RandomSource) -> None:
         Xs, ys = self._check_parts(parts)
@@ -250,7 +334,6 @@ class HistogramForestBase(Estimator):
         )
         self.trees_: list[Tree] = server.train(progress=self.progress)
         self.forest_ = self._forest(tuple(self.trees_))
-        self.n_features_in_ = d
         self.config_ = config
         self.bin_mapper_: BinMapper | None = server.mapper
         self.transcript_: Transcript = network.transcript
@@ -261,12 +344,18 @@ class HistogramForestBase(Estimator):
             self.epsilon_spent_ = 0.0 if server.accountant is None else server.accountant.spent
         self.client_epsilon_spent_ = [c.privacy_spent for c in clients]
 
-    def _checked_X(self, X: npt.ArrayLike) -> FloatArray:
+    def _checked_X(self, X: object) -> FloatArray:
+        """The feature columns of ``X``: a table like the one ``fit`` saw (its client column is
+        dropped) or, with ``client_column``, the feature columns alone."""
         self._check_fitted()
-        try:
-            Xa = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ParameterError("X is not numeric") from exc
-        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
-            raise ParameterError(f"X must have shape (n, {self.n_features_in_})")
-        return Xa
+        width = getattr(X, "shape", (0, None))[1] if getattr(X, "ndim", 2) == 2 else None
+        if self.client_column is not None and width == self.n_features_in_ - 1:
+            return self.feature_schema_.encode(X)
+        return self._validate_X(X, reset=False)[:, self.feature_columns_]
+
+    def fit(self, X: object, y: object, *, rng: RandomSource = SYSTEM_RANDOM) -> Any:
+        """Train on the rows of ``X`` and ``y``, split among the clients by ``client_column`` (or into
+        ``n_clients`` parts).  ``rng`` is the cryptographic source of noise, keys and the session id
+        (tests pass a DeterministicRandom)."""
+        self._fit(self._split_rows(X, y), rng)
+        return self

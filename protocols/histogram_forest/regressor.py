@@ -16,9 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
+from securetrees.estimator import check_targets
+from securetrees.protocols.histogram_forest.facade import HistogramForestBase
 from securetrees.protocols.histogram_forest.ring import MAX_Y_BITS, Y_BITS, check_capacity
-from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.schema import ColumnRef
 from securetrees.trees.forest import Forest
 from securetrees.trees.tree import Tree
 
@@ -34,7 +35,8 @@ class HistogramForestRegressor(HistogramForestBase):
     ``n_bins``, ``secure_aggregation``, ``random_state``, ``histogram`` ("auto" or "fixed"; the paper's
     streaming bins carry class counts and are refused), ``bin_edges``, ``grid_cells``, ``max_features``
     (default 1.0, every feature, as scikit-learn's regressor), ``sampling``, ``subsample_fraction``,
-    ``min_samples_split``, ``min_samples_leaf``, ``categorical_features``, ``categories``, ``feature_ranges``,
+    ``min_samples_split``, ``min_samples_leaf``, ``categorical_features``, ``client_column``, ``n_clients``,
+    ``categories``, ``feature_ranges``,
     ``progress``), plus ``y_range`` (``(low, high)``: the public range of the targets, which fixes
     the fixed-point scale; inferred from the pooled targets when None, so their minimum and maximum
     become public) and ``y_bits`` (fractional bits of an encoded target, default 32: a step of 2^-32 of
@@ -64,7 +66,9 @@ class HistogramForestRegressor(HistogramForestBase):
         subsample_fraction: float = 0.632,
         min_samples_split: float = 2.0,
         min_samples_leaf: float = 1.0,
-        categorical_features: Sequence[bool] | None = None,
+        categorical_features: Sequence[bool] | Sequence[ColumnRef] | None = None,
+        client_column: ColumnRef | None = None,
+        n_clients: int = 3,
         categories: Sequence[int] | None = None,
         feature_ranges: Sequence[tuple[float, float] | None] | None = None,
         y_range: tuple[float, float] | None = None,
@@ -89,6 +93,8 @@ class HistogramForestRegressor(HistogramForestBase):
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
         self.categorical_features = categorical_features
+        self.client_column = client_column
+        self.n_clients = n_clients
         self.categories = categories
         self.feature_ranges = feature_ranges
         self.y_range = y_range
@@ -102,6 +108,9 @@ class HistogramForestRegressor(HistogramForestBase):
             raise ParameterError(f"client {i}: targets must be real numbers, got {y.dtype}")
         if not np.all(np.isfinite(y)):
             raise ParameterError(f"client {i}: targets must be finite")
+
+    def _targets(self, y: object, n: int) -> npt.NDArray[Any]:
+        return check_targets(y, n)
 
     def _check_params(self, n_clients: int) -> None:
         if self.epsilon is not None:
@@ -148,17 +157,12 @@ class HistogramForestRegressor(HistogramForestBase):
 
     # -- fitting and prediction ----------------------------------------------------------------
 
-    def fit(self, parts: Sequence[Part], *, rng: RandomSource = SYSTEM_RANDOM) -> HistogramForestRegressor:
-        """Train on one ``(X_i, y_i)`` per client.  ``rng`` draws the keys and the session id."""
-        self._fit(parts, rng)
-        return self
-
-    def predict(self, X: npt.ArrayLike) -> FloatArray:
+    def predict(self, X: object) -> FloatArray:
         """Mean over trees of the leaf means."""
         Xa = self._checked_X(X)
         return np.asarray(self.forest_.predict(Xa), dtype=np.float64)
 
-    def score(self, X: npt.ArrayLike, y: npt.ArrayLike) -> float:
+    def score(self, X: object, y: npt.ArrayLike) -> float:
         """The coefficient of determination R² of :meth:`predict` on ``(X, y)``."""
         pred = self.predict(X)
         ya = np.asarray(y, dtype=np.float64)

@@ -6,23 +6,30 @@ share, a participant's Ed25519 seed, the session id) and writes the public
 directory and the Ed25519 verification keys into ``run.toml``.  The KGC service
 then holds only the directory and the revocation list (:meth:`KGC.restore`).
 
+Each data holder reads its own table (``securetrees.net.tables``): the CS its ids and label
+column, each participant its ids and columns (``[protocol] columns`` lists their global
+indexes), with ``test_data`` the rows to predict; the requester its own whole rows.  Before
+the roles start, the CS and the participants align their rows by private set intersection led
+by the first participant (``securetrees.net.alignment``, ``specs/deployment.md``).
+
 Control actions (``securetrees.net.control``), sent by the operator:
 
+* ``align_use`` / ``align_run`` / ``align_done`` (the CS and participants): the alignment phase;
 * ``fit`` (cs): plant and grow the forest (FLE-Expan / FOS-Find layer by layer);
 * ``load`` / ``drop`` (each participant): its columns of the test rows as batch ``batch``;
 * ``predict`` (cs): ``method`` = ``vertical`` or ``test`` (FRF-Test) on batch ``batch``;
 * ``predict`` (requester): FRF-Predict on each of its own rows;
 * ``revoke`` (participant): FRF-Revoc at ``level`` 1 or 2.
 
-The operator's steps (``securetrees operator``): :func:`fit`, :func:`predict`, :func:`revoke`.
-The job a launcher runs (:func:`run_job`) is made of them: it trains, predicts the three
-ways, revokes the last participant at level 2 and predicts again.
+The operator's steps (``securetrees operator``): :func:`fit` (the alignment phase, then
+training), :func:`predict`, :func:`revoke`.  The job a launcher runs (:func:`run_job`) is made
+of them: it trains, predicts the three ways, revokes the last participant at level 2 and
+predicts again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +39,20 @@ import numpy.typing as npt
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
-from securetrees.errors import ParameterError, UnsupportedActionError
+from securetrees.errors import ParameterError, TableError, UnsupportedActionError
+from securetrees.net import alignment
+from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.service import load_data
-from securetrees.net.trial import TrialPlan, write_trial
+from securetrees.net.tables import encode_labels, party_tables
+from securetrees.net.trial import TrialPlan, deal_rows, table_frame, write_trial
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
 from securetrees.protocols.revfrf.kgc import KeyCentre
 from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
-from securetrees.rand import SYSTEM_RANDOM
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 from securetrees.signing import SigningKey, make_roster
@@ -54,9 +63,9 @@ __all__ = ["PARAMETERS", "fit", "make_role", "predict", "prepare", "revoke", "ru
 
 FloatArray = npt.NDArray[np.float64]
 
-PARAMETERS = frozenset({*_SETTINGS, "task", "n_classes", "participants", "columns", "requesters", "n_rows",
-                        "n_features", "n_test", "allow_insecure", "directory", "verify_keys"})
-"""The ``[protocol]`` keys of a RevFRF run: the facade's public settings and the run's layout."""
+PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", "participants", "columns",
+                        "requesters", "n_features", "allow_insecure", "directory", "verify_keys"})
+"""The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout."""
 
 
 class DeployedCS(Controllable, CentralServer):
@@ -79,23 +88,16 @@ class DeployedCS(Controllable, CentralServer):
         raise ParameterError("the CS predicts by method 'vertical' or 'test'")
 
 
-def _rows(read: Callable[[], dict[str, npt.NDArray[Any]]], key: str, name: str) -> FloatArray:
-    """Array ``key`` of ``name``'s data file, read afresh (the rows it holds at prediction time)."""
-    data = read()
-    if key not in data:
-        raise ParameterError(f"{name} has no {key!r} rows in its data file")
-    return np.asarray(data[key], dtype=np.float64)
-
-
 class DeployedParticipant(Controllable, Participant):
-    _data: Callable[[], dict[str, npt.NDArray[Any]]]
+    _X_test: FloatArray | None = None
 
     def control_load(self, args: dict[str, str]) -> ControlReply:
+        if self._X_test is None:
+            raise ParameterError(f"{self.name} has no test rows in its data file")
         if self.revoked:
             return ControlReply(info={"rows": "0", "revoked": "1"})
-        X_test = _rows(self._data, "X_test", self.name)
-        self.load_rows(args["batch"], X_test)
-        return ControlReply(info={"rows": str(X_test.shape[0])})
+        self.load_rows(args["batch"], self._X_test)
+        return ControlReply(info={"rows": str(self._X_test.shape[0])})
 
     def control_drop(self, args: dict[str, str]) -> ControlReply:
         if not self.revoked:
@@ -108,11 +110,12 @@ class DeployedParticipant(Controllable, Participant):
 
 
 class DeployedRequester(Controllable, Requester):
-    _data: Callable[[], dict[str, npt.NDArray[Any]]]
+    _X: FloatArray | None = None
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
-        X = _rows(self._data, "X", self.name)
-        return ControlReply(arrays={"output": np.stack([self.request(row) for row in X])})
+        if self._X is None:
+            raise ParameterError(f"{self.name} has no rows in its data file")
+        return ControlReply(arrays={"output": np.stack([self.request(row) for row in self._X])})
 
 
 class DeployedKGC(Controllable, KeyCentre):
@@ -148,27 +151,56 @@ def _share(secrets: dict[str, bytes], directory: dict[str, PublicKey]) -> Strong
     return key
 
 
+def alignment_plan(config: RunConfig) -> AlignmentPlan:
+    """The first participant leads the PSI of the training ids with the CS (the label holder)
+    and every participant, and of the test ids with every participant (the CS holds no test
+    rows); it learns each pairwise intersection (``specs/deployment.md``)."""
+    if alignment_mode(config) != "psi":
+        raise ParameterError("RevFRF aligns its rows by private set intersection only (alignment = 'psi')")
+    participants = tuple(str(u) for u in config.params["participants"])
+    sets = {"train": (*participants, "cs")}
+    if all(config.party(u).test_data is not None for u in participants):
+        sets["test"] = participants
+    return AlignmentPlan(participants[0], sets)
+
+
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
     participants = [str(u) for u in p["participants"]]
     columns = {u: tuple(int(c) for c in cols) for u, cols in zip(participants, p["columns"], strict=True)}
-    n, d = int(p["n_rows"]), int(p["n_features"])
-    plan = plan_run(p, n, d)
+    d = int(p["n_features"])
     directory = _directory(config)
     verify_keys = {u: bytes.fromhex(h) for u, h in dict(p["verify_keys"]).items()}
     session = secrets.get("session", b"")
     if role == "kgc":
         kgc = KGC.restore(directory["cs"].params, directory)
         return DeployedKGC(role, network, kgc=kgc, verify_keys=verify_keys, session=session)
+    if role == "cc":  # the run's sizes matter to the data holders' draws only
+        shared = {k: v for k, v in directory.items() if k in ("cs", "cc", *participants)}
+        return DeployedCC(role, network, share=_share(secrets, directory),
+                          weak_key=_weak(secrets, directory, role), directory=shared,
+                          verify_keys=verify_keys, session=session, holt_params=plan_run(p, 1, d).holt)
+    if role in p.get("requesters", []):
+        table, _ = party_tables(config.party(role))  # its own whole rows: nothing to align
+        fixed = plan_run(p, 1, d)
+        req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
+                                codec=fixed.codec, holt_params=fixed.holt)
+        req._X = table.X
+        return req
+    if role != "cs" and role not in participants:
+        raise ParameterError(f"{role!r} is not a role of this RevFRF run")
+    train, test = align_party(config, role, network, alignment_plan(config), *party_tables(config.party(role)))
+    plan = plan_run(p, len(train), d)
     if role == "cs":
         task = str(p.get("task", "classification"))
-        y = data["y"]
         if task == "classification":
             k = int(p["n_classes"])
-            stats = [class_stats(y.astype(np.int64), k, dr.sample_weight) for dr in plan.draws]
+            y = encode_labels(train, k)
+            stats = [class_stats(y, k, dr.sample_weight) for dr in plan.draws]
         else:
-            stats = [np.asarray(regression_stats(y.astype(np.float64), dr.sample_weight)) for dr in plan.draws]
+            y = encode_labels(train, 0)
+            stats = [np.asarray(regression_stats(y, dr.sample_weight)) for dr in plan.draws]
         cs = DeployedCS(
             role, network, share=_share(secrets, directory),
             weak_key=_weak(secrets, directory, role),
@@ -180,27 +212,18 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         for name in p.get("requesters", []):
             cs.register_requester(str(name), directory[str(name)])
         return cs
-    if role == "cc":
-        shared = {k: v for k, v in directory.items() if k in ("cs", "cc", *participants)}
-        return DeployedCC(role, network, share=_share(secrets, directory),
-                          weak_key=_weak(secrets, directory, role), directory=shared,
-                          verify_keys=verify_keys, session=session, holt_params=plan.holt)
-    if role in participants:
-        i = participants.index(role)
-        X = np.asarray(data["X"], dtype=np.float64)
-        part = DeployedParticipant(
-            role, network, columns=columns[role], X_own=X, weak_key=_weak(secrets, directory, role),
-            signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=session, verify_keys=verify_keys,
-            cs_key=directory["cs"], proposer=make_proposer(p, X, columns[role]), ml_seed=plan.ml_seed + 1 + i,
-            codec=plan.codec, holt_params=plan.holt)
-        part._data = partial(load_data, config.party(role).data)
-        return part
-    if role in p.get("requesters", []):
-        req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
-                                codec=plan.codec, holt_params=plan.holt)
-        req._data = partial(load_data, config.party(role).data)
-        return req
-    raise ParameterError(f"{role!r} is not a role of this RevFRF run")
+    i = participants.index(role)
+    if train.X.shape[1] != len(columns[role]):
+        raise TableError(f"{role} has {train.X.shape[1]} feature columns but [protocol] columns lists "
+                         f"{len(columns[role])} for it")
+    part = DeployedParticipant(
+        role, network, columns=columns[role], X_own=train.X, weak_key=_weak(secrets, directory, role),
+        signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=session, verify_keys=verify_keys,
+        cs_key=directory["cs"], proposer=make_proposer(p, train.X, columns[role]), ml_seed=plan.ml_seed + 1 + i,
+        codec=plan.codec, holt_params=plan.holt)
+    if test is not None:
+        part._X_test = test.X
+    return part
 
 
 def _predict_all(operator: Operator, participants: list[str], method: str, batch: str) -> FloatArray:
@@ -217,16 +240,21 @@ def _predict_all(operator: Operator, participants: list[str], method: str, batch
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
-    """Plant and grow the forest (the CS drives FLE-Expan / FOS-Find with every participant)."""
+    """The alignment phase (the CS and the participants wait in it since they started), then
+    planting and growing the forest (the CS drives FLE-Expan / FOS-Find with every participant)."""
+    plan = alignment_plan(config)
+    with operator.step("align"):
+        sizes = run_alignment(operator, plan)
+        finish_alignment(operator, plan)
     with operator.step("fit"):
-        return dict(operator.control("cs", "fit").info)
+        info = dict(operator.control("cs", "fit").info)
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
-    """Class probabilities of the test rows: ``vertical`` (default) or ``test`` (FRF-Test) on the
-    rows the participants hold now as ``X_test`` (read afresh from each one's data file: new rows
-    are written there; a fresh batch, dropped afterwards), or ``encrypted`` (FRF-Predict) on the
-    first requester's own rows (its ``X``); the result is named after the method."""
+    """Class probabilities: ``vertical`` (default) or ``test`` (FRF-Test) on the participants'
+    aligned test rows (a fresh batch, dropped afterwards), or ``encrypted`` (FRF-Predict) on the
+    first requester's own rows; the result is named after the method."""
     p = config.params
     how = method or "vertical"
     with operator.step(f"predict {how}"):
@@ -255,8 +283,8 @@ def revoke(operator: Operator, config: RunConfig, party: str, level: int = 2) ->
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Train; predict by ``vertical``, ``test`` and (the requester) ``encrypted``; revoke the last
-    participant at level 2 (a new forest epoch); predict ``vertical`` again."""
+    """Align and train; predict by ``vertical``, ``test`` and (the requester) ``encrypted``; revoke
+    the last participant at level 2 (a new forest epoch); predict ``vertical`` again."""
     participants = [str(u) for u in config.params["participants"]]
     fit(operator, config)
     results = {**predict(operator, config, "vertical"), **predict(operator, config, "test")}
@@ -269,51 +297,74 @@ def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]
 
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             X_test: npt.ArrayLike, settings: dict[str, Any], kgc: KGC | None = None, key_bits: int = 2048,
-            allow_insecure: bool = False, base_port: int = 0) -> Path:
-    """A local trial: the KGC's offline key set-up, every party's key file and data, ``run.toml``.
+            allow_insecure: bool = False, base_port: int = 0, names: Sequence[str] | None = None,
+            categories: Mapping[str, Sequence[str]] | None = None, lacking: int = 0,
+            rng: RandomSource = SYSTEM_RANDOM) -> Path:
+    """A local trial: the KGC's offline key set-up, every party's key file and table, ``run.toml``.
 
     ``settings`` are the facade's public settings (``n_estimators``, ``max_depth``, ``random_state``, ...);
-    ``y`` holds class codes ``0..k-1`` (``settings["n_classes"] = k``) or, with ``task =
-    "regression"``, targets.  Pass ``kgc`` to reuse a key centre (tests); else a fresh one is made.
+    ``y`` holds the classes, codes or names (``settings["n_classes"] = k``) or, with ``task =
+    "regression"``, targets: the CS's table holds the ids and the column ``label``.  Each
+    participant's table holds the ids and its columns of ``X`` (``X_test`` in its test table),
+    its rows shuffled and ``lacking`` of them left out (:func:`securetrees.net.trial.deal_rows`);
+    the requester's table holds every column of ``X_test``.  Columns are named ``names`` (else
+    ``x0, x1 ...``); those in ``categories`` hold codes, written as category names and declared
+    in each party's section (so every party codes them alike).  Pass ``kgc`` to reuse a key
+    centre (tests); else a fresh one is made.
     """
-    Xa, Xt = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64)
+    Xa, Xt, ya = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64), np.asarray(y)
     parts = [tuple(sorted(int(c) for c in cols)) for cols in partition]
-    names = [f"u{i + 1}" for i in range(len(parts))]
+    names_ = [f"u{i + 1}" for i in range(len(parts))]
+    cols = list(names) if names is not None else [f"x{j}" for j in range(Xa.shape[1])]
+    cats = {k: [str(v) for v in vs] for k, vs in (categories or {}).items()}
     kgc = kgc if kgc is not None else KGC.setup(key_bits, allow_insecure=allow_insecure)
-    verify_keys, signing = make_roster(names)
-    weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *names, "requester"]}
+    verify_keys, signing = make_roster(names_)
+    weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *names_, "requester"]}
     s1, s2 = kgc.strong_shares()
     kgc.forget_strong_key()
     session = SYSTEM_RANDOM.token_bytes(16)
+    ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
+    rows = deal_rows(Xa.shape[0], [*names_, "cs"], lacking=lacking, rng=rng)
+    test_rows = deal_rows(Xt.shape[0], names_, lacking=min(lacking, (Xt.shape[0] - 1) // len(names_)), rng=rng)
 
-    params = {**settings, "participants": names, "columns": [list(c) for c in parts], "requesters": ["requester"],
-              "n_rows": Xa.shape[0], "n_features": Xa.shape[1], "n_test": Xt.shape[0],
-              "allow_insecure": allow_insecure or kgc.params.bits < 2048,
+    params = {**settings, "participants": names_, "columns": [list(c) for c in parts], "requesters": ["requester"],
+              "n_features": Xa.shape[1], "allow_insecure": allow_insecure or kgc.params.bits < 2048,
               "directory": {k: encode_public_key(sk.public).hex() for k, sk in weak.items()},
               "verify_keys": {u: v.hex() for u, v in verify_keys.items()}}
     plan = TrialPlan(protocol="revfrf", params=params)
-    plan.add("cs", role=CentralServer.role, data={"y": np.asarray(y)},
+    r = rows["cs"]
+    plan.add("cs", role=CentralServer.role,
+             tables={"data": table_frame([ids[k] for k in r], Xa[r][:, :0], [], label=("label", ya[r].tolist()))},
+             options={"label": "label"},
              secrets={"share": secret_key_bytes(s1), "weak": secret_key_bytes(weak["cs"]), "session": session})
     plan.add("cc", role=ComputationServer.role,
              secrets={"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session})
     plan.add("kgc", role=KeyCentre.role, secrets={"session": session})
-    for u, cols in zip(names, parts, strict=True):
-        plan.add(u, role=Participant.role, data={"X": Xa[:, list(cols)], "X_test": Xt[:, list(cols)]},
+    for u, part in zip(names_, parts, strict=True):
+        c, r, rt = list(part), rows[u], test_rows[u]
+        mine = [cols[j] for j in c]
+        own = {n: v for n, v in cats.items() if n in mine}
+        plan.add(u, role=Participant.role, options={"categories": own} if own else None,
+                 tables={"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=own),
+                         "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=own)},
                  secrets={"weak": secret_key_bytes(weak[u]), "signing_seed": signing[u].seed(), "session": session})
-    plan.add("requester", role=Requester.role, data={"X": Xt},
+    plan.add("requester", role=Requester.role, options={"categories": cats} if cats else None,
+             tables={"data": table_frame(test_ids, Xt, cols, categories=cats)},
              secrets={"weak": secret_key_bytes(weak["requester"])})
     return write_trial(out_dir, plan, base_port=base_port)
 
 
 def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
     """``securetrees federation init revfrf``: Adult's first ``rows`` training rows, three
-    participants (columns dealt in turn), 20 test rows; missing values coded -1 as in the demo."""
+    participants (columns dealt in turn) and the CS with the labels, each lacking a few of the
+    others' ids (CSV files, string categories, empty cells for missing values), 20 test rows."""
     from securetrees.datasets import load_adult
 
     data = load_adult()
     d = data.X_train.shape[1]
     settings: dict[str, Any] = {"n_estimators": trees, "max_depth": 4, "random_state": 0, "n_classes": 2}
-    X, Xt = np.nan_to_num(data.X_train[:rows], nan=-1.0), np.nan_to_num(data.X_test[:20], nan=-1.0)
-    return prepare(out_dir, X, data.y_train[:rows], [list(range(i, d, 3)) for i in range(3)],
-                   X_test=Xt, settings=settings, key_bits=1024 if insecure else 2048,
-                   allow_insecure=insecure)
+    labels = np.where(data.y_train[:rows] == 1, ">50K", "<=50K")  # the label column holds text
+    return prepare(out_dir, data.X_train[:rows], labels, [list(range(i, d, 3)) for i in range(3)],
+                   X_test=data.X_test[:20], settings=settings, key_bits=1024 if insecure else 2048,
+                   allow_insecure=insecure, names=data.feature_names, categories=data.categories,
+                   lacking=max(1, rows // 50))

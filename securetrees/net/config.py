@@ -17,7 +17,9 @@
     cert = "pki/cs.crt"
     key = "pki/cs.key"             # PKCS#8, encrypted under the party's passphrase
     secrets = "keys/cs.keys"       # protocol secrets, sealed under the same passphrase
-    data = "data/cs.npz"           # this party's own data (optional)
+    data = "data/cs.csv"           # this party's own data (optional): CSV or Parquet with an id
+                                   # column (securetrees.net.tables: test_data, id_column, label,
+                                   # columns, categories), or arrays (.npz)
     issuer = "4c…"                 # the CA allowed to issue "cs" (SHA-256 of its DER); required
                                    # when ca.pem holds several CAs
     fingerprint = "9f…"            # optional: pin the certificate (SHA-256 of its DER)
@@ -70,7 +72,9 @@ SECTIONS: Final = frozenset({"run", "tls", "parties", "protocol"})
 """The tables a run configuration may hold."""
 RUN_KEYS: Final = frozenset({"protocol", "operator", "deadline", "retries", "backoff", "keepalive"})
 TLS_KEYS: Final = frozenset({"ca"})
-PARTY_KEYS: Final = frozenset({"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer"})
+_TABLE_KEYS = ("id_column", "label", "columns", "categories")
+PARTY_KEYS: Final = frozenset({"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer",
+                               "test_data", *_TABLE_KEYS})
 """The keys of a roster entry (no secret: passphrases never go in the configuration)."""
 
 
@@ -111,6 +115,10 @@ class PartyConfig:
     data: Path | None = None
     fingerprint: str | None = None
     issuer: str | None = None
+    test_data: Path | None = None
+    table: dict[str, Any] = field(default_factory=dict)
+    """How to read the data table: ``id_column``, ``label``, ``columns``, ``categories``."""
+
 
 
 @dataclass(frozen=True)
@@ -201,7 +209,8 @@ def load_config(path: str | Path) -> RunConfig:
         parties[name] = PartyConfig(name, str(role), str(_str(t, "address", where)), cert, key,
                                     path_of(t, "secrets", where, False), path_of(t, "data", where, False),
                                     None if pin is None else check_fingerprint(pin, f"{where} fingerprint"),
-                                    None if issuer is None else check_fingerprint(issuer, f"{where} issuer"))
+                                    None if issuer is None else check_fingerprint(issuer, f"{where} issuer"),
+                                    path_of(t, "test_data", where, False), {k: t[k] for k in _TABLE_KEYS if k in t})
     operator = str(_str(run, "operator", f"{p} [run]"))
     if operator not in parties:
         raise ParameterError(f"{p}: the operator {operator!r} has no [parties.{operator}] entry")
@@ -244,6 +253,8 @@ def _toml_value(v: Any) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # an inline table
+        return "{" + ", ".join(f"{_toml_value(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise ParameterError(f"cannot write {type(v).__name__} to TOML")
 
 

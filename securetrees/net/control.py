@@ -87,6 +87,8 @@ class Controllable:
             self._log_totals()
             threading.Timer(0.2, self.network.close).start()  # after the reply has gone out
             return ControlReply(info={"status": "stopping"})
+        if msg.action == "role":  # which role this process serves now (a deployment's phases)
+            return ControlReply(info={"role": str(getattr(self, "role", ""))})
         if msg.action == "stats":
             t = self.network.transcript
             protocol = [r for r in t if not r.type_name.startswith("securetrees.control.")]

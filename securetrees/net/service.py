@@ -48,8 +48,9 @@ def protocol_module(name: str) -> ModuleType:
 
 
 def load_data(path: Path | None) -> dict[str, npt.NDArray[Any]]:
-    """A party's own arrays (``.npz``, read without pickle)."""
-    if path is None:
+    """A party's own arrays (``.npz``, read without pickle); none for a table (CSV, Parquet),
+    which the deployment reads itself (:mod:`securetrees.net.tables`)."""
+    if path is None or path.suffix.lower() != ".npz":
         return {}
     try:
         with np.load(path, allow_pickle=False) as z:

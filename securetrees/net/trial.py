@@ -3,7 +3,8 @@
 ``run.toml`` (the shared configuration), ``pki/`` (a test CA, each party's
 certificate and passphrase-encrypted TLS key, and — for the trial only — each
 party's passphrase in ``NAME.pass``), ``keys/NAME.keys`` (each party's sealed
-secrets) and ``data/NAME.npz`` (each party's own data).  Protocols fill a
+secrets) and ``data/NAME.csv`` (each party's own table, and ``data/NAME-test.csv`` its rows to
+predict; or ``data/NAME.npz``, arrays).  Protocols fill a
 :class:`TrialPlan`; :func:`write_trial` writes it.  A real federation makes the
 same files on each organisation's own machine (``specs/deployment.md``).
 """
@@ -11,7 +12,7 @@ same files on each organisation's own machine (``specs/deployment.md``).
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,11 @@ from securetrees.net.config import dump_toml
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keyfile import write_key_file
 from securetrees.net.tls import check_name, fingerprint, make_test_pki
-from securetrees.rand import SYSTEM_RANDOM
+from securetrees.psi.roles import random_permutation
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime.messages import check_role
 
-__all__ = ["Secret", "TrialPlan", "free_ports", "write_trial"]
+__all__ = ["Secret", "TrialPlan", "deal_rows", "free_ports", "table_frame", "write_trial"]
 
 Secret = bytes | Callable[[bytes], bytes]
 """A key-file item: bytes, or a function of the party's passphrase (for a key sealed in its own format)."""
@@ -44,9 +46,14 @@ class TrialPlan:
     """The parties' names, in the order added."""
     role_of: dict[str, str] = field(default_factory=dict)
     """Each party's protocol role (``run.toml``'s ``role``)."""
+    tables: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each party's tables (DataFrames) by configuration key: ``data``, ``test_data``."""
+    options: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each party's further configuration keys (``id_column``, ``label``, ``categories`` ...)."""
 
     def add(self, name: str, *, role: str, data: Mapping[str, npt.NDArray[Any]] | None = None,
-            secrets: Mapping[str, Secret] | None = None) -> None:
+            secrets: Mapping[str, Secret] | None = None, tables: Mapping[str, Any] | None = None,
+            options: Mapping[str, Any] | None = None) -> None:
         check_name(name)
         if name in self.roles or name == self.operator:
             raise ParameterError(f"party {name!r} added twice")
@@ -58,6 +65,12 @@ class TrialPlan:
             self.data[name] = data
         if secrets:
             self.secrets[name] = secrets
+        if tables:
+            if data or set(tables) - {"data", "test_data"}:
+                raise ParameterError("a party's tables are its data and test_data (and then no arrays)")
+            self.tables[name] = tables
+        if options:
+            self.options[name] = options
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -102,6 +115,11 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
         if arrays:
             np.savez(out / "data" / f"{n}.npz", **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
             entry["data"] = f"data/{n}.npz"
+        for key, frame in plan.tables.get(n, {}).items():
+            file = f"data/{n}.csv" if key == "data" else f"data/{n}-test.csv"
+            frame.to_csv(out / file, index=False)
+            entry[key] = file
+        entry.update(plan.options.get(n, {}))
         parties[n] = entry
     run = {"protocol": plan.protocol, "operator": plan.operator, "deadline": deadline}
     doc: dict[str, dict[str, Any]] = {"run": run, "tls": {"ca": "pki/ca.pem"}, "protocol": plan.params,
@@ -109,3 +127,37 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
     path = out / "run.toml"
     path.write_text(dump_toml(doc), encoding="utf-8")
     return path
+
+
+def deal_rows(n: int, names: Sequence[str], *, lacking: int, rng: RandomSource = SYSTEM_RANDOM
+              ) -> dict[str, npt.NDArray[np.int64]]:
+    """Each party's rows of an ``n``-row table, shuffled: all but ``lacking`` rows of its own
+    choosing, so every party holds ids that some other party lacks (a trial where the private
+    set intersection matters)."""
+    if lacking < 0 or lacking * len(names) >= n:
+        raise ParameterError("lacking must leave rows every party holds")
+    spare = random_permutation(n, rng)[: lacking * len(names)]
+    out = {}
+    for i, name in enumerate(names):
+        dropped = set(spare[i * lacking:(i + 1) * lacking].tolist())
+        keep = np.asarray([r for r in range(n) if r not in dropped], dtype=np.int64)
+        out[name] = keep[random_permutation(keep.size, rng)]
+    return out
+
+
+def table_frame(ids: Sequence[str], X: npt.ArrayLike, names: Sequence[str], *,
+                categories: Mapping[str, Sequence[str]] | None = None, label: tuple[str, Sequence[Any]] | None = None,
+                id_column: str = "id") -> Any:
+    """A party's table as a DataFrame: the id column, the features (a column in ``categories``
+    holds codes, written as their category names; NaN is an empty cell), then the label."""
+    import pandas as pd
+
+    Xa = np.asarray(X, dtype=np.float64)
+    cats = categories or {}
+    cols: dict[str, Any] = {id_column: list(ids)}
+    for j, name in enumerate(names):
+        v = Xa[:, j]
+        cols[name] = ([None if np.isnan(c) else cats[name][int(c)] for c in v] if name in cats else v)
+    if label is not None:
+        cols[label[0]] = list(label[1])
+    return pd.DataFrame(cols)

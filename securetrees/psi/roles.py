@@ -103,6 +103,13 @@ class PsiMember(Party):
         self.result: PsiResult | None = None
         super().__init__(name, network)
 
+    def use_ids(self, ids: Sequence[Id]) -> None:
+        """Intersect ``ids`` in the next run (a party aligning several tables, one run each).
+        Reveals nothing: local."""
+        self._ids = encode_ids(ids, self.max_set_size)
+        self._scalar = self._session = None
+        self.result = None
+
     @handles(m.Hello)
     def on_hello(self, sender: str, msg: m.Hello) -> m.HelloReply:
         """Start a run: fresh scalar ``b`` and a secret shuffle of this party's ids.  Learns
@@ -167,6 +174,15 @@ class PsiLeader(Party):
         self.max_set_size, self.chunk_size = max_set_size, chunk_size
         self._rng = rng
         super().__init__(name, network)
+
+    def use_ids(self, ids: Sequence[Id], members: Sequence[str] | None = None) -> None:
+        """Intersect ``ids`` with ``members`` (default: the same members) in the next run.
+        Reveals nothing: local."""
+        chosen = self.members if members is None else list(members)
+        if not chosen or len(set(chosen)) != len(chosen) or self.name in chosen:
+            raise ParameterError("the leader needs one or more distinct members other than itself")
+        self._ids = encode_ids(ids, self.max_set_size)
+        self.members = chosen
 
     def _own_chunk(self, session: bytes, scalar: bytes, index: int) -> bytes:
         """Chunk ``index`` of ``a·H(x)`` over the leader's ids in row order."""

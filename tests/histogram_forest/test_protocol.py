@@ -10,6 +10,7 @@ import pytest
 
 from securetrees.protocols.histogram_forest import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.schema import fixed_mapper
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.rand import DeterministicRandom
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Gini
@@ -38,10 +39,10 @@ def assert_same(a: Tree, b: Tree, fields: tuple[str, ...]) -> None:
 def test_fixed_bins_tree_equals_central_tree_on_joined_data(parts3: Any, schema: dict[str, Any], edges: str) -> None:
     """Summing aligned count vectors over clients is the central histogram on the joined data (with the
     uniform edges, and with the default quantile edges of the grid round)."""
-    model = HistogramForestClassifier(
+    model = fit_parts(HistogramForestClassifier(
         n_estimators=1, max_depth=4, n_bins=8, histogram="fixed", bin_edges=edges, sampling="none",
         max_features=None, **schema
-    ).fit(parts3)
+    ), parts3)
     X, y = joined(parts3)
     cfg = model.config_
     assert cfg.low is not None and cfg.high is not None and model.bin_mapper_ is not None
@@ -60,10 +61,10 @@ def test_fixed_bins_tree_equals_central_tree_on_joined_data(parts3: Any, schema:
 def test_streaming_tree_without_merging_equals_exact_central_tree(parts3: Any) -> None:
     """With b above the number of distinct values no bin merges: the paper's protocol then finds the
     exact central splits (thresholds may differ only inside gaps with no training value)."""
-    model = HistogramForestClassifier(
+    model = fit_parts(HistogramForestClassifier(
         n_estimators=1, max_depth=4, n_bins=128, histogram="streaming", sampling="none", max_features=None,
         categorical_features=[False, False, True],
-    ).fit(parts3)
+    ), parts3)
     X, y = joined(parts3)
     mapper = BinMapper.fit(X, max_bins=128, categorical=[False, False, True])
     central = grow_tree(mapper.transform(X), mapper, onehot(y, 2), Gini(), GrowParams(max_depth=4))
@@ -74,8 +75,9 @@ def test_streaming_tree_without_merging_equals_exact_central_tree(parts3: Any) -
 
 def test_secure_aggregation_grows_the_same_forest_as_plain_fixed_bins(parts3: Any, schema: dict[str, Any]) -> None:
     common = dict(n_estimators=3, max_depth=3, n_bins=6, histogram="fixed", random_state=7, **schema)
-    plain = HistogramForestClassifier(**common).fit(parts3)
-    secure = HistogramForestClassifier(secure_aggregation=True, **common).fit(parts3, rng=DeterministicRandom("hf/sa"))
+    plain = fit_parts(HistogramForestClassifier(**common), parts3)
+    secure = fit_parts(HistogramForestClassifier(secure_aggregation=True, **common), parts3,
+                       rng=DeterministicRandom("hf/sa"))
     for a, b in zip(plain.trees_, secure.trees_, strict=True):
         assert a.same_as(b)
     X, _ = joined(parts3)
@@ -89,8 +91,9 @@ def test_quantile_edges_from_the_private_grid_round(parts3: Any, schema: dict[st
     reaches k/b; secure aggregation agrees on the same edges and grows the same forest."""
     common = dict(n_estimators=2, max_depth=3, n_bins=4, histogram="fixed", bin_edges="quantile", grid_cells=20,
                   random_state=5, **schema)
-    plain = HistogramForestClassifier(**common).fit(parts3)
-    secure = HistogramForestClassifier(secure_aggregation=True, **common).fit(parts3, rng=DeterministicRandom("hf/q"))
+    plain = fit_parts(HistogramForestClassifier(**common), parts3)
+    secure = fit_parts(HistogramForestClassifier(secure_aggregation=True, **common), parts3,
+                       rng=DeterministicRandom("hf/q"))
     assert all(a.same_as(b) for a, b in zip(plain.trees_, secure.trees_, strict=True))
     X, _ = joined(parts3)
     for f, (lo, hi) in enumerate([(0.0, 10.0), (0.0, 20.0)]):
@@ -104,10 +107,10 @@ def test_quantile_edges_from_the_private_grid_round(parts3: Any, schema: dict[st
 
 
 def test_accountant_counts_the_grid_round(parts3: Any, schema: dict[str, Any]) -> None:
-    model = HistogramForestClassifier(
+    model = fit_parts(HistogramForestClassifier(
         n_estimators=2, max_depth=2, n_bins=4, epsilon=10.0, bin_edges="quantile", grid_cells=16,
         sampling="subsample", random_state=0, **schema,
-    ).fit(parts3, rng=DeterministicRandom("hf/grid"))
+    ), parts3, rng=DeterministicRandom("hf/grid"))
     grid, *layers = model.privacy_ledger_
     assert (grid.tree, grid.layer, grid.sensitivity, grid.epsilon) == (-1, -1, 2, pytest.approx(1.0))
     assert all(r.epsilon == pytest.approx(9.0 / 4) for r in layers) and len(layers) <= 4
@@ -117,9 +120,9 @@ def test_accountant_counts_the_grid_round(parts3: Any, schema: dict[str, Any]) -
 def test_accountant_total_matches_hand_count(make: Any, schema: dict[str, Any]) -> None:
     """2 trees of depth 3 on data big enough that every layer splits: 2 · 3 releases of ε / 6 each."""
     parts = make(3, 400, seed=3)
-    model = HistogramForestClassifier(
+    model = fit_parts(HistogramForestClassifier(
         n_estimators=2, max_depth=3, n_bins=6, epsilon=30.0, sampling="subsample", random_state=1, **schema
-    ).fit(parts, rng=DeterministicRandom("hf/acct"))
+    ), parts, rng=DeterministicRandom("hf/acct"))
     ledger = model.privacy_ledger_
     assert [(r.tree, r.layer) for r in ledger] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     assert all(r.epsilon == pytest.approx(5.0) and r.sensitivity == 1 * 1 for r in ledger)  # sqrt(3) -> 1 feature
@@ -132,10 +135,10 @@ def test_accountant_total_matches_hand_count(make: Any, schema: dict[str, Any]) 
 def test_accountant_counts_only_layers_actually_released(make: Any, schema: dict[str, Any]) -> None:
     """A tree that stops early spends less than its share; the ledger still matches the layer requests."""
     parts = make(3, 30, seed=4)
-    model = HistogramForestClassifier(
+    model = fit_parts(HistogramForestClassifier(
         n_estimators=2, max_depth=6, n_bins=4, epsilon=12.0, sampling="bootstrap", max_features=None,
         random_state=2, **schema,
-    ).fit(parts, rng=DeterministicRandom("hf/acct2"))
+    ), parts, rng=DeterministicRandom("hf/acct2"))
     ledger = model.privacy_ledger_
     layer_msgs = [r for r in model.transcript_.view("client1") if r.type_name == "histogram_forest.layer"]
     assert len(layer_msgs) == len(ledger) <= 12
@@ -147,7 +150,7 @@ def test_multiclass_and_soft_vote(make: Any) -> None:
     parts = make(2, 150, seed=5, n_classes=3)
     model = HistogramForestClassifier(n_estimators=4, max_depth=4, random_state=0, categorical_features=[False,
             False, True])
-    model.fit(parts)
+    fit_parts(model, parts)
     X, y = joined(parts)
     proba = model.predict_proba(X)
     assert proba.shape == (X.shape[0], 3)
@@ -158,21 +161,21 @@ def test_multiclass_and_soft_vote(make: Any) -> None:
 
 def test_string_labels_round_trip(parts3: Any) -> None:
     named = [(X, np.where(y == 1, "yes", "no")) for X, y in parts3]
-    model = HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(named)
+    model = fit_parts(HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0), named)
     assert list(model.classes_) == ["no", "yes"]
     assert set(model.predict(named[0][0])) <= {"no", "yes"}
 
 
 def test_random_state_reproduces_the_forest(parts3: Any) -> None:
-    a = HistogramForestClassifier(n_estimators=3, max_depth=3, random_state=11).fit(parts3)
-    b = HistogramForestClassifier(n_estimators=3, max_depth=3, random_state=11).fit(parts3)
+    a = fit_parts(HistogramForestClassifier(n_estimators=3, max_depth=3, random_state=11), parts3)
+    b = fit_parts(HistogramForestClassifier(n_estimators=3, max_depth=3, random_state=11), parts3)
     assert all(s.same_as(t) for s, t in zip(a.trees_, b.trees_, strict=True))
 
 
 def test_input_perturbation_trains_and_reports_its_epsilon(parts3: Any, schema: dict[str, Any]) -> None:
-    model = HistogramForestClassifier(
+    model = fit_parts(HistogramForestClassifier(
         n_estimators=2, max_depth=3, epsilon=2.0, noise="input", random_state=0, **schema
-    ).fit(parts3, rng=DeterministicRandom("hf/input"))
+    ), parts3, rng=DeterministicRandom("hf/input"))
     assert model.epsilon_spent_ == 2.0 and model.privacy_ledger_ == []
     assert model.predict_proba(parts3[0][0]).shape == (120, 2)
 
@@ -181,7 +184,7 @@ def test_ranges_round_when_no_ranges_are_declared(parts3: Any) -> None:
     """Fixed bins without declared ranges: one extra round reveals each client's min and max (spec)."""
     model = HistogramForestClassifier(n_estimators=1, max_depth=2, histogram="fixed", max_features=None,
                                       sampling="none", categorical_features=[False, False, True])
-    model.fit(parts3)
+    fit_parts(model, parts3)
     assert model.transcript_.types_received("server")["histogram_forest.ranges_reply"] == 3
     X, _ = joined(parts3)
     cfg = model.config_

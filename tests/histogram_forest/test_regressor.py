@@ -18,6 +18,7 @@ from securetrees.errors import EncodingOverflowError, NotFittedError, ParameterE
 from securetrees.protocols.histogram_forest import Client, ForestConfig, HistogramForestRegressor, Server
 from securetrees.protocols.histogram_forest.messages import LayerRequest, SetupRequest
 from securetrees.protocols.histogram_forest.ring import RING, check_capacity, encode_targets
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork
 from securetrees.trees.criteria import SquaredError
@@ -61,8 +62,8 @@ def test_plain_tree_equals_the_central_tree_on_the_pooled_encoded_targets(edges:
     central squared-error tree on the encoded targets, node for node; leaf values are its means mapped
     back to the target range."""
     parts = make_parts(3, 120)
-    model = declared(n_estimators=1, max_depth=4, n_bins=8, bin_edges=edges, sampling="none",
-                     max_features=None).fit(parts)
+    model = fit_parts(declared(n_estimators=1, max_depth=4, n_bins=8, bin_edges=edges, sampling="none",
+                     max_features=None), parts)
     X, y = joined(parts)
     mapper = model.bin_mapper_
     assert mapper is not None
@@ -82,8 +83,8 @@ def test_fixed_point_error_of_the_leaves_is_within_half_a_step() -> None:
     """Against a float reference on the raw targets: the same splits, and each leaf mean within
     (high - low) · 2^-(bits+1) (one rounding per row, averaged)."""
     parts = make_parts(3, 120, seed=1)
-    model = declared(n_estimators=1, max_depth=4, n_bins=8, sampling="none", max_features=None,
-                     y_bits=20).fit(parts)
+    model = fit_parts(declared(n_estimators=1, max_depth=4, n_bins=8, sampling="none", max_features=None,
+                     y_bits=20), parts)
     X, y = joined(parts)
     mapper = model.bin_mapper_
     assert mapper is not None
@@ -101,8 +102,8 @@ def test_secure_aggregation_grows_the_same_forest_as_plaintext() -> None:
     """Bootstrap, feature draws and the default quantile edges: the masked sums decode to the plain sums."""
     parts = make_parts(4, 100, seed=2)
     common: dict[str, Any] = dict(n_estimators=3, max_depth=4, random_state=7, max_features=2)
-    plain = declared(**common).fit(parts)
-    secure = declared(secure_aggregation=True, **common).fit(parts, rng=DeterministicRandom("hfr/sa"))
+    plain = fit_parts(declared(**common), parts)
+    secure = fit_parts(declared(secure_aggregation=True, **common), parts, rng=DeterministicRandom("hfr/sa"))
     assert all(a.same_as(b) for a, b in zip(plain.trees_, secure.trees_, strict=True))
     X, _ = joined(parts)
     np.testing.assert_array_equal(plain.predict(X), secure.predict(X))
@@ -117,7 +118,7 @@ def test_r2_close_to_scikit_learn_random_forest() -> None:
     X, y = make_friedman1(n_samples=4000, noise=1.0, random_state=0)
     Xtr, ytr, Xte, yte = X[:3000], y[:3000], X[3000:], y[3000:]
     parts = [(Xtr[i::5], ytr[i::5]) for i in range(5)]
-    ours = HistogramForestRegressor(n_estimators=10, max_depth=6, random_state=0).fit(parts).score(Xte, yte)
+    ours = fit_parts(HistogramForestRegressor(n_estimators=10, max_depth=6, random_state=0), parts).score(Xte, yte)
     ref = RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0).fit(Xtr, ytr).score(Xte, yte)
     assert ref > 0.75
     assert ours >= ref - 0.02
@@ -125,11 +126,11 @@ def test_r2_close_to_scikit_learn_random_forest() -> None:
 
 def test_inferred_target_range_and_constant_targets() -> None:
     parts = make_parts(2, 60, seed=3)
-    model = HistogramForestRegressor(n_estimators=2, max_depth=3, random_state=0).fit(parts)
+    model = fit_parts(HistogramForestRegressor(n_estimators=2, max_depth=3, random_state=0), parts)
     _, y = joined(parts)
     assert model.y_range_ == (float(y.min()), float(y.max()))
     flat = [(X, np.full(X.shape[0], 4.0)) for X, _ in parts]
-    const = HistogramForestRegressor(n_estimators=2, max_depth=3, random_state=0).fit(flat)
+    const = fit_parts(HistogramForestRegressor(n_estimators=2, max_depth=3, random_state=0), flat)
     np.testing.assert_allclose(const.predict(parts[0][0]), 4.0)
     assert all(t.n_nodes == 1 for t in const.trees_)  # a pure root is never split
     assert const.score(parts[0][0], np.full(60, 4.0)) == 1.0
@@ -152,7 +153,7 @@ def test_check_capacity_boundary() -> None:
 def test_facade_refuses_a_precision_the_ring_cannot_hold() -> None:
     parts = make_parts(3, 40)
     with pytest.raises(EncodingOverflowError):
-        declared(y_bits=60).fit(parts)  # 40 rows · 3 clients · 2^60 >= 2^63
+        fit_parts(declared(y_bits=60), parts)  # 40 rows · 3 clients · 2^60 >= 2^63
 
 
 def test_a_client_refuses_a_setup_whose_sums_can_overflow() -> None:
@@ -169,11 +170,11 @@ def test_planted_missing_capacity_check_wraps_the_sums(monkeypatch: pytest.Monke
     parts = make_parts(3, 40)
     _, y = joined(parts)
     common: dict[str, Any] = dict(n_estimators=1, max_depth=1, n_bins=2, sampling="none", secure_aggregation=True)
-    fine = declared(y_bits=32, **common).fit(parts, rng=DeterministicRandom("hfr/wrap"))
+    fine = fit_parts(declared(y_bits=32, **common), parts, rng=DeterministicRandom("hfr/wrap"))
     assert float(fine.trees_[0].value[0, 0]) == pytest.approx(float(y.mean()), abs=1e-8)
     for module in (client_mod, regressor_mod, server_mod):
         monkeypatch.setattr(module, "check_capacity", lambda rows, parties, bits: None)
-    wrapped = declared(y_bits=60, **common).fit(parts, rng=DeterministicRandom("hfr/wrap"))
+    wrapped = fit_parts(declared(y_bits=60, **common), parts, rng=DeterministicRandom("hfr/wrap"))
     assert abs(float(wrapped.trees_[0].value[0, 0]) - float(y.mean())) > 1.0
     assert RING.add(RING.zeros(1) + np.uint64(2**63), np.array([2**63], dtype=np.uint64))[0] == 0
 
@@ -212,7 +213,7 @@ def regression_setup(**kw: Any) -> SetupRequest:
 )
 def test_bad_parameters_are_typed_errors(kw: dict[str, Any], message: str) -> None:
     with pytest.raises(ParameterError, match=message):
-        declared(**kw).fit(make_parts(3, 30))
+        fit_parts(declared(**kw), make_parts(3, 30))
 
 
 @pytest.mark.parametrize(
@@ -221,7 +222,7 @@ def test_bad_parameters_are_typed_errors(kw: dict[str, Any], message: str) -> No
 def test_bad_targets_are_typed_errors(bad_y: npt.NDArray[Any]) -> None:
     X = np.zeros((3, 3))
     with pytest.raises(ParameterError):
-        HistogramForestRegressor().fit([(X, bad_y)])
+        fit_parts(HistogramForestRegressor(), [(X, bad_y)])
     with pytest.raises(ParameterError):
         Client("c", InProcessNetwork(), X, bad_y, task="regression")
 
@@ -229,9 +230,11 @@ def test_bad_targets_are_typed_errors(bad_y: npt.NDArray[Any]) -> None:
 def test_prediction_errors() -> None:
     with pytest.raises(NotFittedError):
         HistogramForestRegressor().predict(np.zeros((1, 3)))
-    model = declared(n_estimators=1, max_depth=2).fit(make_parts(2, 30))
+    model = fit_parts(declared(n_estimators=1, max_depth=2), make_parts(2, 30))
     with pytest.raises(ParameterError):
-        model.predict(np.zeros((2, 4)))
+        model.predict(np.zeros((2, 5)))
+    with pytest.raises(ParameterError):
+        model.predict(np.zeros((2, 2)))
     with pytest.raises(ParameterError):
         model.score(np.zeros((2, 3)), np.zeros(3))
 

@@ -19,78 +19,80 @@ from securetrees.protocols.histogram_forest.messages import (
     RangesRequest,
     SetupRequest,
 )
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.runtime import InProcessNetwork, decode, encode
 
 
 def test_clients_with_different_feature_sets(parts3: Any) -> None:
     parts = [*parts3[:2], (parts3[2][0][:, :2], parts3[2][1])]
     with pytest.raises(ParameterError, match="different feature sets"):
-        HistogramForestClassifier().fit(parts)
+        fit_parts(HistogramForestClassifier(), parts)
 
 
 def test_empty_client(parts3: Any) -> None:
     parts = [*parts3[:2], (np.empty((0, 3)), np.empty(0, dtype=np.int64))]
     with pytest.raises(ParameterError, match="empty"):
-        HistogramForestClassifier().fit(parts)
+        fit_parts(HistogramForestClassifier(), parts)
     with pytest.raises(ParameterError):
-        HistogramForestClassifier().fit([])
+        fit_parts(HistogramForestClassifier(), [])
 
 
 @pytest.mark.parametrize("epsilon", [0.0, -1.0, float("nan"), float("inf")])
 def test_non_positive_epsilon(parts3: Any, schema: dict[str, Any], epsilon: float) -> None:
     with pytest.raises(ParameterError, match="epsilon"):
-        HistogramForestClassifier(epsilon=epsilon, **schema).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=epsilon, **schema), parts3)
 
 
 def test_nan_labels_and_infinite_features(parts3: Any) -> None:
     X, y = parts3[0]
     with pytest.raises(ParameterError, match="NaN"):
-        HistogramForestClassifier().fit([(X, np.where(y == 1, np.nan, 0.0)), *parts3[1:]])
+        fit_parts(HistogramForestClassifier(), [(X, np.where(y == 1, np.nan, 0.0)), *parts3[1:]])
     X_inf = X.copy()
     X_inf[0, 0] = np.inf
     with pytest.raises(ParameterError, match="infinite"):
-        HistogramForestClassifier().fit([(X_inf, y), *parts3[1:]])
+        fit_parts(HistogramForestClassifier(), [(X_inf, y), *parts3[1:]])
 
 
 def test_nan_features_are_missing_values_not_errors(parts3: Any) -> None:
     """NaN in X means "missing" (its own histogram slot, tried on both sides of each split)."""
     assert np.isnan(parts3[0][0]).any()
-    model = HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(parts3)
+    model = fit_parts(HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0), parts3)
     assert np.isfinite(model.predict_proba(parts3[0][0])).all()
 
 
 def test_refused_combinations(parts3: Any, schema: dict[str, Any]) -> None:
     with pytest.raises(ParameterError, match="at least 3"):
-        HistogramForestClassifier(secure_aggregation=True, **schema).fit(parts3[:2])
+        fit_parts(HistogramForestClassifier(secure_aggregation=True, **schema), parts3[:2])
     with pytest.raises(ParameterError, match="streaming"):
-        HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=1.0, histogram="streaming", **schema), parts3)
     with pytest.raises(ParameterError, match="streaming"):
-        HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema).fit(parts3)
+        fit_parts(HistogramForestClassifier(secure_aggregation=True, histogram="streaming", **schema), parts3)
     declared: dict[str, Any] = dict(categorical_features=[False, False, True], categories=[0, 0, 4], classes=[0, 1])
     with pytest.raises(ParameterError, match="feature_ranges"):
-        HistogramForestClassifier(epsilon=1.0, **declared).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=1.0, **declared), parts3)
     with pytest.raises(ParameterError):
-        HistogramForestClassifier(epsilon=1.0, feature_ranges=[(0.0, 10.0), (5.0, 5.0), None], **declared).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=1.0, feature_ranges=[(0.0, 10.0), (5.0, 5.0), None],
+                                            **declared), parts3)
     for bad in (dict(n_bins=1), dict(max_depth=0), dict(n_estimators=True), dict(noise="output"),
                 dict(criterion="mse"), dict(histogram="quantile"), dict(sampling="poisson")):
         with pytest.raises(ParameterError):
-            HistogramForestClassifier(**bad).fit(parts3)  # type: ignore[arg-type]
+            fit_parts(HistogramForestClassifier(**bad), parts3)  # type: ignore[arg-type]
 
 
 def test_labels_of_a_single_class_and_bad_categories(parts3: Any) -> None:
     with pytest.raises(ParameterError, match="two classes"):
-        HistogramForestClassifier().fit([(X, np.zeros_like(y)) for X, y in parts3])
+        fit_parts(HistogramForestClassifier(), [(X, np.zeros_like(y)) for X, y in parts3])
     X, y = parts3[0]
     bad = X.copy()
     bad[0, 2] = 1.5
     with pytest.raises(ParameterError, match="integer codes"):
-        HistogramForestClassifier(categorical_features=[False, False, True]).fit([(bad, y)])
+        fit_parts(HistogramForestClassifier(categorical_features=[False, False, True]), [(bad, y)])
 
 
 def test_predict_before_fit_and_with_wrong_width(parts3: Any) -> None:
     with pytest.raises(NotFittedError):
         HistogramForestClassifier().predict(parts3[0][0])
-    model = HistogramForestClassifier(n_estimators=1, max_depth=2).fit(parts3)
+    model = fit_parts(HistogramForestClassifier(n_estimators=1, max_depth=2), parts3)
     with pytest.raises(ParameterError):
         model.predict(parts3[0][0][:, :2])
 
@@ -236,29 +238,29 @@ def test_decoder_fuzz(data: bytes) -> None:
 def test_dp_requires_declared_classes_and_categories(parts3: Any, schema: dict[str, Any]) -> None:
     undeclared = {k: v for k, v in schema.items() if k != "classes"}
     with pytest.raises(ParameterError, match="declare classes"):
-        HistogramForestClassifier(epsilon=1.0, **undeclared).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=1.0, **undeclared), parts3)
     undeclared = {k: v for k, v in schema.items() if k != "categories"}
     with pytest.raises(ParameterError, match="declare categories"):
-        HistogramForestClassifier(epsilon=1.0, **undeclared).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=1.0, **undeclared), parts3)
     with pytest.raises(ParameterError, match="declare classes"):
-        HistogramForestClassifier(epsilon=1.0, noise="input", **{**schema, "classes": None}).fit(parts3)
+        fit_parts(HistogramForestClassifier(epsilon=1.0, noise="input", **{**schema, "classes": None}), parts3)
     X, y = parts3[0]
     with pytest.raises(ParameterError, match="outside the declared classes"):
-        HistogramForestClassifier(epsilon=1.0, **schema).fit([(X, np.where(y == 1, 7, 0)), *parts3[1:]])
+        fit_parts(HistogramForestClassifier(epsilon=1.0, **schema), [(X, np.where(y == 1, 7, 0)), *parts3[1:]])
     for bad in ([0, 0, 1], [1], [[0, 1], [1, 0]]):
         with pytest.raises(ParameterError):
-            HistogramForestClassifier(**{**schema, "classes": bad}).fit(parts3)
+            fit_parts(HistogramForestClassifier(**{**schema, "classes": bad}), parts3)
     # Without DP both are still inferred; without categorical features no categories are needed.
-    model = HistogramForestClassifier(n_estimators=1, max_depth=2, categorical_features=[False, False,
-            True]).fit(parts3)
+    model = fit_parts(HistogramForestClassifier(n_estimators=1, max_depth=2, categorical_features=[False, False,
+            True]), parts3)
     assert model.classes_.tolist() == [0, 1] and model.config_.categories == (0, 0, 4)
     numeric = [(X[:, :2], y) for X, y in parts3]
-    HistogramForestClassifier(n_estimators=1, max_depth=2, epsilon=5.0, classes=[0, 1],
-                              feature_ranges=schema["feature_ranges"][:2]).fit(numeric)
+    fit_parts(HistogramForestClassifier(n_estimators=1, max_depth=2, epsilon=5.0, classes=[0, 1],
+                              feature_ranges=schema["feature_ranges"][:2]), numeric)
 
 
 def _schema_of(parts: Any, schema: dict[str, Any]) -> tuple[Any, Any]:
-    model = HistogramForestClassifier(n_estimators=1, max_depth=1, epsilon=5.0, **schema).fit(parts)
+    model = fit_parts(HistogramForestClassifier(n_estimators=1, max_depth=1, epsilon=5.0, **schema), parts)
     return model.classes_.tolist(), model.config_.categories
 
 

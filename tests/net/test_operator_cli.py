@@ -26,6 +26,7 @@ from securetrees.protocols.federated_forest import FederatedForestClassifier
 from securetrees.protocols.federated_forest import deploy as ff_deploy
 from securetrees.psi import deploy as psi_deploy
 from securetrees.rand import DeterministicRandom
+from securetrees.testing.alignment import joined_view
 
 STEP = r"step {}: [0-9.]+ s, sent (\d+) B, received (\d+) B, rounds (\d+)"
 
@@ -55,34 +56,25 @@ def _read_csv(path: Path) -> np.ndarray:
 
 def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     adult = load_adult()
-    X, y, Xt, X_new = adult.X_train[:120], adult.y_train[:120], adult.X_test[:15], adult.X_test[100:111]
-    part = [list(range(0, X.shape[1], 2)), list(range(1, X.shape[1], 2))]
+    X, y, Xt = adult.X_train[:120], adult.y_train[:120], adult.X_test[:15]
+    d = X.shape[1]
+    part = [list(range(0, d, 2)), list(range(1, d, 2))]
     params: dict[str, Any] = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2,
                               "label_protection": "shared"}
-    cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params,
+    cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params, lacking=2,
                             id_key=DeterministicRandom("op ids").token_bytes(32))
     config = load_config(cfg)
     procs = {r: spawn_role(config, r, tmp_path / "pki" / f"{r}.pass") for r in config.roles}
     try:
-        fit = _operator(cfg, "fit")
+        fit = _operator(cfg, "fit")  # the alignment phase (PSI), then training
         assert fit.returncode == 0, fit.stderr
-        assert "fit: trees 2" in fit.stdout
+        assert re.search(r"fit: trees 2, train_rows 116, test_rows 11", fit.stdout), fit.stdout
         after = _operator(cfg, "status")
         assert re.search(r"master: up; trees 2, role master, steps 1, last_step fit", after.stdout), after.stdout
         out = tmp_path / "predictions.csv"
         pred = _operator(cfg, "predict", "--out", str(out))
         assert pred.returncode == 0, pred.stderr
-        # new rows: each client writes its columns of them into its own data file; the next
-        # predict reads them (in this process, to save a start-up; it connects afresh all the same)
-        for name, cols in zip(config.roles[:2], part, strict=True):
-            path = tmp_path / "data" / f"{name}.npz"
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-            arrays.update(X_test=X_new[:, cols], test_ids=np.asarray([f"new-{i}" for i in range(len(X_new))]))
-            np.savez(path, **arrays)
-        new = tmp_path / "new.csv"
-        assert main(["operator", "predict", "--out", str(new), "--config", str(cfg),
-                     "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 0
+        # (in this process, to save a start-up; it connects afresh all the same)
         assert main(["operator", "revoke", "--party", "client1", "--config", str(cfg),
                      "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 1
         assert "UnsupportedActionError: the protocol 'federated-forest' has no 'revoke' step" in capsys.readouterr().err
@@ -90,17 +82,17 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
         for p in procs.values():
             p.terminate()
             p.wait(timeout=10)
+    data = joined_view(config, ["client0", "client1"], part, d)
     ff = FederatedForestClassifier(2, max_depth=3, random_state=0, label_protection="shared",
-                                   rng=DeterministicRandom("op ids"))
-    ff.set_params(partition=part).fit(X, y)
-    np.testing.assert_array_equal(_read_csv(out), ff.predict_proba(Xt))
-    np.testing.assert_array_equal(_read_csv(new), ff.predict_proba(X_new))
-    assert len(X_new) != len(Xt)
+                                   rng=DeterministicRandom("op ids"), categorical_features=data.categorical)
+    ff.set_params(partition=part).fit(data.X, data.y)
+    np.testing.assert_array_equal(_read_csv(out), ff.predict_proba(data.X_test))
     logs = tmp_path / "logs"
     master, operator = (logs / "master.log").read_text(), (logs / "operator.log").read_text()
     sent, received, rounds = map(int, re.findall("master " + STEP.format("fit"), master)[0])
     assert sent > 0 and received > 0 and rounds > 0
-    assert re.search("operator " + STEP.format("predict one-round"), operator)
+    for step in ("align", "fit", "predict one-round"):
+        assert re.search("operator " + STEP.format(step), operator), step
     assert "UnsupportedActionError" in operator  # the error that ended the command is in its log
 
 

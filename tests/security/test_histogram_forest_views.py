@@ -23,6 +23,7 @@ from securetrees.protocols.histogram_forest import HistogramForestClassifier, Hi
 from securetrees.protocols.histogram_forest.mechanisms import geometric_pmf
 from securetrees.protocols.histogram_forest.messages import CountsReply
 from securetrees.protocols.histogram_forest.schema import fixed_mapper
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import Transcript
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
@@ -66,7 +67,7 @@ def fit(**kw: object) -> HistogramForestClassifier:
         categories=[0, 0, 4], classes=[0, 1], bin_edges="uniform",
     )
     common.update(kw)
-    return HistogramForestClassifier(**common).fit(parts(), rng=DeterministicRandom("hf/views"))  # type: ignore[arg-type]
+    return fit_parts(HistogramForestClassifier(**common), parts(), rng=DeterministicRandom("hf/views"))  # type: ignore[arg-type]
 
 
 def test_secure_server_view_holds_only_masked_vectors_with_the_plain_sum() -> None:
@@ -156,10 +157,10 @@ def test_dp_noise_is_on_every_cell_the_server_receives() -> None:
 
 def fit_regressor(**kw: object) -> HistogramForestRegressor:
     data = [(X, X[:, 0] / 100.0 + X[:, 2] + y) for X, y in parts()]
-    return HistogramForestRegressor(
+    return fit_parts(HistogramForestRegressor(
         n_estimators=2, max_depth=3, n_bins=8, random_state=3, categorical_features=CATEGORICAL, feature_ranges=RANGES,
         categories=[0, 0, 4], y_range=(0.0, 15.0), grid_cells=64, **kw,  # type: ignore[arg-type]
-    ).fit(data, rng=DeterministicRandom("hfr/views"))
+    ), data, rng=DeterministicRandom("hfr/views"))
 
 
 def unmasked_cells(plain: Transcript, secure: Transcript) -> int:

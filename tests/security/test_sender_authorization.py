@@ -43,6 +43,7 @@ from securetrees.errors import DecodeError, ParameterError, UnauthorizedSender, 
 from securetrees.protocols.federated_forest import FederatedForestClassifier
 from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.protocols.histogram_forest import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.protocols.hybridtree import HybridTreeClassifier
 from securetrees.protocols.hybridtree.testing import hybrid_data
 from securetrees.protocols.revfrf import RevFRFClassifier
@@ -146,7 +147,7 @@ def _histogram_forest() -> Run:
     model = HistogramForestClassifier(n_estimators=1, max_depth=2, n_bins=8, histogram="fixed", sampling="none",
                                       max_features=None, categorical_features=[False, False, True],
                                       feature_ranges=[(0.0, 10.0), (0.0, 20.0), None])
-    return _run(_fit_capturing(hf_facade, lambda: model.fit(parts)))
+    return _run(_fit_capturing(hf_facade, lambda: fit_parts(model, parts)))
 
 
 def _secagg() -> Run:

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from securetrees.errors import DecodeError, ParameterError
+from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.trees import (
     BoostedForest,
     Forest,
@@ -58,7 +59,7 @@ def _histogram_forest(X: np.ndarray, y: np.ndarray) -> Forest:
     half = len(y) // 2
     Xf = np.nan_to_num(X)
     model = HistogramForestClassifier(n_estimators=2, max_depth=3, random_state=0)
-    model.fit([(Xf[:half], y[:half]), (Xf[half:], y[half:])])
+    fit_parts(model, [(Xf[:half], y[:half]), (Xf[half:], y[half:])])
     forest: Forest = model.forest_
     assert np.all(forest.trees[0].provider == -1)
     return forest

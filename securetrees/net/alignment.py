@@ -1,0 +1,227 @@
+"""Rows aligned by private set intersection before a vertical deployment's roles start.
+
+A vertical protocol (Federated Forest, RevFRF) needs every data-holding party's rows in one
+order over the ids they all hold.  Each data-holding process first serves an *alignment
+phase*: the same certificate, address and operator, but the run's roster gives the
+:class:`AlignmentPlan`'s leader the role ``psi_leader`` and the other data holders
+``psi_member`` (so only the leader may start a PSI, ``specs/psi.md``).  The operator runs one
+PSI per id set (``train``, then ``test`` for the rows to predict), then tells every data holder
+``align_done``: each reorders its tables to the agreed order, writes its row indices to
+``out/NAME.rows.npz`` on its own machine, stops the phase's server and starts its protocol role
+on the same address.  No party ever receives another's ids; what each learns is in
+``specs/deployment.md`` ("Your own data").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
+from securetrees.net.config import RunConfig
+from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.tables import PartyTable, party_tables
+from securetrees.net.transport import GrpcNetwork, Peer
+from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
+from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
+from securetrees.runtime.network import Network
+
+__all__ = ["ALIGNMENTS", "PARAMETERS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "aligned_tables",
+           "alignment_mode",
+           "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
+
+ALIGNMENTS = ("psi", "hmac-trusted")
+"""``[protocol] alignment``: ``psi`` (the default) or the trusted setting's shared-key HMAC."""
+
+PARAMETERS = frozenset({"alignment", "max_set_size", "chunk_size"})
+"""The ``[protocol]`` keys the alignment phase reads (a deployment that aligns declares them too)."""
+
+
+def alignment_mode(config: RunConfig) -> str:
+    mode = str(config.params.get("alignment", "psi"))
+    if mode not in ALIGNMENTS:
+        raise ParameterError(f"[protocol] alignment is one of {ALIGNMENTS}, not {mode!r}")
+    return mode
+
+
+@dataclass(frozen=True)
+class AlignmentPlan:
+    """Who aligns what: ``sets`` maps an id set's name to the parties holding it (the leader
+    holds every set)."""
+
+    leader: str
+    sets: Mapping[str, tuple[str, ...]]
+
+    def __post_init__(self) -> None:
+        for name, holders in self.sets.items():
+            if self.leader not in holders or len(holders) < 2 or len(set(holders)) != len(holders):
+                raise ParameterError(f"the id set {name!r} needs the leader and one or more other parties")
+
+    @property
+    def parties(self) -> list[str]:
+        return sorted({p for holders in self.sets.values() for p in holders})
+
+
+def rows_path(config: RunConfig, name: str) -> Path:
+    """Where party ``name`` writes its row indices of each set in the agreed order."""
+    return config.path.parent / "out" / f"{name}.rows.npz"
+
+
+class _Aligning(Controllable):
+    """The control actions both alignment roles share."""
+
+    name: str
+    _sets: Mapping[str, Sequence[str]]
+    rows: dict[str, IntArray]
+    finished: threading.Event
+
+    def _setup(self, sets: Mapping[str, Sequence[str]]) -> None:
+        self._sets, self.rows, self.finished = sets, {}, threading.Event()
+
+    def _set_ids(self, name: str) -> Sequence[str]:
+        ids = self._sets.get(name)
+        if ids is None:
+            raise ParameterError(f"{self.name!r} holds no id set {name!r}")
+        return ids
+
+    def control_align_done(self, args: dict[str, str]) -> ControlReply:
+        """End the alignment phase (after this reply has gone out)."""
+        missing = sorted(set(self._sets) - set(self.rows))
+        if missing:
+            raise ProtocolError(f"{self.name!r} has not aligned {missing}")
+        threading.Timer(0.2, self.finished.set).start()
+        return ControlReply(info={name: str(len(r)) for name, r in self.rows.items()})
+
+
+class AlignLeader(_Aligning, PsiLeader):
+    """The leader of the alignment phase: runs the PSI of each set with that set's holders."""
+
+    def __init__(self, name: str, network: Network, sets: Mapping[str, Sequence[str]], plan: AlignmentPlan, *,
+                 max_set_size: int = DEFAULT_MAX_SET_SIZE, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        self._setup(sets)
+        self.plan = plan
+        members = [p for p in plan.parties if p != name]
+        super().__init__(name, network, [], members, max_set_size=max_set_size, chunk_size=chunk_size)
+
+    def control_align_run(self, args: dict[str, str]) -> ControlReply:
+        """The PSI of set ``set`` with its holders.  Learns each pairwise intersection; the
+        operator's reply holds the global intersection's size only."""
+        name = args.get("set", "")
+        holders = self.plan.sets.get(name)
+        if holders is None:
+            raise ParameterError(f"no id set {name!r} in the alignment plan")
+        self.use_ids(self._set_ids(name), [p for p in holders if p != self.name])
+        rows = self.run().rows
+        if rows.size == 0:
+            raise ParameterError(f"the parties hold no {name} id in common: nothing to align")
+        self.rows[name] = rows
+        return ControlReply(info={"size": str(rows.size)})
+
+
+class AlignMember(_Aligning, PsiMember):
+    """A member of the alignment phase: intersects the set the operator names next."""
+
+    def __init__(self, name: str, network: Network, sets: Mapping[str, Sequence[str]], *,
+                 max_set_size: int = DEFAULT_MAX_SET_SIZE) -> None:
+        self._setup(sets)
+        self._current = ""
+        super().__init__(name, network, [], max_set_size=max_set_size)
+
+    def control_align_use(self, args: dict[str, str]) -> ControlReply:
+        """Intersect set ``set`` in the leader's next run.  Reveals nothing."""
+        name = args.get("set", "")
+        self.use_ids(self._set_ids(name))
+        self._current = name
+        return ControlReply()
+
+    def on_result(self, sender: str, msg: Result) -> None:
+        """The agreed order of the current set (``PsiMember.on_result``), kept under its name."""
+        super().on_result(sender, msg)
+        if self.result is not None and self._current:
+            self.rows[self._current] = self.result.rows
+
+
+def _phase_roster(config: RunConfig, plan: AlignmentPlan) -> dict[str, Peer]:
+    roles = {p: MEMBER_ROLE for p in plan.parties}
+    roles[plan.leader] = LEADER_ROLE
+    return {n: Peer(p.address, p.fingerprint, p.issuer, roles.get(n, p.role)) for n, p in config.parties.items()}
+
+
+def serve_alignment(config: RunConfig, role: str, network: Network, plan: AlignmentPlan,
+                    sets: Mapping[str, Sequence[str]]) -> dict[str, IntArray]:
+    """The alignment phase of party ``role`` (blocks until the operator ends it): its row indices
+    of each set in the agreed order, also written to :func:`rows_path`.  ``network`` is the
+    party's protocol network (its TLS identity is reused); the phase has its own server."""
+    if not isinstance(network, GrpcNetwork):
+        raise ParameterError("the alignment phase runs over gRPC (a deployment's network)")
+    cap = int(config.params.get("max_set_size", DEFAULT_MAX_SET_SIZE))
+    net = GrpcNetwork(network.identity, _phase_roster(config, plan), options=config.transport)
+    party: AlignLeader | AlignMember
+    if role == plan.leader:
+        party = AlignLeader(role, net, sets, plan, max_set_size=cap,
+                            chunk_size=int(config.params.get("chunk_size", DEFAULT_CHUNK_SIZE)))
+    else:
+        party = AlignMember(role, net, sets, max_set_size=cap)
+    net.start()
+    try:
+        party.finished.wait()
+    finally:
+        net.close(grace=2.0)
+    path = rows_path(config, role)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **party.rows)  # type: ignore[arg-type]
+    return dict(party.rows)
+
+
+def run_alignment(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
+    """The operator's side: one PSI per set; returns each intersection's size (all it learns)."""
+    sizes: dict[str, int] = {}
+    for name, holders in plan.sets.items():
+        members = [p for p in holders if p != plan.leader]
+        operator.control_many(members, "align_use", {m: {"set": name} for m in members})
+        sizes[name] = int(operator.control(plan.leader, "align_run", set=name).info["size"])
+    return sizes
+
+
+def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 60.0) -> None:
+    """End the phase and wait until every data holder serves its protocol role."""
+    operator.control_many(plan.parties, "align_done")
+    end = time.monotonic() + timeout
+    for party in plan.parties:
+        while True:
+            try:
+                role = operator.control(party, "role").info.get("role")
+                if role not in (LEADER_ROLE, MEMBER_ROLE):
+                    break
+            except PartyUnavailable:
+                pass
+            if time.monotonic() > end:
+                raise PeerTimeout(f"{party!r} did not start its protocol role within {timeout:g} s")
+            time.sleep(0.1)
+
+
+
+def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentPlan, train: PartyTable,
+                test: PartyTable | None) -> tuple[PartyTable, PartyTable | None]:
+    """Party ``role``'s tables in the agreed order (the alignment phase, :func:`serve_alignment`)."""
+    sets: dict[str, Sequence[str]] = {"train": train.ids}
+    if role in plan.sets.get("test", ()):
+        if test is None:
+            raise ParameterError(f"{role!r} aligns test rows but names no test_data")
+        sets["test"] = test.ids
+    rows = serve_alignment(config, role, network, plan, sets)
+    return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows else None)
+
+
+def aligned_tables(config: RunConfig, name: str) -> tuple[PartyTable, PartyTable | None]:
+    """Party ``name``'s tables in the agreed order of its last alignment: its own files and the
+    row indices it wrote (:func:`rows_path`), on its own machine."""
+    train, test = party_tables(config.party(name))
+    with np.load(rows_path(config, name), allow_pickle=False) as rows:
+        return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows.files
+                                           else None)

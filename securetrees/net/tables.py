@@ -1,0 +1,239 @@
+"""A party's own data table: a CSV or Parquet file, or a DataFrame, with an id column.
+
+Each organisation names its files in its own section of ``run.toml`` (``specs/deployment.md``,
+"Your own data")::
+
+    [parties.client0]
+    data = "data/client0.csv"        # or .parquet: the training rows
+    test_data = "data/client0-test.csv"  # optional: rows to predict
+    id_column = "id"                 # default "id"
+    label = "income"                 # the label holder only: its label column
+    columns = ["age", "workclass"]   # optional: the feature columns, in this order (declared)
+    categories = { workclass = ["Private", "State-gov"] }  # optional: declared categories
+
+Without ``columns`` every column but the id and the label is a feature and the schema is
+inferred locally (:meth:`securetrees.schema.TabularSchema.infer`: a column holding any string
+is categorical over its sorted distinct values; empty cells are missing, NaN).  Test rows are
+encoded with the training rows' schema, so a category code means the same in both.  Every
+problem raises :class:`~securetrees.errors.TableError` (or :class:`DuplicateIdError` for a
+repeated id) naming the file and the column.  Reading a table reveals nothing: it is local.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import DuplicateIdError, MissingDependencyError, ParameterError, TableError
+from securetrees.net.config import PartyConfig
+from securetrees.schema import TabularSchema, is_dataframe
+
+__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table"]
+
+FloatArray = npt.NDArray[np.float64]
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How to read a party's table (its configuration section's keys)."""
+
+    id_column: str = "id"
+    label: str | None = None
+    columns: tuple[str, ...] | None = None
+    categories: Mapping[str, tuple[str, ...]] | None = None
+
+    @classmethod
+    def from_config(cls, options: Mapping[str, Any], where: str) -> TableOptions:
+        """Check the configuration's table keys (:class:`ParameterError` names the bad one)."""
+        def name(key: str, default: str | None) -> str | None:
+            v = options.get(key, default)
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ParameterError(f"{where}: {key} must be a non-empty string")
+            return v
+
+        cols = options.get("columns")
+        if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) and c for c in cols)):
+            raise ParameterError(f"{where}: columns must be a list of column names")
+        cats = options.get("categories")
+        if cats is not None and (not isinstance(cats, dict) or not all(
+                isinstance(v, list) and v for v in cats.values())):
+            raise ParameterError(f"{where}: categories maps a column name to its list of categories")
+        return cls(str(name("id_column", "id")), name("label", None), None if cols is None else tuple(cols),
+                   None if cats is None else {str(k): tuple(str(x) for x in v) for k, v in cats.items()})
+
+
+@dataclass(frozen=True)
+class PartyTable:
+    """One party's rows: ``ids[i]`` names row ``i`` of ``X`` (features encoded by ``schema``:
+    floats, categories as codes, NaN missing) and of ``labels`` (the label holder's, raw)."""
+
+    ids: tuple[str, ...]
+    X: FloatArray
+    schema: TabularSchema
+    labels: npt.NDArray[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, rows: npt.ArrayLike) -> PartyTable:
+        """The rows ``rows`` (indices), in that order: e.g. the agreed order of an intersection."""
+        r = np.asarray(rows, dtype=np.int64)
+        return PartyTable(tuple(self.ids[int(i)] for i in r), self.X[r], self.schema,
+                          None if self.labels is None else self.labels[r])
+
+
+def _frame(source: object, where: str) -> Any:
+    if is_dataframe(source):
+        return source
+    try:
+        import pandas as pd
+    except ImportError as exc:  # pragma: no cover - the data extra
+        raise MissingDependencyError("reading CSV or Parquet needs pandas and pyarrow: "
+                                     "pip install 'securetrees[data]'") from exc
+    path = Path(str(source))
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise TableError(f"{where}: a data table is a .csv or .parquet file, not {path.name!r}")
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        return pd.read_parquet(path)
+    except pd.errors.EmptyDataError:
+        raise TableError(f"{where}: the file is empty") from None
+    except (OSError, ValueError, ImportError, pd.errors.ParserError) as exc:
+        # pyarrow's ArrowInvalid is a ValueError; a missing file an OSError
+        raise TableError(f"{where}: cannot read the table: {exc}") from None
+
+
+def _is_missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v)) or type(v).__name__ in ("NAType", "NaTType")
+
+
+def _numbers(values: Sequence[object], where: str) -> FloatArray:
+    """Cells as floats (empty: NaN); a cell that is not a number raises :class:`TableError`."""
+    out = np.empty(len(values), dtype=np.float64)
+    for i, v in enumerate(values):
+        if _is_missing(v):
+            out[i] = np.nan
+            continue
+        try:
+            out[i] = float(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise TableError(f"{where}: row {i} holds {v!r}, which is not a number") from None
+        if np.isinf(out[i]):
+            raise TableError(f"{where}: row {i} is infinite (leave the cell empty for a missing value)")
+    return out
+
+
+def _typed_column(values: Sequence[object], where: str) -> tuple[list[object], bool]:
+    """CSV cells are text: a column whose every present cell parses as a number is numeric."""
+    try:
+        return list(_numbers(values, where)), True
+    except TableError:
+        return [None if _is_missing(v) else str(v) for v in values], False
+
+
+def read_table(source: object, options: TableOptions | None = None, *, schema: TabularSchema | None = None,
+               name: str = "table") -> PartyTable:
+    """A party's table from a CSV or Parquet path, or a DataFrame.
+
+    ``schema`` (the training table's) encodes a test table; without it the schema is declared by
+    ``options.columns`` / ``options.categories`` or inferred from this table.  A label column
+    is read only when ``options.label`` is set and the table is not a test table.
+    """
+    import pandas as pd
+
+    opt = options or TableOptions()
+    where = f"{name} ({source if not is_dataframe(source) else 'DataFrame'})"
+    df = _frame(source, where)
+    if df.shape[0] == 0:
+        raise TableError(f"{where}: the table has no rows")
+    names = [str(c) for c in df.columns]
+    if opt.id_column not in names:
+        raise TableError(f"{where}: no id column {opt.id_column!r} (the columns are {names}); "
+                         "name it with id_column")
+    raw_ids = df[opt.id_column].tolist()
+    if any(_is_missing(v) or str(v) == "" for v in raw_ids):
+        raise TableError(f"{where}: the id column {opt.id_column!r} has an empty cell")
+    ids = tuple(str(v) for v in raw_ids)
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise DuplicateIdError(f"{where}: the id {dup!r} names more than one row")
+    label = opt.label if schema is None else None
+    if label is not None and label not in names:
+        raise TableError(f"{where}: no label column {label!r}")
+    if schema is not None:
+        features = schema.names
+    elif opt.columns is not None:
+        features = list(opt.columns)
+    else:
+        features = [c for c in names if c not in (opt.id_column, label)]
+    unknown = [c for c in [*features, *(opt.categories or {})] if c not in names]
+    if unknown:
+        raise TableError(f"{where}: declared columns not in the table: {unknown}")
+    declared = dict(opt.categories or {})
+    data: dict[str, list[object]] = {}
+    numeric: dict[str, bool] = {}
+    for c in features:
+        values = df[c].tolist()
+        col_where = f"{where} column {c!r}"
+        known_numeric = schema is not None and schema.columns[schema.index(c)].kind == "numeric"
+        if known_numeric or (schema is None and opt.columns is not None and c not in declared):
+            data[c], numeric[c] = list(_numbers(values, col_where)), True  # declared numeric: must parse
+        elif c in declared or (schema is not None):
+            data[c], numeric[c] = [None if _is_missing(v) else str(v) for v in values], False
+        else:
+            data[c], numeric[c] = _typed_column(values, col_where)
+    frame = pd.DataFrame({c: pd.Series(data[c], dtype="float64" if numeric[c] else "object") for c in features})
+    try:
+        if schema is None:
+            inferred = TabularSchema.infer(frame) if features else TabularSchema((), named=True)
+            cats = {col.name: col.categories for col in inferred.columns if col.kind == "categorical"}
+            schema = TabularSchema.declare(features, {**cats, **declared})
+        X = schema.encode(frame) if features else np.empty((len(ids), 0), dtype=np.float64)
+    except TableError:
+        raise
+    except ParameterError as exc:
+        raise TableError(f"{where}: {exc}") from None
+    labels = None
+    if label is not None:
+        col = df[label].tolist()
+        if any(_is_missing(v) or str(v) == "" for v in col):
+            raise TableError(f"{where}: the label column {label!r} has an empty cell")
+        labels = np.asarray(col, dtype=object)
+    return PartyTable(ids, X, schema, labels)
+
+
+def party_tables(party: PartyConfig) -> tuple[PartyTable, PartyTable | None]:
+    """The training table (``data``) and test table (``test_data``, or None) of a party."""
+    if party.data is None:
+        raise TableError(f"party {party.name!r} names no data file in its configuration section")
+    opt = TableOptions.from_config(party.table, f"[parties.{party.name}]")
+    train = read_table(party.data, opt, name=f"{party.name}'s data")
+    test = (read_table(party.test_data, opt, schema=train.schema, name=f"{party.name}'s test data")
+            if party.test_data is not None else None)
+    return train, test
+
+
+def encode_labels(table: PartyTable, n_classes: int) -> npt.NDArray[Any]:
+    """The label holder's labels: class codes over the sorted class names (``n_classes`` > 0,
+    the run's public class count, an upper bound), else regression targets (floats)."""
+    if table.labels is None:
+        raise TableError("this table has no label column")
+    raw = np.asarray(table.labels)
+    if not n_classes:
+        try:
+            return raw.astype(np.float64)
+        except ValueError:
+            raise TableError("a regression label column holds a value that is not a number") from None
+    names = raw.astype(str)
+    classes = np.unique(names)
+    if classes.size > n_classes:
+        raise TableError(f"the label column holds {classes.size} classes, above the run's n_classes {n_classes}")
+    return np.searchsorted(classes, names).astype(np.int64)

@@ -1,0 +1,190 @@
+"""The alignment phase of the vertical deployments (``securetrees.net.alignment``), its roles on
+an in-process network: the agreed orders, what the operator learns, and every refusal."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from securetrees.errors import DuplicateIdError, ParameterError, PointRefusedError, ProtocolError, TableError
+from securetrees.net.alignment import (
+    AlignLeader,
+    AlignMember,
+    AlignmentPlan,
+    alignment_mode,
+    run_alignment,
+)
+from securetrees.net.config import PartyConfig, RunConfig, load_config
+from securetrees.net.control import ControlReply, Operator
+from securetrees.net.transport import TransportOptions
+from securetrees.protocols.federated_forest import deploy as ff_deploy
+from securetrees.protocols.revfrf import deploy as rev_deploy
+from securetrees.psi import messages as m
+from securetrees.runtime import InProcessNetwork, handles
+
+ORDER8 = bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+
+# RevFRF's shape: the leader "u1" aligns training ids with "u2" and the label holder "cs",
+# test ids with "u2" only.
+PLAN = AlignmentPlan("u1", {"train": ("u1", "u2", "cs"), "test": ("u1", "u2")})
+SETS: dict[str, dict[str, list[str]]] = {
+    "u1": {"train": ["a", "b", "c", "d", "e"], "test": ["t1", "t2", "t3"]},
+    "u2": {"train": ["e", "d", "c", "b", "z"], "test": ["t3", "t9", "t1"]},
+    "cs": {"train": ["b", "c", "e", "y"]},
+}
+
+
+def federation(leader: type[AlignLeader] = AlignLeader, member: type[AlignMember] = AlignMember
+               ) -> tuple[Operator, dict[str, AlignLeader | AlignMember], InProcessNetwork]:
+    net = InProcessNetwork()
+    parties: dict[str, AlignLeader | AlignMember] = {"u1": leader("u1", net, SETS["u1"], PLAN)}
+    for name in ("u2", "cs"):
+        parties[name] = member(name, net, SETS[name])
+    return Operator("operator", net), parties, net
+
+
+def test_every_party_ends_with_its_rows_in_one_agreed_order() -> None:
+    op, parties, _ = federation()
+    sizes = run_alignment(op, PLAN)
+    assert sizes == {"train": 3, "test": 2}
+    for set_name, holders in PLAN.sets.items():
+        seen = [[SETS[p][set_name][int(r)] for r in parties[p].rows[set_name]] for p in holders]
+        assert all(s == seen[0] for s in seen)
+        assert sorted(seen[0]) == sorted(set.intersection(*(set(SETS[p][set_name]) for p in holders)))
+    assert set(parties["cs"].rows) == {"train"}
+    for p in parties.values():
+        op.control(p.name, "align_done")
+
+
+def replies_to_operator(net: InProcessNetwork) -> list[Any]:
+    return [r.payload for r in net.transcript if r.receiver == "operator"]
+
+
+def operator_learns_sizes_only(net: InProcessNetwork) -> bool:
+    """The operator's view: replies with the intersections' sizes, no array and no id."""
+    replies = replies_to_operator(net)
+    return bool(replies) and all(isinstance(r, ControlReply) and not r.arrays and set(r.info) <= {"size"}
+                                 for r in replies)
+
+
+def test_the_operator_learns_the_intersection_sizes_only() -> None:
+    op, _, net = federation()
+    run_alignment(op, PLAN)
+    assert operator_learns_sizes_only(net)
+
+
+class LeakyLeader(AlignLeader):
+    """Planted leak: the leader's reply carries its rows of the intersection."""
+
+    def control_align_run(self, args: dict[str, str]) -> ControlReply:
+        reply = super().control_align_run(args)
+        return replace(reply, arrays={"rows": self.rows[args["set"]]})
+
+
+def test_planted_leak_the_operator_check_catches_a_leaking_leader() -> None:
+    op, _, net = federation(leader=LeakyLeader)
+    run_alignment(op, PLAN)
+    assert not operator_learns_sizes_only(net)
+
+
+class TamperingMember(AlignMember):
+    """Plants a small-order point in its own blinded chunk."""
+
+    @handles(m.Exchange)
+    def on_exchange(self, sender: str, msg: m.Exchange) -> m.ExchangeReply:
+        reply = super().on_exchange(sender, msg)
+        return replace(reply, own=ORDER8 + reply.own[32:]) if reply.own else reply
+
+
+def test_a_point_libsodium_refuses_aborts_the_alignment_with_the_typed_error() -> None:
+    op, parties, _ = federation(member=TamperingMember)
+    with pytest.raises(PointRefusedError):
+        run_alignment(op, PLAN)
+    assert not parties["u1"].rows
+    with pytest.raises(ProtocolError, match="has not aligned"):  # and the phase cannot end as if aligned
+        op.control("u1", "align_done")
+
+
+def test_no_common_id_is_refused() -> None:
+    net = InProcessNetwork()
+    plan = AlignmentPlan("a", {"train": ("a", "b")})
+    AlignLeader("a", net, {"train": ["1", "2"]}, plan)
+    AlignMember("b", net, {"train": ["3"]})
+    with pytest.raises(ParameterError, match="no train id in common"):
+        run_alignment(Operator("operator", net), plan)
+
+
+def test_unknown_sets_and_bad_plans_are_refused() -> None:
+    op, _, _ = federation()
+    with pytest.raises(ParameterError, match="no id set 'valid'"):
+        op.control("u1", "align_run", set="valid")
+    with pytest.raises(ParameterError, match="holds no id set 'test'"):
+        op.control("cs", "align_use", set="test")
+    with pytest.raises(ParameterError, match="needs the leader"):
+        AlignmentPlan("u1", {"train": ("u2", "cs")})
+    with pytest.raises(ParameterError, match="needs the leader"):
+        AlignmentPlan("u1", {"train": ("u1",)})
+
+
+def _config(params: dict[str, Any], tables: dict[str, dict[str, Any]]) -> RunConfig:
+    parties = {n: PartyConfig(n, "client", "127.0.0.1:1", Path("c"), Path("k"), data=Path(f"{n}.csv"),
+                              test_data=Path(f"{n}-t.csv"), table=t) for n, t in tables.items()}
+    return RunConfig(Path("run.toml"), "x", "operator", Path("ca"), parties, TransportOptions(), params)
+
+
+def test_the_deployments_choose_their_leaders() -> None:
+    ff = _config({"clients": ["c0", "c1", "c2"]}, {"c0": {}, "c1": {"label": "y"}, "c2": {}})
+    assert ff_deploy.alignment_plan(ff) == AlignmentPlan("c1", {"train": ("c0", "c1", "c2"),
+                                                                "test": ("c0", "c1", "c2")})
+    for labels in ({}, {"c0": {"label": "y"}, "c1": {"label": "y"}}):
+        with pytest.raises(ParameterError, match="exactly one client names its label column"):
+            ff_deploy.alignment_plan(_config({"clients": ["c0", "c1"]}, {"c0": {}, "c1": {}, **labels}))
+    rev = _config({"participants": ["u1", "u2"]}, {"u1": {}, "u2": {}, "cs": {"label": "y"}})
+    assert rev_deploy.alignment_plan(rev) == AlignmentPlan("u1", {"train": ("u1", "u2", "cs"),
+                                                                  "test": ("u1", "u2")})
+    with pytest.raises(ParameterError, match="private set intersection only"):
+        rev_deploy.alignment_plan(replace(rev, params={**rev.params, "alignment": "hmac-trusted"}))
+    with pytest.raises(ParameterError, match="alignment is one of"):
+        alignment_mode(replace(ff, params={"alignment": "hmac"}))
+    assert alignment_mode(ff) == "psi"
+
+
+def test_the_agreed_order_is_fresh_each_run() -> None:
+    """Two runs over the same sets: the same intersection, an order drawn afresh (the leader's
+    key); 40 common ids, so equal orders by chance have probability 1/40! < 1e-6."""
+    ids = [f"id{i}" for i in range(40)]
+    orders = []
+    for _ in range(2):
+        net = InProcessNetwork()
+        plan = AlignmentPlan("a", {"train": ("a", "b")})
+        a = AlignLeader("a", net, {"train": ids}, plan)
+        AlignMember("b", net, {"train": ids[::-1]})
+        run_alignment(Operator("operator", net), plan)
+        orders.append(a.rows["train"])
+    assert sorted(orders[0].tolist()) == sorted(orders[1].tolist()) == list(range(40))
+    assert not np.array_equal(orders[0], orders[1])
+
+
+def test_a_deployed_role_refuses_a_broken_table_or_setting_before_serving(tmp_path: Path) -> None:
+    X = np.arange(40, dtype=np.float64).reshape(10, 4)
+    cfg = ff_deploy.prepare(tmp_path, X, np.arange(10) % 2, [[0, 1], [2, 3]], X_test=X[:4],
+                            params={"n_classes": 2, "alignment": "hmac-trusted"})
+    config = load_config(cfg)
+    with pytest.raises(ParameterError, match="needs the shared id_key"):
+        ff_deploy.make_role("client1", config, InProcessNetwork(), {}, {}, b"")
+    psi = replace(config, params={**config.params, "alignment": "psi"})
+    with pytest.raises(ParameterError, match="runs over gRPC"):
+        ff_deploy.make_role("client1", psi, InProcessNetwork(), {}, {}, b"")
+    wrong = replace(config, params={**config.params, "feature_ids": [[0, 1], [2]]})
+    with pytest.raises(TableError, match="feature_ids lists 1"):
+        ff_deploy.make_role("client1", wrong, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
+    data = config.party("client1").data
+    assert data is not None
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([*lines, lines[1]]) + "\n")
+    with pytest.raises(DuplicateIdError):
+        ff_deploy.make_role("client1", config, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
