@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     fed_sub = fed.add_subparsers(dest="fed_command", metavar="ACTION", required=True)
     init = fed_sub.add_parser("init", parents=[logs],
                               help="write a trial federation (certificates, keys, data, run.toml)")
-    init.add_argument("protocol", choices=["revfrf", "federated-forest"])
+    init.add_argument("protocol", help="a deployment registered as a securetrees.deployments entry point")
     init.add_argument("--out", required=True, help="folder to write the trial into")
     init.add_argument("--rows", type=int, default=1000, help="training rows of Adult (default 1000)")
     init.add_argument("--trees", type=int, default=5, help="number of trees (default 5)")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from securetrees.errors import ParameterError
+from securetrees.protocols.federated_forest.messages import Winners, WinnersRequest
 from securetrees.protocols.histogram_forest.messages import (
     BinsReply,
     CountsReply,
@@ -189,3 +190,36 @@ def test_hybridtree_routing_and_prediction_arrays() -> None:
     for i, leaves in refused:
         with pytest.raises(ParameterError):
             PredictRequest(0, i, leaves)
+
+
+def winners_request(**changes: Any) -> WinnersRequest:
+    fields: dict[str, Any] = dict(tree=0, layer=0, positions=np.array([0, 3], np.int64),
+                                  counts=np.array([1, 2], np.int64), clients=np.array([1, 0, 1], np.int64))
+    fields.update(changes)
+    return WinnersRequest(**fields)
+
+
+def test_federated_forest_winners_request_boundaries() -> None:
+    winners_request()
+    winners_request(positions=np.array([5], np.uint32), counts=np.array([1], np.uint8), clients=np.array([0]))
+    refused: list[dict[str, Any]] = [
+        dict(tree=-1), dict(layer=-1),
+        dict(positions=np.array([0, 3.0])), dict(counts=np.array([[1, 2]])), dict(clients=[1, 0, 1]),
+        dict(positions=np.array([0, 3, 4], np.int64)),
+        dict(positions=np.zeros(0, np.int64), counts=np.zeros(0, np.int64), clients=np.zeros(0, np.int64)),
+        dict(counts=np.array([0, 3], np.int64)),
+        dict(clients=np.array([1, 0], np.int64)), dict(clients=np.array([1, 0, 1, 0], np.int64)),
+        dict(positions=np.array([-1, 3], np.int64)), dict(positions=np.array([3, 3], np.int64)),
+        dict(positions=np.array([3, 0], np.int64)), dict(clients=np.array([1, -1, 1], np.int64)),
+    ]
+    for changes in refused:
+        with pytest.raises(ParameterError):
+            winners_request(**changes)
+
+
+def test_federated_forest_winners_are_client_indices() -> None:
+    Winners(np.array([0, 2], np.int64))
+    Winners(np.zeros(0, np.int64))
+    for bad in (np.array([0, -1], np.int64), np.array([0.0]), np.zeros((1, 1), np.int64), [0, 1]):
+        with pytest.raises(ParameterError):
+            Winners(bad)  # type: ignore[arg-type]

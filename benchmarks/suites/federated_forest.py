@@ -137,7 +137,7 @@ def run(report: Report, quick: bool) -> None:
     tab.add("ratio to the issue's floor", f"{t_enc / floor_issue:.2f}")
     tab.add("MB on the wire", f"{tre.total_bytes / 1e6:.1f}")
     tab.add("rounds", tre.rounds)
-    cover = sum(int((~r).sum()) for r in ffe.master_.reference)
+    cover = sum(int((~r).sum()) for r in ffe.clients_[0].reference)
     tab.add("nodes (of them cover-split subtrees)", f"{sum(t.n_nodes for t in ffe.master_.trees)} ({cover})")
     ffe.predict(Xte[:100])  # aligns the test ids; then one-round prediction alone
     mark = tre.mark()

@@ -4,6 +4,10 @@ measure"), run on a finished in-process fit from one party's view.
 * :func:`master_label_recovery` — the master joins the leaf values it holds with the
   partitions it relayed and labels every training sample (each tree votes its leaf's class
   distribution).
+* :func:`master_purity_join` / :func:`master_purity_labels` — the master joins every node
+  its view says is pure (a ``node_stats`` purity flag) across trees and, given one label per
+  joined group, labels the group; everyone else gets the majority-class guess.  ``encrypted``
+  mode sends the master no purity flag, so this falls to the majority-class rate.
 * :func:`purity_flag_attack` — a client without labels flags as pure every leaf that stopped
   before ``max_depth`` with weight at least ``min_samples_split`` (optionally only those that
   were not in its own ``find_splits``), joins the flagged leaves across trees and, given one
@@ -44,6 +48,7 @@ __all__ = [
     "majority_rate",
     "master_label_recovery",
     "master_purity_join",
+    "master_purity_labels",
     "purity_flag_attack",
 ]
 
@@ -166,11 +171,10 @@ class FlagResult:
         return self.correct / self.propagated if self.propagated else 0.0
 
 
-def join_flagged(flagged: Sequence[IntArray], y: npt.ArrayLike) -> FlagResult:
-    """Join the sample sets flagged single-label (union-find over shared samples) and label
-    each joined group from its first member's label (``y`` in canonical order)."""
-    yy = np.asarray(y, dtype=np.int64)
-    parent = np.arange(yy.size)
+def _join_roots(flagged: Sequence[IntArray], n: int) -> IntArray:
+    """Union-find over shared samples: each sample's group representative (sets of fewer
+    than two samples join nothing)."""
+    parent = np.arange(n)
 
     def find(a: int) -> int:
         while parent[a] != a:
@@ -178,18 +182,24 @@ def join_flagged(flagged: Sequence[IntArray], y: npt.ArrayLike) -> FlagResult:
             a = int(parent[a])
         return a
 
-    n_flagged = pure = 0
     for samples in flagged:
         if samples.size < 2:
             continue
-        n_flagged += 1
-        pure += int(np.unique(yy[samples]).size == 1)
         root = find(int(samples[0]))
         for s in samples[1:].tolist():
             r = find(int(s))
             if r != root:
                 parent[r] = root
-    roots = np.asarray([find(i) for i in range(yy.size)])
+    return np.asarray([find(i) for i in range(n)], dtype=np.int64)
+
+
+def join_flagged(flagged: Sequence[IntArray], y: npt.ArrayLike) -> FlagResult:
+    """Join the sample sets flagged single-label (union-find over shared samples) and label
+    each joined group from its first member's label (``y`` in canonical order)."""
+    yy = np.asarray(y, dtype=np.int64)
+    counted = [f for f in flagged if f.size >= 2]
+    pure = sum(int(np.unique(yy[f]).size == 1) for f in counted)
+    roots = _join_roots(counted, yy.size)
     correct = total = groups = 0
     exact = True
     for r in np.unique(roots):
@@ -202,7 +212,7 @@ def join_flagged(flagged: Sequence[IntArray], y: npt.ArrayLike) -> FlagResult:
         total += members.size - 1
         exact &= bool(np.unique(yy[members]).size == 1)
     exact = exact and groups == np.unique(yy).size
-    return FlagResult(n_flagged, pure, groups, total, correct, exact)
+    return FlagResult(len(counted), pure, groups, total, correct, exact)
 
 
 def purity_flag_attack(view: Sequence[Record], y: npt.ArrayLike, *, max_depth: int, min_samples_split: float = 2.0,
@@ -219,6 +229,21 @@ def master_purity_join(master_view: Sequence[Record], y: npt.ArrayLike) -> FlagR
     """The master's join: every node the label holder reported pure (``node_stats``), joined
     across trees (``master_view``: the messages the master sent and received, in order)."""
     return join_flagged([n.samples for n in _replay(master_view)[1] if n.pure], y)
+
+
+def master_purity_labels(master_view: Sequence[Record], y: npt.ArrayLike) -> float:
+    """The master's labelling from :func:`master_purity_join`: each joined group labelled from
+    its first member's (known) label, every other sample guessed as the majority class.
+    Returns the fraction of samples labelled correctly; with no purity flag in the view no
+    group forms and it equals :func:`majority_rate` exactly."""
+    yy = np.asarray(y, dtype=np.int64)
+    guess = np.full(yy.size, int(np.argmax(np.bincount(yy))), dtype=np.int64)
+    roots = _join_roots([n.samples for n in _replay(master_view)[1] if n.pure], yy.size)
+    for r in np.unique(roots):
+        members = np.flatnonzero(roots == r)
+        if members.size >= 2:
+            guess[members] = yy[members[0]]
+    return float(np.mean(guess == yy))
 
 
 def _score_requests(view: Sequence[Record], sender: str) -> list[m.ScoreRequest]:
@@ -333,6 +358,7 @@ def attack_report(ff: Any, y: IntArray) -> dict[str, float]:
         "master_recovery": master_label_recovery(ff.master_.trees, to_c1, y),
         "majority": majority_rate(y),
         "master_pure_join_correct": joined.correct, "master_pure_join_exact": float(joined.exact_partition),
+        "master_pure_join_labels": master_purity_labels(at_master, y),
         "flagged": flags.flagged, "flagged_pure": flags.truly_pure, "flag_groups": flags.groups,
         "flag_correct": flags.correct, "flag_exact": float(flags.exact_partition),
         "any_flagged": anyflags.flagged, "any_flagged_pure": anyflags.truly_pure,
@@ -341,6 +367,7 @@ def attack_report(ff: Any, y: IntArray) -> dict[str, float]:
         "fingerprint": bin_count_fingerprint(tr.view("client0"), "client1", to_c1)[0],
         "fingerprint_baseline": bin_count_fingerprint(tr.view("client0"), "client1", to_c1)[1],
         "bin_recovered": rec, "bin_correct": ok,
+        "rounds": tr.rounds, "MB": tr.total_bytes / 1e6, "decryptions": holder.counters.decryptions,
     }
 
 

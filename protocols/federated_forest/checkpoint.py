@@ -108,9 +108,8 @@ class WorkState(Message):
 @message("federated_forest.state.master")
 @dataclass(frozen=True)
 class MasterState(Message):
-    """The master's progress, finished trees, tree in progress and random state (PCG64 integers);
-    per finished tree and for the tree in progress, which nodes belong to the central forest's
-    tree (the others are cover splits), and the cover streams' key."""
+    """The master's progress, finished trees, tree in progress and random state (PCG64 integers).
+    Nothing about cover splits: which nodes belong to the model is the label holder's."""
 
     tree: int
     layer: int
@@ -118,20 +117,22 @@ class MasterState(Message):
     work: WorkState | None
     rng_state: tuple[int, int, int, int]
     tree_features: np.ndarray
-    reference: tuple[np.ndarray, ...]
-    work_reference: np.ndarray
-    cover_key: bytes
 
 
 @message("federated_forest.state.client")
 @dataclass(frozen=True)
 class ClientState(Message):
-    """A client's progress, partial trees and tree in progress."""
+    """A client's progress, partial trees and tree in progress; the key of its cover choices,
+    and (label holder) per finished tree and for the tree in progress which nodes belong to
+    the central forest's tree (the others are cover splits)."""
 
     tree: int
     layer: int
     trees: tuple[TreeState, ...]
     work: WorkState | None
+    cover_key: bytes
+    reference: tuple[np.ndarray, ...]
+    work_reference: np.ndarray
 
 
 @message("federated_forest.state.sent_score")

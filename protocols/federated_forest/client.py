@@ -5,8 +5,10 @@ own candidate features at each node (plaintext statistics in ``shared`` mode,
 encrypted label statistics scored by the label holder in ``encrypted`` mode),
 splits the nodes it wins, keeps a partial tree per tree and routes test samples
 through it.  The label holder is the client constructed with ``labels``: it
-answers the node statistics, distributes the labels (``shared``) or their
-encryptions (``encrypted``), and scores other clients' encrypted candidates.
+distributes the labels (``shared``) or their encryptions (``encrypted``) and answers the
+node statistics (``shared``); in ``encrypted`` mode it scores other clients' encrypted
+candidates, names each node's winner, and alone knows which nodes are cover splits, the
+node values and the purity of every node.
 See ``specs/federated_forest.md``.
 """
 
@@ -31,7 +33,7 @@ from securetrees.protocols.federated_forest.checkpoint import (
     TreeState,
     WorkState,
 )
-from securetrees.protocols.federated_forest.cover import random_valid_splits
+from securetrees.protocols.federated_forest.cover import random_valid_splits, reference_ancestor
 from securetrees.protocols.federated_forest.encrypted_stats import (
     CryptoCounters,
     bin_sums,
@@ -87,7 +89,8 @@ class LabelSpec:
 
 @dataclass(frozen=True, slots=True)
 class _Answer:
-    """A score request the label holder answered: its digest, the reply, the gains kept for the master."""
+    """A score request the label holder answered: its digest, the reply, the positions with a
+    valid candidate and their gains (kept for naming the winners)."""
 
     digest: bytes
     reply: m.ScoreReply
@@ -186,6 +189,14 @@ class Client(Party):
         self._won_left = np.zeros(0, dtype=bool)
         # label holder: every score request answered in the tree in progress, by (tree, layer, sender)
         self._answered: dict[tuple[int, int, str], _Answer] = {}
+        # label holder (``encrypted``): its own valid candidates' gains of the layer, by position
+        self._own_gains: dict[int, float] = {}
+        # label holder: per position named a winner this layer, is the split part of the model?
+        self._kept: dict[int, bool] = {}
+        # label holder: per finished tree and for the tree in progress, which nodes belong to the
+        # central forest's tree (the others are cover splits)
+        self.reference: list[BoolArray] = []
+        self._ref: list[bool] = []
         # other clients (``encrypted``): the score requests sent in the tree in progress, by (tree, layer)
         self._sent: dict[tuple[int, int], SentScore] = {}
         # prediction
@@ -324,6 +335,7 @@ class Client(Party):
             raise ProtocolError("the master selected a feature this client does not hold")
         skeleton = TreeSkeleton(self._X.shape[1], self.n_outputs)
         skeleton.add(float(w.sum()))
+        self._ref = [True]
         self._begin_tree(msg.tree, w.astype(np.int64), LayerState.start(w.astype(np.int64)), skeleton)
         return m.Ack()
 
@@ -336,6 +348,7 @@ class Client(Party):
         self._state = state
         self._skeleton = skeleton
         self._candidates, self._won = {}, {}
+        self._own_gains, self._kept = {}, {}
         self._stats = None
         if self._labels is not None:
             if setup.n_classes:
@@ -344,8 +357,25 @@ class Client(Party):
             else:
                 self._stats = regression_stats(np.asarray(self._labels, dtype=np.float64),
                                                self._weights.astype(np.float64))
+            if self.is_label_holder and setup.label_protection == "encrypted":
+                self._record_values()
         elif setup.label_protection == "encrypted":
             self._weight_ciphertexts()
+
+    def _frontier_totals(self) -> FloatArray:
+        """The label holder's summed label statistics of each frontier node."""
+        state = self._state
+        if self._stats is None or state is None:
+            raise UnexpectedMessage(f"{self.name} holds no labels")
+        return node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
+
+    def _record_values(self) -> None:
+        """``encrypted`` (label holder): the frontier's values, kept in the own tree for
+        prediction's last step; nobody is sent them."""
+        if self._criterion is None or self._skeleton is None or self._state is None:
+            raise UnexpectedMessage(f"{self.name} holds no labels")
+        values = self._criterion.leaf_value(self._frontier_totals()).reshape(self._state.frontier.size, -1)
+        self._skeleton.set_values(self._state.frontier, values)
 
     def _forget_before(self, tree: int) -> None:
         """Drop the score requests of finished trees (no resume goes back before ``tree``)."""
@@ -366,7 +396,9 @@ class Client(Party):
             work = WorkState.of(self._skeleton, self._weights, state)
         elif self._state is not None or len(self.trees) != msg.tree:
             raise UnexpectedMessage("checkpoint marker does not match the finished trees")
-        self._store.save(ClientState(msg.tree, msg.layer, tuple(TreeState.of(t) for t in self.trees), work))
+        self._store.save(ClientState(msg.tree, msg.layer, tuple(TreeState.of(t) for t in self.trees), work,
+                                     self._cover_key, tuple(self.reference),
+                                     np.asarray(self._ref if work is not None else [], dtype=bool)))
         return m.Ack()
 
     @handles(m.Resume)
@@ -383,12 +415,19 @@ class Client(Party):
         trees = [t.tree() for t in saved.trees]
         if len(trees) != msg.tree or any(t.n_features != self._X.shape[1] for t in trees):
             raise ProtocolError("the checkpoint does not belong to this client's run")
-        self.trees = trees
+        reference = [np.asarray(r, dtype=bool) for r in saved.reference]
+        if self.is_label_holder and (len(reference) != len(trees) or any(
+                r.shape != (t.n_nodes,) for r, t in zip(reference, trees, strict=True))):
+            raise ProtocolError("the checkpoint's reference flags do not match its trees")
+        self.trees, self.reference, self._cover_key = trees, reference, saved.cover_key
         self._state, self._skeleton, self._weighted = None, None, []
         if saved.work is not None:
             skeleton, weights, state = saved.work.restore()
             if weights.shape != (self._require_setup().n_samples,):
                 raise ProtocolError("the checkpoint does not belong to this client's run")
+            self._ref = np.asarray(saved.work_reference, dtype=bool).tolist()
+            if self.is_label_holder and len(self._ref) != len(skeleton.left):
+                raise ProtocolError("the checkpoint's reference flags do not match its tree")
             self._begin_tree(msg.tree, weights, state, skeleton)
         return m.Ack()
 
@@ -407,21 +446,19 @@ class Client(Party):
 
     @handles(m.NodeStatsRequest)
     def on_node_stats(self, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
-        """Layer step 1 (label holder): purity of each frontier node and its value (Reveals:
-        the master learns which nodes are pure; in ``shared`` mode also the node values, the
-        complete model's leaves.  In ``encrypted`` mode the values stay in the label holder's
-        own tree, for prediction's last step)."""
+        """Layer step 1 (label holder, ``shared`` mode only): purity of each frontier node and
+        its value (Reveals: to the master, which nodes are pure and the node values, the complete
+        model's leaves; every client holds the labels in this mode anyway).  Refused in
+        ``encrypted`` mode: values and purity stay with the label holder."""
         setup = self._require_setup()
         state = self._require_tree(msg.tree)
-        if self._stats is None or not self.is_label_holder or self._criterion is None or self._skeleton is None:
+        if self._stats is None or not self.is_label_holder or self._criterion is None:
             raise UnexpectedMessage(f"{self.name} holds no labels")
-        totals = node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
-        values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
-        pure = np.asarray(self._criterion.is_pure(totals))
         if setup.label_protection == "encrypted":
-            self._skeleton.set_values(state.frontier, values)
-            return m.NodeStats(np.zeros((state.frontier.size, 0)), pure)
-        return m.NodeStats(np.ascontiguousarray(values), pure)
+            raise UnexpectedMessage("node statistics stay with the label holder in encrypted mode")
+        totals = self._frontier_totals()
+        values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
+        return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
 
     def _node_features(self, msg: m.FindSplits, n_frontier: int) -> tuple[IntArray, IntArray, IntArray]:
         """Requested positions, their own local features (padded by repetition to one width)
@@ -448,15 +485,16 @@ class Client(Party):
     @handles(m.FindSplits)
     def on_find_splits(self, sender: str, msg: m.FindSplits) -> m.LocalBest:
         """Layer step 2 (Algorithm 1 lines 10-15): the local best split of each listed node
-        (Reveals: the master learns the best gain and the best feature's id, not the threshold;
-        in ``encrypted`` mode a client other than the label holder learns which of its
-        candidates is best at each node, never the gain)."""
+        (Reveals: the master learns the best feature's id, not the threshold, and in ``shared``
+        mode the best gain; in ``encrypted`` mode every gain is sent as 0 (the label holder keeps
+        its own for naming the winners) and a client other than the label holder learns which
+        of its candidates is best at each node, never the gain)."""
         setup = self._require_setup()
         state = self._require_tree(msg.tree)
         if msg.layer != state.depth:
             raise UnexpectedMessage("find_splits for another layer")
         positions, table, counts = self._node_features(msg, state.frontier.size)
-        self._candidates = {}
+        self._candidates, self._own_gains = {}, {}
         if positions.size == 0:
             e = np.zeros(0)
             return m.LocalBest(e.astype(np.int64), e.astype(bool), e, e.astype(np.int64))
@@ -472,6 +510,9 @@ class Client(Party):
                 positions[ok].tolist(), feat[ok].tolist(), bins[ok].tolist(), mleft[ok].tolist(), strict=True)
         }
         fids = np.where(found, self._feature_ids[feat], -1).astype(np.int64)
+        if setup.label_protection == "encrypted":  # the gains stay here (``on_winners_request``)
+            self._own_gains = dict(zip(positions[ok].tolist(), gains[ok].tolist(), strict=True))
+            gains = np.zeros_like(gains)
         return m.LocalBest(positions, found.astype(bool), np.where(found, gains, 0.0), fids)
 
     def _score_plain(self, state: LayerState, positions: IntArray, table: IntArray, counts: IntArray
@@ -663,18 +704,58 @@ class Client(Party):
             digest, reply, positions[found].astype(np.int64), gain[found].astype(np.float64))
         return reply
 
-    @handles(m.GainsRequest)
-    def on_gains_request(self, sender: str, msg: m.GainsRequest) -> m.GainsReply:
-        """Layer step 2c (label holder, ``encrypted``): the best gain of each client's scored
-        nodes goes to the master, not to the client (Reveals: the master learns the gains)."""
-        self._require_tree(msg.tree)
-        gains = {s: a for (t, layer, s), a in self._answered.items() if (t, layer) == (msg.tree, msg.layer)}
-        names = tuple(sorted(gains))
-        pos = [gains[c].positions for c in names]
-        val = [gains[c].gains for c in names]
-        return m.GainsReply(names, np.asarray([p.size for p in pos], dtype=np.int64),
-                            np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64),
-                            np.concatenate(val) if val else np.zeros(0, dtype=np.float64))
+    @handles(m.WinnersRequest)
+    def on_winners_request(self, sender: str, msg: m.WinnersRequest) -> m.Winners:
+        """Layer step 2c (label holder, ``encrypted``): name each offered node's winning client:
+        where the central forest splits (not pure, in the reference tree, a positive gain) the
+        client of the best gain, ties to the earliest in the master's order (increasing feature
+        id, the central tie-break); elsewhere a uniformly random offering client, a cover split
+        whose subtree is not part of the model (Reveals: to the master, the winner only: no
+        gain, no purity, no reference flag; to the label holder, which clients offered a
+        candidate at each node and the order of their proposed feature ids).
+
+        The offers must be exactly those the label holder saw: its own valid candidates and
+        those it reported found in each client's score reply."""
+        setup = self._require_setup()
+        state = self._require_tree(msg.tree)
+        if not self.is_label_holder or setup.label_protection != "encrypted" or self._criterion is None:
+            raise UnexpectedMessage(f"{self.name} names no winners")
+        if msg.layer != state.depth:
+            raise UnexpectedMessage("winners requested for another layer")
+        positions = np.asarray(msg.positions, dtype=np.int64)
+        check_positions(positions, state.frontier.size)
+        counts = np.asarray(msg.counts, dtype=np.int64)
+        clients = np.asarray(msg.clients, dtype=np.int64)
+        names = setup.client_names
+        if clients.max() >= len(names):
+            raise ProtocolError("unknown client in the offers")
+        starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        offers = {p: clients[starts[k]:starts[k + 1]].tolist() for k, p in enumerate(positions.tolist())}
+        if any(len(set(o)) != len(o) for o in offers.values()):
+            raise ProtocolError("a client offered twice at one node")
+        gains: dict[int, dict[int, float]] = {self._index: self._own_gains}
+        for i, name in enumerate(names):
+            if i != self._index:
+                answer = self._answered.get((msg.tree, msg.layer, name))
+                gains[i] = {} if answer is None else dict(zip(answer.positions.tolist(), answer.gains.tolist(),
+                                                              strict=True))
+        for i, g in gains.items():
+            if {p for p, o in offers.items() if i in o} != set(g):
+                raise ProtocolError(f"the offers of {names[i]} differ from the candidates the label holder saw")
+        pure = np.asarray(self._criterion.is_pure(self._frontier_totals()), dtype=bool)
+        real = ~pure & np.asarray(self._ref, dtype=bool)[state.frontier]
+        won: list[int] = []
+        self._kept = {}
+        for p, o in offers.items():
+            top = max(gains[i][p] for i in o)
+            if real[p] and top > 0:
+                won.append(next(i for i in o if gains[i][p] == top))
+                self._kept[p] = True
+            else:
+                choice = KeyedRandom(self._cover_key, f"winner/{msg.tree}/{int(state.frontier[p])}")
+                won.append(o[choice.randbelow(len(o))])
+                self._kept[p] = False
+        return m.Winners(np.asarray(won, dtype=np.int64))
 
     @handles(m.ApplySplit)
     def on_apply_split(self, sender: str, msg: m.ApplySplit) -> m.Partition:
@@ -736,9 +817,19 @@ class Client(Party):
             if sum(x.size for x in mine) != self._won_left.size or \
                     not np.array_equal(np.concatenate(mine), self._won_left):
                 raise ProtocolError("the broadcast partition differs from this client's split")
+        setup = self._require_setup()
+        encrypted = setup.label_protection == "encrypted"
+        if self.is_label_holder and encrypted and set(pos_list) != set(self._kept):
+            raise ProtocolError("the nodes split differ from those the label holder named winners for")
         state.advance(positions, np.asarray(msg.left), self._weights,
                       lambda nodes, lw, rw: skeleton.split_layer(nodes, lw, rw, provider=provider, own=own))
-        self._candidates, self._won = {}, {}
+        if self.is_label_holder:  # children in split order, left then right
+            for p in pos_list:
+                kept = self._kept[p] if encrypted else True
+                self._ref += [kept, kept]
+            if encrypted:
+                self._record_values()
+        self._candidates, self._won, self._kept, self._own_gains = {}, {}, {}, {}
         return m.Ack()
 
     @handles(m.TreeEnd)
@@ -748,6 +839,8 @@ class Client(Party):
         if self._skeleton is None:
             raise UnexpectedMessage("no tree")
         self.trees.append(self._skeleton.build())
+        if self.is_label_holder:
+            self.reference.append(np.asarray(self._ref, dtype=bool))
         self._state, self._skeleton, self._weighted = None, None, []
         return m.Ack()
 
@@ -780,9 +873,11 @@ class Client(Party):
 
     @handles(m.LeafValuesRequest)
     def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
-        """Prediction's last step (label holder, ``encrypted``): the forest output of each test
-        sample from the values it kept (Reveals: the label holder learns the leaf each test
-        sample reaches in each tree; the master learns the forest output only)."""
+        """Prediction's last step (label holder, ``encrypted``): map each leaf to the reference
+        leaf it grew from (cover subtrees are not part of the model) and answer the forest output
+        of each test sample from the values it kept (Reveals: the label holder learns the leaf,
+        cover leaves included, each test sample reaches in each tree; the master learns the
+        forest output only)."""
         setup = self._require_setup()
         if not self.is_label_holder or setup.label_protection != "encrypted":
             raise UnexpectedMessage(f"{self.name} keeps no leaf values")
@@ -790,10 +885,12 @@ class Client(Party):
         n_test = self._X_test.shape[0]
         if not self.trees or leaves.dtype.kind not in "iu" or leaves.shape != (len(self.trees), n_test):
             raise ProtocolError("leaf values requested for the wrong trees or test rows")
-        for t, row in zip(self.trees, leaves, strict=True):
-            if row.size and (row.min() < 0 or row.max() >= t.n_nodes or not np.all(np.isfinite(t.value[row]))):
-                raise ProtocolError("leaf values requested for a node without a value")
-        return m.ForestOutput(forest_output(self.trees, leaves.astype(np.int64), classification=bool(setup.n_classes)))
+        mapped = np.empty(leaves.shape, dtype=np.int64)
+        for k, (t, r, row) in enumerate(zip(self.trees, self.reference, leaves, strict=True)):
+            if row.size and (row.min() < 0 or row.max() >= t.n_nodes or np.any(t.left[row] != -1)):
+                raise ProtocolError("leaf values requested for a node that is not a leaf")
+            mapped[k] = reference_ancestor(t, r)[row]
+        return m.ForestOutput(forest_output(self.trees, mapped, classification=bool(setup.n_classes)))
 
     @handles(m.RouteRequest)
     def on_route(self, sender: str, msg: m.RouteRequest) -> m.RouteReply:

@@ -2,13 +2,14 @@
 pure or no split gains is split all the same, by a uniformly random valid candidate, so that
 no client can tell such a stop from a split (``specs/federated_forest.md``, "Cover splits").
 
-The subtree below is not part of the model: the master keeps, per tree, which nodes belong
-to the central forest's tree (:func:`reference_ancestor` maps a cover leaf to the reference
-leaf it grew from, whose value is the prediction) and :func:`prune` removes cover subtrees
-for audits.  The draws that must look like the forest's own (the features of a cover node,
-the winning client, the candidate) come from :class:`~securetrees.rand.KeyedRandom` streams
-under a key of the party that draws them, labelled by tree and node, so a restarted party
-repeats them exactly.
+The subtree below is not part of the model: the label holder, which names every node's
+winner, keeps per tree which nodes belong to the central forest's tree
+(:func:`reference_ancestor` maps a cover leaf to the reference leaf it grew from, whose value
+is the prediction) and :func:`prune` removes cover subtrees for audits.  A cover node's
+features are its node-keyed draw (``TreeDraws.node_features_at``), like any node's; the
+choices that must look like the forest's own (the winning client, the candidate) come from
+:class:`~securetrees.rand.KeyedRandom` streams under the label holder's key, labelled by tree
+and node, so a restarted label holder repeats them exactly.
 """
 
 from __future__ import annotations
@@ -16,27 +17,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.rand import KeyedRandom, RandomSource
+from securetrees.rand import RandomSource
 from securetrees.trees import Tree
 
-__all__ = ["cover_features", "prune", "random_valid_splits", "reference_ancestor"]
+__all__ = ["prune", "random_valid_splits", "reference_ancestor"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 _TINY = 1e-12
-
-
-def cover_features(key: bytes, tree: int, node: int, pool: IntArray, k: int) -> IntArray:
-    """``k`` of the ``pool`` features, uniformly without replacement, sorted (the distribution
-    of ``TreeDraws.node_features``), from the stream ``features/<tree>/<node>``."""
-    rng = KeyedRandom(key, f"features/{tree}/{node}")
-    items = pool.astype(np.int64).tolist()
-    for i in range(k):  # partial Fisher-Yates
-        j = i + rng.randbelow(len(items) - i)
-        items[i], items[j] = items[j], items[i]
-    return np.sort(np.asarray(items[:k], dtype=np.int64))
 
 
 def random_valid_splits(hist: FloatArray, slots: BoolArray, n_bins: IntArray, categorical: BoolArray,

@@ -24,7 +24,6 @@ test rows written to each party's own CSV files), the same run the one-process
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.deployment import open_paillier, seal_paillier
 from securetrees.net.tables import encode_labels, party_tables
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
@@ -155,11 +155,10 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
                          f"{len(feature_ids)} for it")
     labels = None
     if train.labels is not None:
-        sealed = secrets.get("paillier_key")
         keypair = None
-        if sealed is not None:
-            sk = PrivateKey.from_encrypted_bytes(sealed, passphrase, allow_insecure=bool(p.get("allow_insecure")))
-            keypair = (sk.public_key, sk)
+        if "paillier_key" in secrets:
+            keypair = open_paillier(secrets, "paillier_key", passphrase, role=role,
+                                    allow_insecure=bool(p.get("allow_insecure")))
         n_classes = int(p.get("n_classes", 0))
         labels = LabelSpec(encode_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
                            allow_insecure=bool(p.get("allow_insecure", False)), keypair=keypair,
@@ -214,10 +213,6 @@ def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]
     return predict(operator, config)
 
 
-def _seal_paillier(sk: PrivateKey, passphrase: bytes) -> bytes:
-    return sk.to_encrypted_bytes(passphrase, scrypt_log2_n=14)  # inside the party's key file
-
-
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             X_test: npt.ArrayLike, params: dict[str, Any], label_holder: int = 0,
             paillier_keys: tuple[PublicKey, PrivateKey] | None = None, id_key: bytes | None = None,
@@ -256,7 +251,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
                   "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=cats)}
         items: dict[str, Secret] = {"id_key": key}
         if i == label_holder and paillier_keys is not None:
-            items["paillier_key"] = partial(_seal_paillier, paillier_keys[1])
+            items["paillier_key"] = seal_paillier(paillier_keys[1])
         if checkpoints:
             items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
         plan.add(name, role=Client.role, tables=tables, secrets=items,

@@ -6,8 +6,8 @@ DataFrame, by name; ``None``: two halves), gives the labels to client ``label_ho
 :class:`~securetrees.runtime.InProcessNetwork`; ``transcript_`` is the run's
 record (bytes, rounds, every party's view).  The random draws index the samples
 in the canonical (sorted HMAC) order: row ``sample_order_[j]`` of ``X`` is sample
-``j``, so ``train_forest(X[sample_order_], y[sample_order_], ...)`` with the same
-``random_state`` grows the same trees.  ``predict`` runs the one-round
+``j``, so ``train_forest(X[sample_order_], y[sample_order_], ..., node_keyed_draws=True)``
+with the same ``random_state`` grows the same trees.  ``predict`` runs the one-round
 method (or the classical one, ``prediction="classical"``).  ``record_payloads=False``
 keeps only sizes in the transcript (large benchmark runs).
 """
@@ -173,7 +173,7 @@ class _FederatedForest(Estimator):
         ]
         master = Master("master", net, names, params, label_protection=self.label_protection,
                         criterion=self.criterion, max_bins=self.max_bins, checkpoint=stores["master"],
-                        progress=self.progress, rng=self.rng)
+                        progress=self.progress)
         if resume:
             master.resume()
         else:
@@ -223,11 +223,11 @@ class _FederatedForest(Estimator):
     def complete_forest(self) -> Forest:
         """The complete trees ``T = T_1 ∪ ... ∪ T_M`` joined from every party (tests, audits):
         values from the master (``shared``) or the label holder (``encrypted``), cover
-        subtrees removed."""
+        subtrees removed (the label holder's reference flags)."""
         self._fitted()
         holder = self.clients_[self.label_holder]
         encrypted = self.label_protection == "encrypted"
-        trees = [model_tree(t, self.master_.reference[k], [c.trees[k] for c in self.clients_], self.partition_,
+        trees = [model_tree(t, holder.reference[k], [c.trees[k] for c in self.clients_], self.partition_,
                             values=holder.trees[k].value if encrypted else None)
                  for k, t in enumerate(self.master_.trees)]
         classes = getattr(self, "classes_", None)

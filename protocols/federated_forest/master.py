@@ -1,10 +1,12 @@
 """The master role of Federated Forest (Algorithms 2, 4 / 6, 8).
 
 The master draws the bootstrap sample and the candidate features exactly as
-``securetrees.trees.train_forest`` does, tells each client only its own
-candidates, expands a whole layer per round of each step, picks the global best
-of the clients' local bests, relays the winner's partition, and keeps per tree
-the shape, each node's owner, weight and value, never a threshold.  Prediction:
+``securetrees.trees.train_forest(..., node_keyed_draws=True)`` does (each node's features
+keyed by its heap index, so no draw depends on which nodes stopped), tells each client only
+its own candidates, expands a whole layer per round of each step, has the global best picked
+(by itself from the clients' gains in ``shared`` mode, by the label holder in ``encrypted``
+mode), relays the winner's partition, and keeps per tree the shape, each node's owner and
+weight (``shared``: and value), never a threshold.  Prediction:
 one round per forest (intersection of the clients' leaf sets, Proposition 1) or
 the classical round trip per node.  See ``specs/federated_forest.md``.
 """
@@ -27,13 +29,11 @@ from securetrees.protocols.federated_forest.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from securetrees.protocols.federated_forest.cover import cover_features, reference_ancestor
 from securetrees.protocols.federated_forest.ids import check_aligned, split_digests
 from securetrees.protocols.federated_forest.params import LABEL_MODES, ForestParams
 from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton, forest_output
-from securetrees.rand import SYSTEM_RANDOM, KeyedRandom, RandomSource
 from securetrees.runtime import Network, Party
-from securetrees.trees import Tree, TreeDraws, make_criterion, tree_generators
+from securetrees.trees import Tree, TreeDraws, heap_indices, make_criterion, tree_generators
 
 __all__ = ["Master"]
 
@@ -58,7 +58,6 @@ class Master(Party):
         max_bins: int = 255,
         checkpoint: CheckpointStore | None = None,
         progress: bool = False,
-        rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         super().__init__(name, network)
         if len(clients) < 2 or len(set(clients)) != len(clients):
@@ -73,10 +72,6 @@ class Master(Party):
         self.progress = progress
         self._store = checkpoint
         self.trees: list[Tree] = []
-        # per tree, which nodes belong to the central forest's tree (the rest are cover splits)
-        self.reference: list[npt.NDArray[np.bool_]] = []
-        self._ref: list[bool] = []  # the same for the tree in progress
-        self._cover_key = rng.token_bytes(32)  # the cover splits' draws (``cover.py``)
         self.n_samples = 0
         self.n_features = 0
         self.n_classes = 0
@@ -128,7 +123,7 @@ class Master(Party):
     def fit(self) -> list[Tree]:
         """Setup, then every tree (Algorithm 2 / 6)."""
         self.setup()
-        self.trees, self.reference = [], []
+        self.trees = []
         self._train_from(0, None)
         return self.trees
 
@@ -143,12 +138,7 @@ class Master(Party):
         if len(trees) != saved.tree or any(t.n_features != self.n_features for t in trees):
             raise ProtocolError("the checkpoint does not belong to this run")
         self.call_many(dict.fromkeys(self.clients, m.Resume(saved.tree, saved.layer)), expect=m.Ack)
-        if len(saved.reference) != len(trees) or any(r.shape != (t.n_nodes,) for r, t in
-                                                     zip(saved.reference, trees, strict=False)):
-            raise ProtocolError("the checkpoint does not belong to this run")
         self.trees = trees
-        self.reference = [np.asarray(r, dtype=bool) for r in saved.reference]
-        self._cover_key = saved.cover_key
         self._train_from(saved.tree, saved if saved.work is not None else None)
         return self.trees
 
@@ -166,16 +156,13 @@ class Master(Party):
         self.logger.info("tree %d of %d", t + 1, self.params.n_estimators)
         k_tree, k_node = self.params.feature_counts(self.n_features)
         draws = TreeDraws(rng, self.n_samples, self.n_features, bootstrap=self.params.bootstrap,
-                          max_features_tree=k_tree, max_features=k_node)
+                          max_features_tree=k_tree, max_features=k_node, node_keyed=True)
         if saved is not None and saved.work is not None:
             skeleton, weights, state = saved.work.restore()
             if not (np.array_equal(weights, draws.sample_weight)
                     and np.array_equal(saved.tree_features, draws.tree_features)):
                 raise ProtocolError("the checkpoint's draws do not match this forest's random_state")
             set_rng_state(draws.rng, saved.rng_state)
-            self._ref = np.asarray(saved.work_reference, dtype=bool).tolist()
-            if len(self._ref) != len(skeleton.left):
-                raise ProtocolError("the checkpoint's tree does not match its reference flags")
         else:
             weights = draws.sample_weight.astype(np.int64)
             tree_feats = set(draws.tree_features.tolist())
@@ -184,14 +171,12 @@ class Master(Party):
             state = LayerState.start(weights)
             skeleton = TreeSkeleton(self.n_features, self.n_outputs)
             skeleton.add(float(weights.sum()))
-            self._ref = [True]
         while state.frontier.size and state.rows.size:
             if not self.expand_layer(t, state, skeleton, draws, weights):
                 break
             if self.params.checkpoint == "layer":
                 self._checkpoint(t, state.depth, (skeleton, weights, state, draws))
         self.call_many(dict.fromkeys(self.clients, m.TreeEnd(t)), expect=m.Ack)
-        self.reference.append(np.asarray(self._ref, dtype=bool))
         return skeleton.build()
 
     def _checkpoint(self, tree: int, layer: int,
@@ -201,15 +186,12 @@ class Master(Party):
             return
         self.call_many(dict.fromkeys(self.clients, m.Checkpoint(tree, layer)), expect=m.Ack)
         trees = tuple(TreeState.of(x) for x in self.trees)
-        ref = tuple(self.reference)
         if work is None:
-            state = MasterState(tree, layer, trees, None, (0, 0, 0, 0), np.zeros(0, dtype=np.int64),
-                                ref, np.zeros(0, dtype=bool), self._cover_key)
+            state = MasterState(tree, layer, trees, None, (0, 0, 0, 0), np.zeros(0, dtype=np.int64))
         else:
             skeleton, weights, layer_state, draws = work
             state = MasterState(tree, layer, trees, WorkState.of(skeleton, weights, layer_state),
-                                rng_state(draws.rng), draws.tree_features, ref,
-                                np.asarray(self._ref, dtype=bool), self._cover_key)
+                                rng_state(draws.rng), draws.tree_features)
         self._store.save(state)
 
     def _features_of(self, i: int) -> list[int]:
@@ -219,29 +201,22 @@ class Master(Party):
                      weights: npt.NDArray[np.int64]) -> bool:
         """One layer; returns False when no node of the layer splits (the tree is finished).
 
-        ``encrypted`` mode adds cover splits (``specs``, "Cover splits"): a node the central
-        forest would not split although the depth and weight rules allow it (it is pure, no
-        candidate gains, or it lies in a cover subtree) is asked about like any other, with
-        features from the cover stream, and split by a random client among those the label
-        holder gave a valid candidate; its subtree is not part of the model."""
+        ``encrypted`` mode (``specs``, "Cover splits" and "Winners"): every node the depth and
+        weight rules allow is asked about, whatever its labels, with its node-keyed features,
+        and the label holder names each node's winner: the best candidate where the central
+        forest splits, a uniformly random valid one elsewhere (a cover split, whose subtree is
+        not part of the model; only the label holder knows which).  The master sees no purity,
+        no gain and no reference flag.  ``shared`` mode: the master asks the label holder for
+        the frontier's values and purity and picks the best gain itself."""
         layer = state.depth
         encrypted = self.label_protection == "encrypted"
-        pure = self._frontier_purity(t, state, skeleton)
-        may = self.params.grow.may_split(layer, state.node_weights(weights))
-        real, asked = self._plan_layer(may, pure, np.asarray(self._ref, dtype=bool)[state.frontier])
+        asked = self._asked(t, state, skeleton, weights)
         if not asked.any():
             return False
         split_pos = np.flatnonzero(asked).astype(np.int64)
-        k_node = self.params.feature_counts(self.n_features)[1]
-        rows = []
-        for p in split_pos.tolist():  # the forest's draws in node order; cover nodes from their own stream
-            if not draws.draws_per_node:
-                rows.append(draws.tree_features)
-            elif real[p]:
-                rows.append(draws.node_features())
-            else:
-                rows.append(cover_features(self._cover_key, t, int(state.frontier[p]), draws.tree_features, k_node))
-        node_feats = np.vstack(rows).astype(np.int64)
+        heap = heap_indices(skeleton.left, skeleton.right)
+        node_feats = np.vstack([draws.node_features_at(heap[int(state.frontier[p])])
+                                for p in split_pos.tolist()]).astype(np.int64)
         owner = self._owner[node_feats]
         requests = {}
         for i, c in enumerate(self.clients):  # each client hears only its own candidates
@@ -250,26 +225,12 @@ class Master(Party):
             requests[c] = m.FindSplits(t, layer, split_pos[counts > 0], counts[counts > 0].astype(np.int64),
                                        node_feats[mine].astype(np.int64))
         bests = self.call_many(requests, expect=m.LocalBest)
-        held: dict[str, dict[int, float]] = {}
+        offers = self._local_bests(requests, bests)
         if encrypted:
-            g = self.call(self.label_holder, m.GainsRequest(t, layer), expect=m.GainsReply)
-            g_counts = np.asarray(g.counts, dtype=np.int64)
-            g_pos, g_val = np.asarray(g.positions, dtype=np.int64), np.asarray(g.gains, dtype=np.float64)
-            if g_counts.shape != (len(g.clients),) or g_pos.shape != g_val.shape or g_pos.size != g_counts.sum() \
-                    or not set(g.clients) <= set(self.clients) - {self.label_holder}:
-                raise ProtocolError("malformed gains from the label holder")
-            bounds = np.concatenate([[0], np.cumsum(g_counts)])
-            held = {c: dict(zip(g_pos[bounds[k]:bounds[k + 1]].tolist(), g_val[bounds[k]:bounds[k + 1]].tolist(),
-                                strict=True)) for k, c in enumerate(g.clients)}
-        best, offered = self._global_best(split_pos, requests, bests, held)
-        winner: dict[int, int] = {}
-        kept: dict[int, bool] = {}  # is the split part of the model?
-        for p in split_pos.tolist():
-            if real[p] and p in best and best[p][0] > 0:
-                winner[p], kept[p] = best[p][2], True
-            elif encrypted and offered.get(p):
-                choice = KeyedRandom(self._cover_key, f"winner/{t}/{int(state.frontier[p])}")
-                winner[p], kept[p] = offered[p][choice.randbelow(len(offered[p]))], False
+            winner = self._holder_winners(t, layer, offers)
+        else:
+            winner = {p: max(o, key=lambda x: (x[0], -x[1]))[2] for p, o in offers.items()
+                      if max(g for g, _, _ in o) > 0}
         found = np.asarray(sorted(winner), dtype=np.int64)
         if found.size == 0:
             return False
@@ -294,41 +255,36 @@ class Master(Party):
         owners = np.asarray([winner[p] for p in found.tolist()], dtype=np.int64)
         state.advance(found, left_all, weights,
                       lambda nodes, lw, rw: skeleton.split_layer(nodes, lw, rw, provider=owners))
-        for p in found.tolist():  # children in split order, left then right
-            self._ref += [kept[p], kept[p]]
         return True
 
+    def _asked(self, t: int, state: LayerState, skeleton: TreeSkeleton, weights: npt.NDArray[np.int64]
+               ) -> npt.NDArray[np.bool_]:
+        """Layer step 1: the frontier nodes to ask about.  ``encrypted``: every node the depth
+        and weight rules allow (bootstrap weights only, no label: cover splits); ``shared``:
+        those the label holder does not report pure, as the central forest."""
+        may = self.params.grow.may_split(state.depth, state.node_weights(weights))
+        if self.label_protection == "encrypted":
+            return may
+        return may & ~self._frontier_purity(t, state, skeleton)
+
     def _frontier_purity(self, t: int, state: LayerState, skeleton: TreeSkeleton) -> npt.NDArray[np.bool_]:
-        """Layer step 1: the label holder's purity flags of the frontier; in ``shared`` mode
-        also the node values, recorded in the master's tree."""
+        """Layer step 1b (``shared`` mode only): the label holder's purity flags and values of the
+        frontier, the values recorded in the master's tree."""
         stats = self.call(self.label_holder, m.NodeStatsRequest(t, state.depth), expect=m.NodeStats)
         n_front = state.frontier.size
         values, pure = np.asarray(stats.values, dtype=np.float64), np.asarray(stats.pure)
-        cols = 0 if self.label_protection == "encrypted" else self.n_outputs
-        if values.shape != (n_front, cols) or pure.shape != (n_front,) or pure.dtype != np.bool_:
+        if values.shape != (n_front, self.n_outputs) or pure.shape != (n_front,) or pure.dtype != np.bool_:
             raise ProtocolError("node statistics do not match the frontier")
-        if cols:
-            skeleton.set_values(state.frontier, values)
+        skeleton.set_values(state.frontier, values)
         return pure
 
-    def _plan_layer(self, may: npt.NDArray[np.bool_], pure: npt.NDArray[np.bool_], ref: npt.NDArray[np.bool_]
-                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """Which frontier nodes the central forest would try to split (``real``: the depth and
-        weight rules allow it, it is not pure, it is in the central forest's tree) and which
-        are asked about: in ``encrypted`` mode every node the depth and weight rules allow,
-        so that the clients' ``find_splits`` do not depend on purity (cover splits)."""
-        real = may & ~pure & ref
-        return real, (may if self.label_protection == "encrypted" else real)
-
-    def _global_best(self, split_pos: IntArray, requests: dict[str, m.FindSplits],
-                     bests: dict[str, m.LocalBest], held: dict[str, dict[int, float]]
-                     ) -> tuple[dict[int, tuple[float, int, int]], dict[int, list[int]]]:
-        """Algorithm 2 line "argmax": per node the ``(gain, feature, client)`` with the largest
-        gain; ties go to the smallest feature id, as in the central search (``best_splits``).
-        ``held``: the gains the label holder reports for other clients (``encrypted`` mode).
-        Also returns, per node, the clients that offered a valid candidate (in client order)."""
-        best: dict[int, tuple[float, int, int]] = {}
-        offered: dict[int, list[int]] = {}
+    def _local_bests(self, requests: dict[str, m.FindSplits], bests: dict[str, m.LocalBest]
+                     ) -> dict[int, list[tuple[float, int, int]]]:
+        """Check the clients' local bests; per node, the valid candidates offered as
+        ``(gain, feature, client)`` in increasing feature id (the central search's tie-break:
+        ``best_splits``).  Gains are 0 in ``encrypted`` mode (the label holder keeps them)."""
+        offers: dict[int, list[tuple[float, int, int]]] = {}
+        encrypted = self.label_protection == "encrypted"
         for i, c in enumerate(self.clients):
             reply, asked = bests[c], requests[c]
             pos = np.asarray(reply.positions, dtype=np.int64)
@@ -340,22 +296,32 @@ class Master(Party):
             if found.shape != pos.shape or gains.shape != pos.shape or fids.shape != pos.shape:
                 raise ProtocolError(f"{c} sent a malformed local best")
             allowed = set(np.asarray(asked.features).tolist())
-            from_holder = self.label_protection == "encrypted" and c != self.label_holder
-            if from_holder and {p for p, ok in zip(pos.tolist(), found.tolist(), strict=True) if ok} != \
-                    set(held.get(c, {})):
-                raise ProtocolError(f"the label holder's gains do not match {c}'s candidates")
             for p, ok, g, f in zip(pos.tolist(), found.tolist(), gains.tolist(), fids.tolist(), strict=True):
                 if not ok:
                     continue
-                if from_holder:
-                    g = held[c][p]
-                if f not in allowed or not np.isfinite(g):
-                    raise ProtocolError(f"{c} proposed a feature it was not asked about")
-                offered.setdefault(p, []).append(i)
-                cur = best.get(p)
-                if cur is None or g > cur[0] or (g == cur[0] and f < cur[1]):
-                    best[p] = (g, f, i)
-        return best, offered
+                if f not in allowed or not np.isfinite(g) or (encrypted and g != 0.0):
+                    raise ProtocolError(f"{c} proposed a feature it was not asked about, or a gain")
+                offers.setdefault(p, []).append((g, f, i))
+        return {p: sorted(o, key=lambda x: x[1]) for p, o in offers.items()}
+
+    def _holder_winners(self, t: int, layer: int, offers: dict[int, list[tuple[float, int, int]]]
+                        ) -> dict[int, int]:
+        """Layer step 2c (``encrypted``): the label holder names the winning client of every node
+        with a valid candidate (Reveals to the label holder: which clients offered a candidate
+        at each node and the order of their proposed feature ids; to the master: the winner)."""
+        if not offers:
+            return {}
+        positions = sorted(offers)
+        clients = [i for p in positions for _, _, i in offers[p]]
+        request = m.WinnersRequest(t, layer, np.asarray(positions, dtype=np.int64),
+                                   np.asarray([len(offers[p]) for p in positions], dtype=np.int64),
+                                   np.asarray(clients, dtype=np.int64))
+        reply = self.call(self.label_holder, request, expect=m.Winners)
+        won = np.asarray(reply.clients, dtype=np.int64)
+        if won.shape != (len(positions),) or any(
+                w not in {i for _, _, i in offers[p]} for p, w in zip(positions, won.tolist(), strict=True)):
+            raise ProtocolError("the label holder named a winner that offered no candidate")
+        return dict(zip(positions, won.tolist(), strict=True))
 
     # ------------------------------------------------------------------ prediction
     def align_test(self) -> int:
@@ -420,14 +386,12 @@ class Master(Party):
     def aggregate(self, leaves: IntArray) -> FloatArray:
         """Forest output from the leaf of each sample in each tree, as ``trees.Forest`` does:
         mean of the per-tree class distributions (classification) or of the values.  In
-        ``encrypted`` mode the values are the label holder's: a cover leaf is mapped to the
-        reference leaf it grew from and the label holder answers the output (one more round)."""
+        ``encrypted`` mode the values are the label holder's: it maps a cover leaf to the
+        reference leaf it grew from and answers the output (one more round)."""
         self._require_model()
         if self.label_protection != "encrypted":
             return forest_output(self.trees, leaves, classification=bool(self.n_classes))
-        mapped = np.stack([reference_ancestor(t, r)[row] for t, r, row in zip(self.trees, self.reference, leaves,
-                                                                              strict=True)])
-        reply = self.call(self.label_holder, m.LeafValuesRequest(mapped), expect=m.ForestOutput)
+        reply = self.call(self.label_holder, m.LeafValuesRequest(leaves), expect=m.ForestOutput)
         out = np.asarray(reply.output)
         if out.dtype != np.float64 or out.shape != (leaves.shape[1], self.n_outputs):
             raise ProtocolError("the label holder's forest output has the wrong shape")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from securetrees.errors import ParameterError
 from securetrees.runtime import Message, message
 
 __all__ = [
@@ -24,8 +25,6 @@ __all__ = [
     "EncryptedLabels",
     "FindSplits",
     "ForestOutput",
-    "GainsReply",
-    "GainsRequest",
     "Hello",
     "LayerPartition",
     "LeafSets",
@@ -45,6 +44,8 @@ __all__ = [
     "TestIds",
     "TreeEnd",
     "TreeStart",
+    "Winners",
+    "WinnersRequest",
 ]
 
 
@@ -130,7 +131,7 @@ class TreeStart(Message):
 @message("federated_forest.node_stats_request", sender="master", receiver="client")
 @dataclass(frozen=True)
 class NodeStatsRequest(Message):
-    """Master → label holder: values and purity of the current frontier."""
+    """Master → label holder (``shared`` mode only): values and purity of the current frontier."""
 
     tree: int
     layer: int
@@ -139,9 +140,9 @@ class NodeStatsRequest(Message):
 @message("federated_forest.node_stats", reply_to=NodeStatsRequest)
 @dataclass(frozen=True)
 class NodeStats(Message):
-    """Label holder → master: purity of each frontier node and (``shared`` mode) its value
-    (class counts or mean); in ``encrypted`` mode ``values`` has no column: the values stay
-    with the label holder."""
+    """Label holder → master (``shared`` mode): purity of each frontier node and its value
+    (class counts or mean).  In ``encrypted`` mode there is no such message: values, purity
+    and which nodes belong to the model stay with the label holder."""
 
     values: np.ndarray
     pure: np.ndarray
@@ -163,8 +164,9 @@ class FindSplits(Message):
 @message("federated_forest.local_best", reply_to=FindSplits)
 @dataclass(frozen=True)
 class LocalBest(Message):
-    """Client → master: per listed position whether a valid split exists, its gain (0 where the
-    label holder reports it, ``encrypted`` mode), its feature id."""
+    """Client → master: per listed position whether a valid split exists, its gain (always 0 in
+    ``encrypted`` mode, the label holder's own included: gains stay with the label holder), its
+    feature id."""
 
     positions: np.ndarray
     found: np.ndarray
@@ -191,7 +193,7 @@ class ScoreRequest(Message):
 @dataclass(frozen=True)
 class ScoreReply(Message):
     """Label holder → client: per requested node the best entry, bin and missing side (not the
-    gain, which goes to the master: ``gains_request``)."""
+    gain, which stays with the label holder: ``winners_request``)."""
 
     positions: np.ndarray
     found: np.ndarray
@@ -200,25 +202,46 @@ class ScoreReply(Message):
     missing_left: np.ndarray
 
 
-@message("federated_forest.gains_request", sender="master", receiver="client")
+@message("federated_forest.winners_request", sender="master", receiver="client")
 @dataclass(frozen=True)
-class GainsRequest(Message):
-    """Master → label holder (``encrypted``): the gains of the candidates it scored this layer."""
+class WinnersRequest(Message):
+    """Master → label holder (``encrypted``): the frontier positions with at least one valid
+    candidate (increasing), how many clients offered one at each (``counts``), and those
+    clients' indices (``clients``, concatenated), each node's in increasing order of the
+    feature id the client proposed (the central search's tie-break)."""
 
     tree: int
     layer: int
-
-
-@message("federated_forest.gains_reply", reply_to=GainsRequest)
-@dataclass(frozen=True)
-class GainsReply(Message):
-    """Label holder → master: per client (``counts[k]`` entries each, concatenated) the positions
-    with a valid candidate and their best gains."""
-
-    clients: tuple[str, ...]
-    counts: np.ndarray
     positions: np.ndarray
-    gains: np.ndarray
+    counts: np.ndarray
+    clients: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.tree < 0 or self.layer < 0:
+            raise ParameterError("tree and layer are non-negative")
+        for a in (self.positions, self.counts, self.clients):
+            if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind not in "iu":
+                raise ParameterError("positions, counts and clients are integer vectors")
+        if self.counts.shape != self.positions.shape or self.positions.size == 0:
+            raise ParameterError("one count per position, at least one position")
+        if self.counts.min() < 1 or self.clients.size != int(self.counts.sum()):
+            raise ParameterError("every position has offers, and clients holds counts.sum() entries")
+        if self.positions.min() < 0 or np.any(np.diff(self.positions) <= 0) or self.clients.min() < 0:
+            raise ParameterError("positions are increasing, clients non-negative")
+
+
+@message("federated_forest.winners", reply_to=WinnersRequest)
+@dataclass(frozen=True)
+class Winners(Message):
+    """Label holder → master: per requested position, the index of the client whose candidate
+    splits the node (never a gain, never whether the split is part of the model)."""
+
+    clients: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.clients, np.ndarray) or self.clients.ndim != 1 or self.clients.dtype.kind not in "iu" \
+                or (self.clients.size and self.clients.min() < 0):
+            raise ParameterError("winners are a vector of client indices")
 
 
 @message("federated_forest.apply_split", sender="master", receiver="client")
@@ -307,8 +330,9 @@ class LeafSets(Message):
 @message("federated_forest.leaf_values_request", sender="master", receiver="client")
 @dataclass(frozen=True)
 class LeafValuesRequest(Message):
-    """Master → label holder (``encrypted`` prediction): ``leaves[t, j]``, the node of tree ``t``
-    whose value test sample ``j`` takes (a leaf of the central forest's tree)."""
+    """Master → label holder (``encrypted`` prediction): ``leaves[t, j]``, the leaf of tree ``t``
+    test sample ``j`` reaches (cover leaves included: the label holder maps them to the
+    reference leaf whose value they take)."""
 
     leaves: np.ndarray
 

@@ -3,8 +3,9 @@
 Every party holds the same shape (node ids in creation order, breadth first) and
 the same per-sample positions, because all of them apply the broadcast
 partitions (paper Section 4.1, "Model Storage").  What differs is what a node
-records: the master the owner, the weights and the values; a client the weights
-and, at its own nodes only, feature and threshold.  :func:`assemble_tree` joins
+records: the master the owner, the weights and (``shared``) the values; a client the
+weights and, at its own nodes only, feature and threshold; the label holder in
+``encrypted`` mode also the values.  :func:`assemble_tree` joins
 the master's tree and the clients' partial trees into the complete tree
 ``T = T_1 ∪ ... ∪ T_M`` for tests and audits.
 """
@@ -235,7 +236,7 @@ def model_tree(master_tree: Tree, reference: BoolArray, client_trees: Sequence[T
                partition: Sequence[Sequence[int]], *, values: FloatArray | None = None) -> Tree:
     """The model's complete tree (tests, audits): :func:`assemble_tree`, the values of
     ``values`` (the label holder's tree in ``encrypted`` mode) or the master's, and the cover
-    subtrees removed (``reference``: the master's flags of the central forest's nodes)."""
+    subtrees removed (``reference``: the label holder's flags of the central forest's nodes)."""
     full = assemble_tree(master_tree, client_trees, partition)
     if values is not None:
         full = replace(full, value=np.asarray(values, dtype=np.float64).copy())

@@ -185,9 +185,11 @@ class HistogramForestBase(Estimator):
         return self.bin_edges
 
     def _schema(
-        self, Xs: list[FloatArray]
+        self, d: int, Xs: list[FloatArray] | None
     ) -> tuple[tuple[int, ...], FloatArray | None, FloatArray | None]:
-        d = Xs[0].shape[1]
+        """Categories and declared ranges of the ``d`` feature columns; undeclared category counts are read
+        from the pooled parts ``Xs`` (without DP), and must be declared when there are none (a deployed
+        server, :meth:`_numeric_table`)."""
         columns = [self.schema_.columns[j] for j in self.feature_columns_]
         cat = self._feature_categorical()
         if self.epsilon is not None and any(c.kind == "categorical" and not c.declared for c in columns):
@@ -204,6 +206,9 @@ class HistogramForestBase(Estimator):
                 "with epsilon, declare categories (the number of codes of each categorical feature): "
                 "they are public parameters, never read from the clients' data"
             )
+        elif Xs is None and any(cat):
+            raise ParameterError("declare categories (the number of codes of each categorical feature): "
+                                 "the server holds no rows to count them in")
         else:
             ks = []
             for f in range(d):
@@ -213,7 +218,7 @@ class HistogramForestBase(Estimator):
                 if columns[f].kind == "categorical":
                     ks.append(max(2, len(columns[f].categories)))
                     continue
-                col = np.concatenate([X[:, f] for X in Xs])
+                col = np.concatenate([X[:, f] for X in Xs or []])
                 col = col[~np.isnan(col)]
                 if col.size and (col.min() < 0 or np.any(col != np.floor(col))):
                     raise ParameterError(f"categorical feature {f} must hold integer codes >= 0")
@@ -288,14 +293,21 @@ class HistogramForestBase(Estimator):
             mask[j] = True
         return [mask[j] for j in features]
 
-    def _fit(self, parts: Sequence[Part], rng: RandomSource) -> None:
-        Xs, ys = self._check_parts(parts)
-        self._check_params(len(Xs))
+    def _numeric_table(self, d: int) -> None:
+        """Record a table of ``d`` numeric feature columns, no client column: the schema of a party that
+        holds no rows (a deployed server) or only numeric arrays."""
+        self._validate_X(np.zeros((1, d)), reset=True)
+        self.feature_columns_ = list(range(d))
+        self.feature_schema_ = self.schema_
+
+    def forest_config(
+        self, d: int, schema: tuple[tuple[int, ...], FloatArray | None, FloatArray | None], task: dict[str, Any]
+    ) -> ForestConfig:
+        """The run's public parameters from this estimator's settings, the schema (:meth:`_schema`) and the
+        task's (:meth:`_task_config`); the parameters must have been checked (:meth:`_check_params`)."""
         kind = self._histogram_kind()
-        categories, low, high = self._schema(Xs)
-        task = self._task_config(ys, [X.shape[0] for X in Xs])
-        d = Xs[0].shape[1]
-        config = ForestConfig(
+        categories, low, high = schema
+        return ForestConfig(
             n_features=d,
             categories=categories,
             n_trees=int(self.n_estimators),
@@ -318,20 +330,35 @@ class HistogramForestBase(Estimator):
             task=self.task,
             **task,
         )
-        seeds = np.random.SeedSequence(self.random_state).spawn(len(Xs) + 1)
+
+    def party_seeds(self, n_clients: int) -> tuple[int, list[int]]:
+        """The server's ``random_state`` and each client's bootstrap ``seed``, all from ``random_state``
+        (machine-learning randomness only)."""
+        seeds = np.random.SeedSequence(self.random_state).spawn(n_clients + 1)
+        return int(seeds[0].generate_state(1)[0]), [int(s.generate_state(1)[0]) for s in seeds[1:]]
+
+    @property
+    def client_max_epsilon(self) -> float | None:
+        """The privacy cap each client enforces itself (classification with ``epsilon``)."""
+        return self.epsilon if self.task == "classification" else None
+
+    def _fit(self, parts: Sequence[Part], rng: RandomSource) -> None:
+        Xs, ys = self._check_parts(parts)
+        self._check_params(len(Xs))
+        self._histogram_kind()  # its refusals come before the schema's
+        d = Xs[0].shape[1]
+        config = self.forest_config(d, self._schema(d, Xs), self._task_config(ys, [X.shape[0] for X in Xs]))
+        server_seed, client_seeds = self.party_seeds(len(Xs))
         network = InProcessNetwork()
         names = [f"client{i}" for i in range(len(Xs))]
-        max_eps = self.epsilon if self.task == "classification" else None
         clients = [
             Client(
                 name, network, X, self._client_targets(y),
-                seed=int(seed.generate_state(1)[0]), max_epsilon=max_eps, rng=rng, task=self.task,
+                seed=seed, max_epsilon=self.client_max_epsilon, rng=rng, task=self.task,
             )
-            for name, X, y, seed in zip(names, Xs, ys, seeds[1:], strict=True)
+            for name, X, y, seed in zip(names, Xs, ys, client_seeds, strict=True)
         ]
-        server = Server(
-            "server", network, names, config, random_state=int(seeds[0].generate_state(1)[0]), rng=rng
-        )
+        server = Server("server", network, names, config, random_state=server_seed, rng=rng)
         self.trees_: list[Tree] = server.train(progress=self.progress)
         self.forest_ = self._forest(tuple(self.trees_))
         self.config_ = config

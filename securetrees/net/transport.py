@@ -129,6 +129,8 @@ def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> Secure
     """The typed error a failed call raises at the caller."""
     if code == grpc.StatusCode.UNAVAILABLE:
         return PartyUnavailable(f"party {peer!r} is unreachable: {details}")
+    if code == grpc.StatusCode.CANCELLED:  # its server stopped while the call was open
+        return PartyUnavailable(f"party {peer!r} stopped while answering: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return PeerTimeout(f"party {peer!r} did not answer within the deadline")
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):

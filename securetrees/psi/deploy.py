@@ -23,6 +23,7 @@ import numpy.typing as npt
 from securetrees.errors import NotFittedError, ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.deployment import output_path, save_output
 from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, PsiLeader, PsiMember, PsiResult
@@ -38,15 +39,13 @@ PARAMETERS = frozenset({"leader", "max_set_size", "chunk_size"})
 
 def rows_path(config: RunConfig, name: str) -> Path:
     """Where party ``name`` writes its row permutation (its own machine's copy of the run folder)."""
-    return config.path.parent / "out" / f"{name}.rows.npy"
+    return output_path(config, name, "rows.npy")
 
 
 def _save(config: RunConfig, name: str, result: PsiResult | None) -> ControlReply:
     if result is None:
         raise NotFittedError(f"{name} has no PSI result yet")
-    path = rows_path(config, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, result.rows, allow_pickle=False)
+    save_output(config, name, "rows", result.rows)
     return ControlReply(info={"rows": str(len(result.rows))})
 
 

@@ -34,7 +34,7 @@ from securetrees.trees.grow import GrowParams, goes_left_binned, grow_tree
 from securetrees.trees.histogram import LayerSplits, best_splits, build_histograms, node_totals
 from securetrees.trees.partition import check_partition
 from securetrees.trees.persistence import dumps, load, loads, save
-from securetrees.trees.sampling import TreeDraws, resolve_max_features, tree_generators
+from securetrees.trees.sampling import TreeDraws, heap_indices, resolve_max_features, tree_generators
 from securetrees.trees.train import (
     BinningParams,
     class_stats,
@@ -72,6 +72,7 @@ __all__ = [
     "eq8_leaf_value",
     "goes_left_binned",
     "grow_tree",
+    "heap_indices",
     "load",
     "loads",
     "make_criterion",

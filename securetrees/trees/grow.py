@@ -104,6 +104,7 @@ def grow_tree(
     frontier = np.zeros(1, dtype=np.int64)  # node ids of the current layer
     pos = np.zeros(Xb.shape[0], dtype=np.int64)  # each sample's position in the frontier
     depth = 0
+    heap = {0: 1}  # node id -> heap index (node-keyed draws)
     while frontier.size and Xb.shape[0]:
         totals = node_totals(pos, stats, frontier.size)
         can = params.may_split(depth, criterion.weight(totals)) & ~criterion.is_pure(totals)
@@ -111,7 +112,9 @@ def grow_tree(
             break
         split_pos = np.flatnonzero(can)
         node_features = None
-        if draws is not None and draws.draws_per_node:
+        if draws is not None and draws.draws_per_node and draws.node_keyed:
+            node_features = np.vstack([draws.node_features_at(heap[int(frontier[p])]) for p in split_pos.tolist()])
+        elif draws is not None and draws.draws_per_node:
             node_features = np.vstack([draws.node_features() for _ in range(split_pos.size)])
         elif draws is not None:
             node_features = np.tile(draws.tree_features, (split_pos.size, 1))
@@ -142,6 +145,8 @@ def grow_tree(
             )
             child_base[i] = len(next_frontier)
             next_frontier += [lid, rid]
+            h = heap[int(frontier[split_pos[i]])]
+            heap[lid], heap[rid] = 2 * h, 2 * h + 1
         moving = child_base[pos] >= 0
         Xb, stats, pos = Xb[moving], stats[moving], pos[moving]
         f_of = res.feature[pos]

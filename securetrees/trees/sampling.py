@@ -16,6 +16,13 @@ its own ``Generator(PCG64(child[t]))``.  Per tree, on that generator:
    and in increasing node id within a layer: if ``max_features`` is smaller than the
    tree's feature set, ``choice(tree_features, k, replace=False)``, sorted; otherwise
    no draw.
+
+Node-keyed variant (``node_keyed=True``, used by Federated Forest): after step 2 one more
+draw, ``rng.integers(0, 2**32, size=4)``, the tree's node key; step 3 then draws node ``h``'s
+features (``h`` its heap index: root 1, children of ``h`` are ``2h`` and ``2h+1``) from its own
+``Generator(PCG64(SeedSequence(node_key, spawn_key=(h,))))``, in any order: a node that is not
+split draws nothing and shifts nobody else's draw, so a party can replay the draws of any
+node without knowing which other nodes stopped (e.g. because they were pure).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 
-__all__ = ["TreeDraws", "resolve_max_features", "tree_generators"]
+__all__ = ["TreeDraws", "heap_indices", "resolve_max_features", "tree_generators"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -83,8 +90,10 @@ class TreeDraws:
     bootstrap: bool = False
     max_features_tree: int | None = None
     max_features: int | None = None
+    node_keyed: bool = False
     sample_weight: npt.NDArray[np.float64] = field(init=False)
     tree_features: IntArray = field(init=False)
+    node_key: npt.NDArray[np.uint64] = field(init=False)
 
     def __post_init__(self) -> None:
         if self.n_samples < 1 or self.n_features < 1:
@@ -104,6 +113,8 @@ class TreeDraws:
             self.tree_features = np.arange(self.n_features, dtype=np.int64)
         if self.max_features is not None and self.max_features < 1:
             raise ParameterError("max_features must be >= 1")
+        self.node_key = (self.rng.integers(0, 2**32, size=4, dtype=np.uint64) if self.node_keyed
+                         else np.zeros(0, dtype=np.uint64))
 
     @property
     def draws_per_node(self) -> bool:
@@ -111,8 +122,36 @@ class TreeDraws:
         return self.max_features is not None and self.max_features < self.tree_features.size
 
     def node_features(self) -> IntArray:
-        """The features one node may split on (step 3)."""
+        """The features one node may split on (step 3, in the documented node order)."""
         if not self.draws_per_node:
             return self.tree_features
+        if self.node_keyed:
+            raise ParameterError("node-keyed draws are taken by heap index (node_features_at)")
         k = int(self.max_features)  # type: ignore[arg-type]
         return np.sort(self.rng.choice(self.tree_features, size=k, replace=False)).astype(np.int64)
+
+    def node_features_at(self, heap: int) -> IntArray:
+        """The features of the node with heap index ``heap`` (node-keyed step 3); the same
+        for a given node whichever other nodes draw, in whichever order."""
+        if not self.draws_per_node:
+            return self.tree_features
+        if not self.node_keyed or heap < 1:
+            raise ParameterError("node_features_at needs node-keyed draws and a heap index >= 1")
+        seed = np.random.SeedSequence([int(w) for w in self.node_key.tolist()], spawn_key=(int(heap),))
+        k = int(self.max_features)  # type: ignore[arg-type]
+        g = np.random.Generator(np.random.PCG64(seed))
+        return np.sort(g.choice(self.tree_features, size=k, replace=False)).astype(np.int64)
+
+
+def heap_indices(left: npt.ArrayLike, right: npt.ArrayLike) -> list[int]:
+    """Each node's heap index (root 1, children of ``h``: ``2h`` left, ``2h+1`` right) for a
+    tree whose parents come before their children (breadth-first ids); Python ints, exact at
+    any depth."""
+    lt, rt = np.asarray(left).tolist(), np.asarray(right).tolist()
+    heap = [0] * len(lt)
+    if heap:
+        heap[0] = 1
+    for k, (a, b) in enumerate(zip(lt, rt, strict=True)):
+        if a != -1:
+            heap[a], heap[b] = 2 * heap[k], 2 * heap[k] + 1
+    return heap

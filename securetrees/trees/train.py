@@ -76,10 +76,13 @@ def train_forest(
     random_state: int | None = None,
     progress: bool = False,
     classes: npt.NDArray[np.generic] | None = None,
+    node_keyed_draws: bool = False,
 ) -> tuple[Forest, BinMapper]:
     """Random forest: ``y`` holds class codes ``0..n_classes-1`` (classification) or
     targets (``n_classes=None``, regression).  Per tree: :class:`TreeDraws` on the
-    tree's Generator (bootstrap, per-tree features, then per-node features)."""
+    tree's Generator (bootstrap, per-tree features, then per-node features; with
+    ``node_keyed_draws`` each node's features are keyed by its heap index, as Federated
+    Forest draws them: ``specs/trees.md``, "Random-draw order")."""
     n_samples, n_features = X.shape
     mapper = binning.fit(X)
     binned = mapper.transform(X)
@@ -93,7 +96,7 @@ def train_forest(
     gens = tree_generators(random_state, n_estimators)
     for rng in progress_bar(gens, desc="forest", total=n_estimators, enabled=progress):
         draws = TreeDraws(rng, n_samples, n_features, bootstrap=bootstrap,
-                          max_features_tree=k_tree, max_features=k_node)
+                          max_features_tree=k_tree, max_features=k_node, node_keyed=node_keyed_draws)
         if n_classes is not None:
             stats = class_stats(np.asarray(y, dtype=np.int64), n_classes, draws.sample_weight)
         else:

@@ -21,7 +21,7 @@ def reference(ff: Any, X: np.ndarray, y: np.ndarray, *, n_classes: int | None, c
                         min_samples_leaf=ff.min_samples_leaf),
         max_features=max_features, max_features_tree=max_features_tree, bootstrap=ff.bootstrap,
         binning=BinningParams(max_bins=ff.max_bins, categorical=categorical), providers=providers,
-        random_state=ff.random_state, classes=getattr(ff, "classes_", None),
+        random_state=ff.random_state, classes=getattr(ff, "classes_", None), node_keyed_draws=True,
     )
     return forest
 

@@ -173,16 +173,18 @@ def test_messages_from_the_wrong_party() -> None:
 
 def test_leaf_values_requests_are_checked() -> None:
     """The label holder answers prediction's last step only in ``encrypted`` mode, only as the
-    label holder, only for its trees and the loaded test rows, only for nodes with a value."""
+    label holder, only for its trees and the loaded test rows, only for leaves (a cover leaf
+    is mapped to its reference leaf by the label holder)."""
     ff = FederatedForestClassifier(2, max_depth=2, random_state=1, **small_key_options())
     ff.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     ff.predict(X[:7])
     net, trees = ff.network_, ff.clients_[0].trees
-    good = np.zeros((2, 7), dtype=np.int64)
+    good = np.stack([np.full(7, t.leaves[-1], dtype=np.int64) for t in trees])
     assert net.call("master", "client0", m.LeafValuesRequest(good)).output.shape == (7, 2)
+    assert all(t.left[0] != -1 for t in trees)  # the root is no leaf: refused below
     with pytest.raises(UnexpectedMessage):
         net.call("master", "client1", m.LeafValuesRequest(good))
-    for bad in (np.zeros((2, 6), dtype=np.int64), np.zeros((1, 7), dtype=np.int64), np.zeros((2, 7)),
+    for bad in (np.zeros((2, 7), dtype=np.int64), good[:, :6], good[:1], good.astype(np.float64),
                 np.full((2, 7), trees[0].n_nodes + 50, dtype=np.int64), np.full((2, 7), -1, dtype=np.int64)):
         with pytest.raises(ProtocolError):
             net.call("master", "client0", m.LeafValuesRequest(bad))
@@ -191,3 +193,58 @@ def test_leaf_values_requests_are_checked() -> None:
     shared.predict(X[:7])
     with pytest.raises(UnexpectedMessage):
         shared.network_.call("master", "client0", m.LeafValuesRequest(np.zeros((1, 7), dtype=np.int64)))
+
+
+def _root_offers() -> tuple[Client, Master]:
+    """An encrypted pair with tree 0 started and both clients' local bests of the root in."""
+    _net, holder, _other, master = _encrypted_pair()
+    weights = np.ones(60, dtype=np.int64)
+    master.call_many({"a": m.TreeStart(0, weights, (0, 1, 2)), "b": m.TreeStart(0, weights, (3, 4, 5))},
+                     expect=m.Ack)
+    for c, feats in (("a", [0, 1, 2]), ("b", [3, 4, 5])):
+        best = master.call(c, m.FindSplits(0, 0, np.array([0]), np.array([3]), np.array(feats)), expect=m.LocalBest)
+        assert best.found.tolist() == [True] and best.gains.tolist() == [0.0]  # the gain stays with the holder
+    return holder, master
+
+
+def _winners(counts: list[int], clients: list[int], layer: int = 0) -> m.WinnersRequest:
+    return m.WinnersRequest(0, layer, np.array([0]), np.array(counts), np.array(clients))
+
+
+def test_winners_requests_are_checked() -> None:
+    """The label holder names winners only as the label holder, for the layer in progress, and
+    only for offers that are exactly the valid candidates it saw, each client once; it then
+    accepts only the partition of the nodes it named winners for."""
+    holder, master = _root_offers()
+    for counts, clients in (([1], [0]), ([1], [1]), ([2], [0, 0]), ([3], [0, 1, 2])):
+        with pytest.raises(ProtocolError):
+            master.call("a", _winners(counts, clients), expect=m.Winners)
+    with pytest.raises(UnexpectedMessage):
+        master.call("a", _winners([2], [0, 1], layer=1), expect=m.Winners)
+    with pytest.raises(UnexpectedMessage):
+        master.call("b", _winners([2], [0, 1]), expect=m.Winners)
+    won = master.call("a", _winners([2], [1, 0]), expect=m.Winners)
+    assert won.clients.shape == (1,) and int(won.clients[0]) in (0, 1)
+    with pytest.raises(ProtocolError):  # the root was named a winner: its partition must come
+        master.call("a", m.LayerPartition(0, 0, np.zeros(0, np.int64), np.zeros(0, dtype=bool)), expect=m.Ack)
+    assert holder.is_label_holder
+
+
+def test_no_winners_in_shared_mode_and_no_stats_in_encrypted_mode() -> None:
+    master = _roles(list(range(60)), list(range(60)))
+    master.setup()
+    weights = np.ones(60, dtype=np.int64)
+    master.call_many({"a": m.TreeStart(0, weights, (0, 1, 2)), "b": m.TreeStart(0, weights, (3, 4, 5))},
+                     expect=m.Ack)
+    with pytest.raises(UnexpectedMessage):
+        master.call("a", _winners([2], [0, 1]), expect=m.Winners)
+    _holder, enc = _root_offers()
+    with pytest.raises(UnexpectedMessage):  # purity and values stay with the label holder
+        enc.call("a", m.NodeStatsRequest(0, 0), expect=m.NodeStats)
+
+
+def test_a_winner_that_offered_nothing_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Client, "on_winners_request",
+                        lambda self, sender, msg: m.Winners(np.full(msg.positions.size, 1, dtype=np.int64) * 7))
+    with pytest.raises(ProtocolError, match="winner"):
+        FederatedForestClassifier(1, max_depth=2, random_state=1, **small_key_options()).fit(X, Y)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from securetrees.protocols.federated_forest import FederatedForestClassifier
-from securetrees.protocols.federated_forest.cover import cover_features, prune, random_valid_splits, reference_ancestor
+from securetrees.protocols.federated_forest.cover import prune, random_valid_splits, reference_ancestor
 from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.rand import DeterministicRandom, RandomSource
 from securetrees.trees import Tree
@@ -75,15 +75,6 @@ def test_every_valid_candidate_can_be_drawn() -> None:
     assert seen == want and len(want) > 4
 
 
-def test_cover_features_look_like_a_node_draw() -> None:
-    pool = np.asarray([1, 3, 4, 7, 9], dtype=np.int64)
-    f = cover_features(KEY, 2, 5, pool, 3)
-    assert f.size == 3 and set(f.tolist()) <= set(pool.tolist()) and np.all(np.diff(f) > 0)
-    assert np.array_equal(f, cover_features(KEY, 2, 5, pool, 3))  # repeatable after a restart
-    draws = {tuple(cover_features(KEY, 2, n, pool, 3).tolist()) for n in range(200)}
-    assert len(draws) == 10  # every 3-subset of 5 turns up
-
-
 def _tree() -> tuple[Tree, np.ndarray]:
     """Root split (kept); node 1 a reference leaf with a cover split below; node 2 split (kept)."""
     left = np.asarray([1, 3, 5, -1, -1, -1, -1])
@@ -116,8 +107,9 @@ def test_cover_splits_happen_and_leave_the_model_unchanged() -> None:
         ff.set_params(partition=[[0, 2, 4], [1, 3, 5]]).fit(X, y)
         runs[mode] = ff
     enc = runs["encrypted"]
-    assert any((~r).any() for r in enc.master_.reference)  # some cover splits
-    assert all(r.all() for r in runs["shared"].master_.reference)
+    holder = runs["shared"].clients_[0]
+    assert any((~r).any() for r in enc.clients_[0].reference)  # some cover splits
+    assert all(r.all() for r in holder.reference) and len(holder.reference) == 3
     for a, b in zip(enc.complete_forest().trees, runs["shared"].complete_forest().trees, strict=True):
         assert a.same_as(b)
     assert np.array_equal(enc.predict_proba(X), runs["shared"].predict_proba(X))

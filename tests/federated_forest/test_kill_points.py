@@ -89,7 +89,7 @@ def _master(net: KillNet, tmp: Path, checkpoint: str) -> Master:
 def _model(master: Master, clients: dict[str, Client]) -> tuple[list[Any], np.ndarray]:
     """The model's complete trees (cover splits removed, the label holder's values), and the
     one-round prediction of the test rows."""
-    trees = [model_tree(t, master.reference[k], [clients[c].trees[k] for c in ("c0", "c1")], PARTITION,
+    trees = [model_tree(t, clients["c0"].reference[k], [clients[c].trees[k] for c in ("c0", "c1")], PARTITION,
                         values=clients["c0"].trees[k].value) for k, t in enumerate(master.trees)]
     for i, c in enumerate(("c0", "c1")):
         clients[c].load_test(X_TEST[:, PARTITION[i]], range(X_TEST.shape[0]))
@@ -119,7 +119,7 @@ def test_kill_any_role_at_any_message_of_a_layer_and_resume(tmp_path: Path, chec
     want_trees, want_out = _model(master, clients)
     window = _layer_window(net.log, 1, layer)
     kinds = {type(net.log[k][2]) for k in window}
-    assert {m.NodeStatsRequest, m.FindSplits, m.ScoreRequest, m.GainsRequest, m.ApplySplit,
+    assert {m.FindSplits, m.ScoreRequest, m.WinnersRequest, m.ApplySplit,
             m.LayerPartition} <= kinds, kinds
     kills = [Kill(k, who, after) for k in window for who in net.log[k][:2] for after in (False, True)]
     resent_from_cache = 0

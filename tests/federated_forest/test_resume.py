@@ -60,7 +60,7 @@ def _parties(tmp: Path | None, mode: str, checkpoint: str, crash: tuple[int, int
 def _forest(master: Master, clients: list[Client]) -> list[Any]:
     """The model's complete trees: cover splits removed, values from the label holder (``encrypted``)."""
     encrypted = master.label_protection == "encrypted"
-    return [model_tree(t, master.reference[k], [c.trees[k] for c in clients], PARTITION,
+    return [model_tree(t, clients[0].reference[k], [c.trees[k] for c in clients], PARTITION,
                        values=clients[0].trees[k].value if encrypted else None) for k, t in enumerate(master.trees)]
 
 

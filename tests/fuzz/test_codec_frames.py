@@ -118,6 +118,9 @@ MANUAL: dict[str, Callable[[], dict[str, Any]]] = {
         "sampling": "bootstrap", "subsample_fraction": 1.0, "max_multiplicity": 3, "features_per_node": 1,
         "max_depth": 2, "grid_cells": 16, "epsilon": 1.0, "input_epsilon": None, "secure": True},
     "hybridtree.predict_request": lambda: {"batch": 0, "ids": np.arange(3), "host_leaves": _i64(3, 2)},
+    "federated_forest.winners_request": lambda: {
+        "tree": 0, "layer": 1, "positions": np.array([0, 2]), "counts": np.array([1, 2]),
+        "clients": np.array([1, 0, 1])},
 }
 
 

@@ -287,14 +287,14 @@ def test_planted_inferred_schema_is_caught(parts3: Any, schema: dict[str, Any], 
     def inferred_classes(self: Any, ys: Any) -> Any:
         return np.unique(np.concatenate(ys))
 
-    def inferred_schema(self: Any, Xs: Any) -> Any:
+    def inferred_schema(self: Any, d: int, Xs: Any) -> Any:
         declared, self.categories = self.categories, None
         saved, self.epsilon = self.epsilon, None  # the inference branch runs only without DP now
         try:
-            categories, _, _ = real_schema(self, Xs)
+            categories, _, _ = real_schema(self, d, Xs)
         finally:
             self.categories, self.epsilon = declared, saved
-        return (categories, *real_schema(self, Xs)[1:])
+        return (categories, *real_schema(self, d, Xs)[1:])
 
     assert real_classes is not inferred_classes
     monkeypatch.setattr(facade.HistogramForestClassifier, "_classes", inferred_classes)

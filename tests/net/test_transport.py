@@ -337,3 +337,16 @@ def test_wait_for_returns_only_once_the_peer_serves_its_party(pki: dict[str, Tls
     assert alice.call("bob", Ping(2), expect=Pong) == Pong(3)  # serving when the wait ended
     na.close()
     nb2.close()
+
+
+def test_a_call_cancelled_by_a_stopping_server_means_the_party_is_unavailable() -> None:
+    """A server that stops while a call is open (a party switching roles, or shutting down) answers
+    CANCELLED: callers that wait for a party to come back (``finish_alignment``) must see
+    :class:`PartyUnavailable`, not a remote failure."""
+    import grpc
+
+    from securetrees.net.transport import _error_from_status
+
+    assert isinstance(_error_from_status("u1", grpc.StatusCode.CANCELLED, "CANCELLED"), PartyUnavailable)
+    assert isinstance(_error_from_status("u1", grpc.StatusCode.UNAVAILABLE, "down"), PartyUnavailable)
+    assert not isinstance(_error_from_status("u1", grpc.StatusCode.INTERNAL, "boom"), PartyUnavailable)

@@ -25,6 +25,8 @@ from securetrees.protocols.federated_forest.attacks import (
     bin_recovery,
     majority_rate,
     master_label_recovery,
+    master_purity_join,
+    master_purity_labels,
     purity_flag_attack,
 )
 from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton
@@ -53,34 +55,75 @@ def _master_rate(ff: Any, y: np.ndarray) -> float:
     return master_label_recovery(ff.master_.trees, ff.transcript_.view("client1"), y)
 
 
+def _at_master(ff: Any) -> list[Any]:
+    return [r for r in ff.transcript_ if "master" in (r.sender, r.receiver)]
+
+
 def test_master_recovers_no_label_beyond_the_majority_guess(fitted: tuple[Any, np.ndarray]) -> None:
     ff, y = fitted
     assert all(np.all(np.isnan(t.value)) for t in ff.master_.trees)
     assert _master_rate(ff, y) <= majority_rate(y) + MASTER_MARGIN
 
 
-def _leaky_node_stats(self: Client, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
-    """Planted leak: the label holder sends the node values to the master (the old step)."""
-    state = self._require_tree(msg.tree)
-    assert self._stats is not None and self._criterion is not None and self._skeleton is not None
-    totals = node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
-    values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
-    self._skeleton.set_values(state.frontier, values)
-    return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
+def _leaky_node_stats(values: bool) -> Any:
+    """Planted leak: the label holder answers ``node_stats`` in ``encrypted`` mode, as before
+    issue 18 part 1: the purity flags, and (``values``) the node values too."""
+    def answer(self: Client, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
+        state = self._require_tree(msg.tree)
+        assert self._stats is not None and self._criterion is not None
+        totals = node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
+        vals = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
+        return m.NodeStats(np.ascontiguousarray(vals if values else vals[:, :0]),
+                           np.asarray(self._criterion.is_pure(totals)))
+    return answer
 
 
-def _leaky_purity(self: Master, t: int, state: LayerState, skeleton: TreeSkeleton) -> np.ndarray:
-    """Planted leak: the master keeps the values it is sent."""
-    stats = self.call(self.label_holder, m.NodeStatsRequest(t, state.depth), expect=m.NodeStats)
-    skeleton.set_values(state.frontier, np.asarray(stats.values))
-    return np.asarray(stats.pure)
+def _leaky_asked(keep_values: bool, skip_pure: bool) -> Any:
+    """Planted leak: the master asks for the frontier's ``node_stats`` at every layer (the old
+    step), keeps the values it is sent (``keep_values``), and leaves pure nodes out of
+    ``find_splits`` (``skip_pure``: the old early stop, before cover splits)."""
+    def asked(self: Master, t: int, state: LayerState, skeleton: TreeSkeleton, weights: np.ndarray) -> np.ndarray:
+        stats = self.call(self.label_holder, m.NodeStatsRequest(t, state.depth), expect=m.NodeStats)
+        if keep_values:
+            skeleton.set_values(state.frontier, np.asarray(stats.values))
+        may = self.params.grow.may_split(state.depth, state.node_weights(weights))
+        return np.asarray(may & ~np.asarray(stats.pure) if skip_pure else may)
+    return asked
+
+
+def _plant(monkeypatch: pytest.MonkeyPatch, *, values: bool = False, skip_pure: bool = False) -> None:
+    monkeypatch.setattr(Client, "on_node_stats", _leaky_node_stats(values))
+    monkeypatch.setattr(Master, "_asked", _leaky_asked(values, skip_pure))
 
 
 def test_planted_leak_a_master_holding_leaf_values_labels_the_samples(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Client, "on_node_stats", _leaky_node_stats)
-    monkeypatch.setattr(Master, "_frontier_purity", _leaky_purity)
+    _plant(monkeypatch, values=True)
     ff, y = _fit(trees=5)
     assert _master_rate(ff, y) > majority_rate(y) + MASTER_MARGIN
+
+
+def test_the_master_sees_no_purity_and_no_gain(fitted: tuple[Any, np.ndarray]) -> None:
+    """Issue 18 part 1: no ``node_stats`` reaches the master in ``encrypted`` mode and every gain
+    it receives is 0, so joining the nodes it knows are pure labels no sample beyond the
+    majority-class guess.  The bound ``majority + MASTER_MARGIN`` cannot raise a false alarm:
+    the fit is deterministic, and without a purity flag no group forms, whatever the
+    randomness, and the rate is the majority rate exactly."""
+    ff, y = fitted
+    view = _at_master(ff)
+    assert not any(isinstance(r.payload, (m.NodeStats, m.NodeStatsRequest)) for r in view)
+    bests = [r.payload for r in view if isinstance(r.payload, m.LocalBest)]
+    assert bests and all(not np.any(np.asarray(b.gains)) for b in bests)
+    assert any(isinstance(r.payload, m.Winners) for r in view)
+    assert master_purity_join(view, y).groups == 0
+    assert master_purity_labels(view, y) <= majority_rate(y) + MASTER_MARGIN
+
+
+def test_planted_leak_purity_flags_let_the_master_label_the_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flag-sending step restored (purity flags only, as on main before this change): the
+    master's join labels far more than the majority-class guess."""
+    _plant(monkeypatch)
+    ff, y = _fit(trees=5)
+    assert master_purity_labels(_at_master(ff), y) > majority_rate(y) + MASTER_MARGIN
 
 
 # ---------------------------------------------------------------------------- a client
@@ -101,7 +144,7 @@ def test_a_client_cannot_join_early_stops_into_label_groups(fitted: tuple[Any, n
 
 def test_planted_leak_pure_nodes_left_out_of_find_splits_are_joined(monkeypatch: pytest.MonkeyPatch) -> None:
     """The old early stop: pure nodes are neither asked about nor cover-split."""
-    monkeypatch.setattr(Master, "_plan_layer", lambda self, may, pure, ref: (may & ~pure & ref,) * 2)
+    _plant(monkeypatch, skip_pure=True)
     ff, y = _fit(trees=5)
     assert any(r.correct > CLIENT_PROPAGATED * y.size for r in _client_attacks(ff, y))
 

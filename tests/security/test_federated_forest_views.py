@@ -71,7 +71,8 @@ def test_no_feature_value_or_threshold_leaves_its_client(encrypted_run: Any) -> 
 
 
 def test_a_client_reporting_a_raw_value_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planted leak: client 0 reports one of its feature values as the gain of its last slot."""
+    """Planted leak: client 0 reports one of its feature values as the gain of its last slot
+    (in ``shared`` mode: in ``encrypted`` mode the master refuses any gain but 0)."""
     real = Client.on_find_splits
 
     def leaky(self: Client, sender: str, msg: m.FindSplits) -> m.LocalBest:
@@ -83,7 +84,7 @@ def test_a_client_reporting_a_raw_value_is_caught(monkeypatch: pytest.MonkeyPatc
         return dataclasses.replace(reply, gains=gains)
 
     monkeypatch.setattr(Client, "on_find_splits", leaky)
-    ff, X, _ = _regression_run("encrypted")
+    ff, X, _ = _regression_run("shared")
     with pytest.raises(AssertionError, match="private values leaked"):
         check_client0_values_stay_home(ff, X)
 
@@ -161,9 +162,9 @@ CLIENT_CORE = {
     "federated_forest.predict_request",
 }
 MASTER_TYPES = {
-    "federated_forest.client_info", "federated_forest.ack", "federated_forest.node_stats",
-    "federated_forest.local_best", "federated_forest.partition", "federated_forest.client_test_ids",
-    "federated_forest.leaf_sets", "federated_forest.gains_reply", "federated_forest.forest_output",
+    "federated_forest.client_info", "federated_forest.ack", "federated_forest.local_best",
+    "federated_forest.partition", "federated_forest.client_test_ids", "federated_forest.leaf_sets",
+    "federated_forest.winners", "federated_forest.forest_output",
 }
 
 
@@ -174,8 +175,8 @@ def check_views_match_the_spec(received: dict[str, set[str]]) -> None:
         f"client1 received {sorted(client1 - CLIENT_CORE)}"
     holder = received["client0"]
     assert "federated_forest.encrypted_labels" not in holder and "federated_forest.shared_labels" not in holder
-    assert {"federated_forest.score_request", "federated_forest.node_stats_request",
-            "federated_forest.gains_request", "federated_forest.leaf_values_request"} <= holder
+    assert {"federated_forest.score_request", "federated_forest.winners_request",
+            "federated_forest.leaf_values_request"} <= holder
     assert received["master"] <= MASTER_TYPES, f"the master received {sorted(received['master'] - MASTER_TYPES)}"
 
 
@@ -200,12 +201,13 @@ def test_client_views_match_the_spec(spec_run: Any) -> None:
             assert not hasattr(rec.payload, "gains")
 
 
-@pytest.mark.parametrize(("party", "extra"), [("client1", "federated_forest.gains_reply"),
+@pytest.mark.parametrize(("party", "extra"), [("client1", "federated_forest.winners"),
                                                ("client1", "federated_forest.local_best"),
-                                               ("master", "federated_forest.score_request")])
+                                               ("master", "federated_forest.score_request"),
+                                               ("master", "federated_forest.node_stats")])
 def test_a_message_outside_the_spec_table_is_caught(spec_run: Any, party: str, extra: str) -> None:
-    """Planted leak: a role receives a message its table does not list (gains or another client's
-    best split at a client, packed statistics at the master)."""
+    """Planted leak: a role receives a message its table does not list (the winners or another
+    client's best split at a client, packed statistics or purity flags at the master)."""
     received = _received(spec_run)
     received[party] = received[party] | {extra}
     with pytest.raises(AssertionError, match="received"):

@@ -1,0 +1,122 @@
+"""HybridTree and the histogram forest deployed (issue 16): one process per role over gRPC with mutual
+TLS on loopback against the one-process facade on the same data, settings and (HybridTree) key.
+
+Each run is what the deployment's ``run_job`` does: HybridTree trains, the guests load their test rows
+and the host predicts them; the histogram forest trains, the server hands the model to the clients and
+each predicts its own test rows.  The facade side times ``fit`` plus the predictions.  The networked
+figure is the operator's job after every role is up (``launch``'s ``job_seconds``), so process
+start-up is excluded.  Bytes: the protocol messages of both transcripts (control messages, among them
+the model handed to the clients, excluded).  The outputs are checked equal to the facade's (the runs
+are deterministic without DP).  Medians over repeats; ``--quick``: one repeat, smaller runs.
+
+The roles find the deployments through the installed entry points: run it from an install whose
+metadata lists ``hybridtree`` and ``histogram-forest``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from harness import Report
+
+from securetrees.datasets import load_adult
+from securetrees.errors import InsecureParameterWarning
+from securetrees.net.service import launch
+from securetrees.paillier import generate_keypair
+from securetrees.protocols.histogram_forest import deploy as hf_deploy
+from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
+from securetrees.protocols.histogram_forest.experiment import adult_schema, stratified_clients
+from securetrees.protocols.histogram_forest.testing import fit_parts
+from securetrees.protocols.hybridtree import deploy as ht_deploy
+from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+
+Run = Callable[[Path], tuple[float, int, Callable[[Path], bool]]]
+"""Prepare a trial in the folder; return the facade's seconds and protocol bytes, and a check of the outputs."""
+
+
+def _hybridtree(rows: int, trees: int, bits: int) -> Run:
+    data = adult_hybrid(n_guests=3, rows=rows)
+    s = data.split
+    keys = generate_keypair(bits, allow_insecure=bits < 2048)
+    settings: dict[str, Any] = {"n_estimators": trees, "learning_rate": 0.5, "max_bins": MAX_BINS, "min_node_size": 20,
+                                "categorical_features": data.categorical, "key_bits": bits,
+                                "allow_insecure": bits < 2048}
+
+    def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
+        t0 = time.perf_counter()
+        clf = HybridTreeClassifier(**settings, keypair=keys)
+        clf.fit(data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows)
+        want = clf.predict_proba(data.X_test, s.test_rows)
+        seconds = time.perf_counter() - t0
+        ht_deploy.prepare(tmp, data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows,
+                          X_test=data.X_test, test_rows=s.test_rows, y_test=data.y_test, params=settings,
+                          keypair=keys)
+        return seconds, clf.network_.transcript.total_bytes, lambda out: bool(
+            np.array_equal(np.load(out / "host.proba.npy"), want))
+
+    return run
+
+
+def _histogram_forest(rows: int, trees: int) -> Run:
+    ad = load_adult()
+    X, y = ad.X_train[:rows], ad.y_train[:rows]
+    schema = adult_schema(X, list(ad.categorical))
+    splits = stratified_clients(X, y, 3, seed=0)
+    params: dict[str, Any] = {"n_estimators": trees, "max_depth": 6, "random_state": 0, "secure_aggregation": True,
+                              "histogram": "fixed", "categorical_features": schema["categorical"]}
+
+    def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
+        t0 = time.perf_counter()
+        clf = fit_parts(HistogramForestClassifier(**params), [(c.X_train, c.y_train) for c in splits])
+        want = [clf.predict_proba(c.X_test) for c in splits]
+        seconds = time.perf_counter() - t0
+        hf_deploy.prepare(tmp, [(c.X_train, c.y_train) for c in splits],
+                          tests=[(c.X_test, c.y_test) for c in splits], params=params)
+        return seconds, clf.transcript_.total_bytes, lambda out: all(
+            np.array_equal(np.load(out / f"client{i}.proba.npy"), w) for i, w in enumerate(want))
+
+    return run
+
+
+def run(report: Report, quick: bool) -> None:
+    bits, repeats, rows, trees = (1024, 1, 300, 2) if quick else (2048, 3, 1000, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParameterWarning)
+        runs = {"HybridTree (host + 3 guests)": (_hybridtree(rows, trees, bits),
+                                                 f"{rows} Adult rows, {trees} trees, {bits}-bit key"),
+                "histogram forest (server + 3 clients)": (_histogram_forest(2 * rows, 2 * trees - 1),
+                                                          f"{2 * rows} Adult rows, {2 * trees - 1} trees of depth 6, "
+                                                          "secure aggregation")}
+    tab = report.table("Deployed (one process per role, gRPC + mutual TLS, loopback) vs the one-process facade",
+                       ["run", "facade (s)", "deployed job (s)", "time ratio", "facade protocol bytes",
+                        "deployed protocol bytes", "bytes ratio"],
+                       note=f"median of {repeats}; the deployed job excludes process start-up; outputs checked equal")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParameterWarning)
+        for name, (one, about) in runs.items():
+            local, remote, local_b, remote_b = [], [], 0, 0
+            for _ in range(repeats):
+                with tempfile.TemporaryDirectory() as tmp:
+                    seconds, local_b, same = one(Path(tmp))
+                    info: dict[str, Any] = {}
+                    launch(Path(tmp) / "run.toml", Path(tmp) / "pki", report=info)
+                    if not same(Path(tmp) / "out"):
+                        raise RuntimeError(f"{name}: the deployed outputs differ from the facade's")
+                local.append(seconds)
+                remote.append(info["job_seconds"])
+                remote_b = sum(int(s.get("protocol_bytes", 0)) for r, s in info["stats"].items() if r != "operator")
+            lt, nt = statistics.median(local), statistics.median(remote)
+            tab.add(f"{name}: {about}", round(lt, 3), round(nt, 3), round(nt / lt, 2), local_b, remote_b,
+                    round(remote_b / local_b, 3))
+            report.data[name] = {"facade_seconds": local, "deployed_seconds": remote, "facade_bytes": local_b,
+                                 "deployed_protocol_bytes": remote_b}
+            report.check(f"{name}: deployed vs facade protocol bytes, |ratio - 1|", abs(remote_b / local_b - 1),
+                         "<=", 0.01)

@@ -1,0 +1,86 @@
+"""What deployment modules share: their ``[protocol]`` keys checked, outputs kept at the party, a
+Paillier key in a key file.
+
+A deployment module (:mod:`securetrees.net.service`) reads its public parameters from the run's
+``[protocol]`` table: :func:`check_protocol_keys` refuses a key it does not know (a typo would otherwise
+leave a default in force without a word) and one it needs but is missing.  A party writes what it
+is entitled to (its predictions, its row permutation) under ``out/`` beside ``run.toml`` on its own
+machine (:func:`save_output`); the operator receives figures only when the protocol says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import ParameterError
+from securetrees.net.config import RunConfig, check_keys
+from securetrees.paillier import PrivateKey, PublicKey
+
+__all__ = ["check_protocol_keys", "open_paillier", "output_path", "prediction_score", "save_output",
+           "seal_paillier"]
+
+PAILLIER_SCRYPT_LOG2_N = 14
+"""Work factor of a Paillier key sealed inside a key file (the file itself is sealed again)."""
+
+
+def check_protocol_keys(params: Mapping[str, Any], known: Collection[str], protocol: str, *,
+                        required: Collection[str] = ()) -> None:
+    """Refuse a ``[protocol]`` key outside ``known`` (:class:`~securetrees.errors.UnknownKeyError`, as
+    :func:`~securetrees.net.config.load_config` does with the module's ``PARAMETERS``) or a missing
+    ``required`` one (:class:`ParameterError`)."""
+    check_keys(params, known, "protocol", protocol)
+    missing = sorted(set(required) - set(params))
+    if missing:
+        raise ParameterError(f"[protocol] for {protocol} lacks {missing}")
+
+
+def output_path(config: RunConfig, party: str, name: str) -> Path:
+    """Where ``party`` keeps its output file ``name``: ``out/PARTY.NAME`` beside ``run.toml``, on its
+    own machine's copy of the run folder (the folder is made if need be)."""
+    path = config.path.parent / "out" / f"{party}.{name}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def save_output(config: RunConfig, party: str, stem: str, array: npt.ArrayLike) -> Path:
+    """Write ``array`` (without pickle) to ``out/PARTY.STEM.npy``; returns the path."""
+    path = output_path(config, party, f"{stem}.npy")
+    np.save(path, np.asarray(array), allow_pickle=False)
+    return path
+
+
+def seal_paillier(sk: PrivateKey) -> Callable[[bytes], bytes]:
+    """A key-file item (:data:`securetrees.net.trial.Secret`): the private key sealed under the party's
+    passphrase in its own format."""
+
+    def sealed(passphrase: bytes) -> bytes:
+        return sk.to_encrypted_bytes(passphrase, scrypt_log2_n=PAILLIER_SCRYPT_LOG2_N)
+
+    return sealed
+
+
+def open_paillier(secrets: Mapping[str, bytes], item: str, passphrase: bytes, *, role: str,
+                  allow_insecure: bool = False) -> tuple[PublicKey, PrivateKey]:
+    """The Paillier key pair sealed as ``item`` in ``role``'s key file."""
+    sealed = secrets.get(item)
+    if sealed is None:
+        raise ParameterError(f"{role}'s key file has no {item!r}")
+    sk = PrivateKey.from_encrypted_bytes(sealed, passphrase, allow_insecure=allow_insecure)
+    return sk.public_key, sk
+
+
+def prediction_score(task: str, y: npt.ArrayLike, pred: npt.ArrayLike) -> float:
+    """What a party entitled to predictions reports of them: accuracy (``task="classification"``), else
+    R² (1 when the targets are constant and predicted exactly, else 0 for constant targets)."""
+    ya, pa = np.asarray(y), np.asarray(pred)
+    if task == "classification":
+        return float(np.mean(pa == ya))
+    yf = ya.astype(np.float64)
+    ss_tot = float(np.sum((yf - yf.mean()) ** 2))
+    ss_res = float(np.sum((yf - pa.astype(np.float64)) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0)
