@@ -8,9 +8,16 @@ protocols' demos live beside their code, in ``protocols/*/demo.py``).  Each
 demo function takes the remaining command-line arguments and returns an exit
 status.
 
+``securetrees party`` serves one role of a networked run; ``securetrees operator
+{status,fit,predict,revoke}`` drives the running roles from the operator's machine
+(:mod:`securetrees.net.operate`); ``securetrees federation init|launch`` makes and runs a trial
+with every role on this machine.
+
 The command configures :mod:`logging` (the library itself never does): records of the
-``securetrees`` loggers at ``--log-level`` (default INFO) go to stderr, or for ``party``
-to ``--log-file``.  Demos show progress by default (``--no-progress`` turns it off).
+``securetrees`` loggers at ``--log-level`` (default INFO) go to stderr; ``party`` and
+``operator`` write them to a file instead: ``--log-file``, else ``ROLE.log`` in ``--log-dir``
+(default ``logs/`` beside the configuration), and an error that ends the command is logged
+there too.  Demos show progress by default (``--no-progress`` turns it off).
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from securetrees import __version__, plugins
 from securetrees.errors import SecureTreesError
 from securetrees.log import configure as configure_logging
+from securetrees.log import get_logger
 from securetrees.log import reset as reset_logging
 
 __all__ = ["DEFAULT_DEMO", "LOG_LEVELS", "main"]
@@ -74,8 +83,25 @@ def build_parser() -> argparse.ArgumentParser:
     party.add_argument("--role", required=True, help="which party of the roster this process is")
     party.add_argument("--passphrase-file", help="file holding the passphrase of this role's key files "
                        "(else $SECURETREES_PASSPHRASE, else a prompt)")
-    party.add_argument("--log-file", help="append the log to this file instead of stderr")
+    _log_file_options(party)
     party.set_defaults(func=_party)
+
+    op = sub.add_parser("operator", parents=[logs], help="drive a running federation (needs the net extra)",
+                        description="As the run's operator, act on the roles started by 'securetrees party' "
+                                    "on each machine: status, fit, predict (to --out as CSV), revoke (RevFRF).")
+    op.add_argument("action", choices=["status", "fit", "predict", "revoke"])
+    op.add_argument("--config", required=True, help="the run's TOML configuration")
+    op.add_argument("--passphrase-file", help="file holding the passphrase of the operator's key "
+                    "(else $SECURETREES_PASSPHRASE, else a prompt)")
+    op.add_argument("--out", help="predict: write the predictions to this CSV file")
+    op.add_argument("--method", help="predict: the protocol's prediction method (RevFRF: vertical, test, "
+                    "encrypted; Federated Forest: one-round, classical)")
+    op.add_argument("--party", help="revoke: the participant that leaves")
+    op.add_argument("--level", type=int, default=2, help="revoke: level 1 or 2 (default 2)")
+    op.add_argument("--timeout", type=float,
+                    help="seconds to wait for the roles to answer (default 30; status: per role, default 5)")
+    _log_file_options(op)
+    op.set_defaults(func=_operator)
 
     fed = sub.add_parser("federation", help="a whole federation on this machine, one process per role",
                          description="init: make a local trial on embedded Adult; launch: run it.")
@@ -94,8 +120,25 @@ def build_parser() -> argparse.ArgumentParser:
     launch = fed_sub.add_parser("launch", parents=[logs], help="start every role as a process, run the job, stop them")
     launch.add_argument("--config", required=True)
     launch.add_argument("--passphrase-dir", help="folder with NAME.pass files (default: pki/ beside the config)")
+    launch.add_argument("--log-dir", help="folder of the roles' logs ROLE.log (default: logs/ beside the config)")
     launch.set_defaults(func=_fed_launch)
     return parser
+
+
+def _log_file_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-dir", help="write the log to ROLE.log in this folder (default: logs/ beside the config)")
+    p.add_argument("--log-file", help="write (append) the log to this file instead")
+
+
+def _log_file(args: argparse.Namespace) -> str | None:
+    """Where ``party`` / ``operator`` log: ``--log-file``, else ``--log-dir``/ROLE.log (the folder made)."""
+    if args.command not in ("party", "operator"):
+        return None
+    if args.log_file:
+        return str(args.log_file)
+    folder = Path(args.log_dir) if args.log_dir else Path(args.config).resolve().parent / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / f"{args.role if args.command == 'party' else 'operator'}.log")
 
 
 def _net() -> object:
@@ -112,6 +155,41 @@ def _party(args: argparse.Namespace) -> int:
     return status
 
 
+def _operator(args: argparse.Namespace) -> int:
+    _net()
+    from securetrees.net.config import load_config
+    from securetrees.net.operate import run_step, status, write_csv
+
+    config = load_config(args.config)
+    if args.action == "status":
+        report = status(config, args.passphrase_file, timeout=5.0 if args.timeout is None else args.timeout)
+        for role, info in report.items():
+            details = ", ".join(f"{k} {v}" for k, v in info.items() if k != "reachable")
+            print(f"  {role}: {'up' if info['reachable'] == 'yes' else 'DOWN'}; {details}")
+        return 0 if all(i["reachable"] == "yes" for i in report.values()) else 3
+    result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
+                      level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
+    if args.action != "predict":
+        print(f"{args.action}: " + ", ".join(f"{k} {v}" for k, v in result.items()))
+        return 0
+    if args.out:
+        for name, arr in result.items():
+            print(f"  {name}: shape {arr.shape}")
+        print(f"wrote {write_csv(args.out, result)}")
+    else:
+        _print_first_rows(result)
+    return 0
+
+
+def _print_first_rows(results: dict[str, object]) -> None:
+    import numpy as np
+
+    for name, value in results.items():
+        arr = np.asarray(value)
+        first = np.round(arr.reshape(arr.shape[0], -1)[:3, :], 4).tolist() if arr.ndim else arr.tolist()
+        print(f"  {name}: shape {arr.shape}, first values {first}")
+
+
 def _fed_init(args: argparse.Namespace) -> int:
     path = _net().init_trial(args.protocol, args.out, rows=args.rows,  # type: ignore[attr-defined]
                              trees=args.trees, insecure=args.insecure_1024, force=args.force)
@@ -121,20 +199,18 @@ def _fed_init(args: argparse.Namespace) -> int:
 
 def _fed_launch(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
-
-    import numpy as np
 
     from securetrees.progress import phase
 
+    service = _net()
     pdir = args.passphrase_dir or str(Path(args.config).resolve().parent / "pki")
+    logs = Path(args.log_dir) if args.log_dir else service.default_log_dir(args.config)  # type: ignore[attr-defined]
     t0 = time.perf_counter()
     with phase("federation (start every role, run the job, stop)"):
-        results = _net().launch(args.config, pdir)  # type: ignore[attr-defined]
-    print(f"federation finished in {time.perf_counter() - t0:.1f} s (every role in its own process, mutual TLS)")
-    for name, arr in results.items():
-        first = np.round(arr.reshape(arr.shape[0], -1)[:3, :] if arr.ndim else arr, 4).tolist()
-        print(f"  {name}: shape {arr.shape}, first values {first}")
+        results = service.launch(args.config, pdir, log_dir=logs)  # type: ignore[attr-defined]
+    print(f"federation finished in {time.perf_counter() - t0:.1f} s (every role in its own process, mutual TLS); "
+          f"the roles' logs are in {logs}")
+    _print_first_rows(results)
     return 0
 
 
@@ -164,10 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if level.upper() not in LOG_LEVELS:
                 parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
             args.log_level = level.upper()
-    configure_logging(args.log_level, file=getattr(args, "log_file", None))
+    log_file = _log_file(args)
+    configure_logging(args.log_level, file=log_file)
     try:
         status: int = args.func(args)
     except SecureTreesError as exc:
+        if log_file is not None:  # the role's log ends with what ended it
+            get_logger("cli").error("%s: %s", type(exc).__name__, exc)
         print(f"securetrees: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -35,6 +35,8 @@ __all__ = [
     "TypeMismatchError",
     "UnauthorizedSender",
     "UnexpectedMessage",
+    "UnknownKeyError",
+    "UnsupportedActionError",
 ]
 
 
@@ -139,6 +141,15 @@ class DuplicateIdError(ParameterError):
 class SetSizeError(ParameterError):
     """An id set, one's own or a peer's announced one, is larger than the run's ``max_set_size``
     (the cap that bounds how many guessed ids a party can probe in one run)."""
+
+
+class UnknownKeyError(ParameterError):
+    """A configuration section holds a key its reader does not know (a typo, or a secret put
+    where secrets never go); the message names the key, the section and the allowed keys."""
+
+
+class UnsupportedActionError(ParameterError):
+    """An operator action the run's protocol does not offer (e.g. ``revoke`` outside RevFRF)."""
 
 
 class TableError(ParameterError):

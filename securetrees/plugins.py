@@ -8,7 +8,7 @@ protocol the same way the bundled ones do (in its ``pyproject.toml``)::
     my-protocol = "my_package.demo:main"          # main(argv) -> exit status; module has ABOUT
 
     [project.entry-points."securetrees.deployments"]
-    my-protocol = "my_package.deploy"             # the module services.py documents
+    my-protocol = "my_package.deploy"             # the module specs/deployment.md documents
 
 Entry points are read from the installed metadata: a checkout must be installed
 (``pip install -e .``) before its demos and deployments can be found.

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError, TableError
+from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
@@ -47,11 +48,16 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 
-__all__ = ["DeployedClient", "DeployedMaster", "make_role", "prepare", "run_job"]
+__all__ = ["PARAMETERS", "DeployedClient", "DeployedMaster", "fit", "make_role", "predict", "prepare", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
                 "feature_sampling", "bootstrap", "random_state", "checkpoint")
+
+PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
+                        "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",
+                        "paillier_mode", "checkpoint_dir", "prediction"})
+"""The ``[protocol]`` keys of a Federated Forest run."""
 
 
 def _forest_params(p: dict[str, Any]) -> ForestParams:
@@ -72,6 +78,9 @@ def _store(config: RunConfig, role: str, secrets: dict[str, bytes]) -> Checkpoin
 
 
 class DeployedMaster(Controllable, Master):
+    def control_state(self) -> dict[str, str]:
+        return {"trees": str(len(self.trees))}
+
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         self.fit()
         return ControlReply(info={"trees": str(len(self.trees))})
@@ -169,21 +178,39 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return client
 
 
-def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Align the clients' rows (PSI), train, then predict the test rows; ``output`` is in the
-    agreed order of the test rows (with ``hmac-trusted``: the clients' own test row order)."""
-    clients = [str(c) for c in config.params["clients"]]
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """The alignment phase (with ``psi``: the clients wait in it since they started), then
+    training (the master drives every client)."""
+    sizes: dict[str, int] = {}
     if alignment_mode(config) == "psi":
         plan = alignment_plan(config)
-        run_alignment(operator, plan)
-        finish_alignment(operator, plan)
-    operator.control("master", "fit")
-    orders = operator.control_many(clients, "load_test")
-    out = operator.control("master", "predict", method=config.params.get("prediction", "one-round")).arrays["output"]
+        with operator.step("align"):
+            sizes = run_alignment(operator, plan)
+            finish_alignment(operator, plan)
+    with operator.step("fit"):
+        info = dict(operator.control("master", "fit").info)
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
+
+
+def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """The forest's output on the clients' test rows, in their agreed order (with
+    ``hmac-trusted``: the clients' own test row order); ``method`` is ``one-round`` or
+    ``classical`` (default: ``[protocol] prediction``, else one-round)."""
+    clients = [str(c) for c in config.params["clients"]]
+    how = method or str(config.params.get("prediction", "one-round"))
+    with operator.step(f"predict {how}"):
+        orders = operator.control_many(clients, "load_test")
+        out = operator.control("master", "predict", method=how).arrays["output"]
     order = orders[clients[0]].arrays["order"]
     result = np.empty_like(out)
     result[order] = out
     return {"output": result}
+
+
+def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
+    """Align the clients' rows (PSI), train, then predict the test rows (:func:`fit`, :func:`predict`)."""
+    fit(operator, config)
+    return predict(operator, config)
 
 
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,

@@ -50,7 +50,8 @@ from securetrees.runtime.network import Network
 from securetrees.trees import persistence
 from securetrees.trees.forest import Forest
 
-__all__ = ["DeployedClient", "DeployedServer", "estimator_from", "make_role", "prepare", "run_job", "trial"]
+__all__ = ["PARAMETERS", "DeployedClient", "DeployedServer", "estimator_from", "fit", "make_role", "predict",
+           "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
@@ -58,6 +59,11 @@ _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
 _RUN_KEYS = ("task", "clients", "n_features")
 _NOT_SETTINGS = ("progress", "client_column", "n_clients")
 """Facade parameters that are no run parameter (how one table is dealt to simulated clients, progress bars)."""
+
+PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
+                                     if n not in _NOT_SETTINGS)})
+"""The ``[protocol]`` keys a histogram forest run may hold (either task's settings; :func:`estimator_from`
+checks those of the run's task and the required ones)."""
 
 
 def _task(params: dict[str, Any]) -> str:
@@ -172,17 +178,31 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return party
 
 
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Train at the server from the clients' (noisy) histograms; reports the ε spent."""
+    with operator.step("fit"):
+        return dict(operator.control("server", "fit").info)
+
+
+def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """Hand the model to every client; each predicts its own test rows into its own file (``out/``).
+    The operator receives each client's score (accuracy, or R² for regression) when all report one."""
+    if method is not None:
+        raise ParameterError("the histogram forest has one prediction method")
+    clients = _clients(config.params)
+    with operator.step("predict"):
+        model = operator.control("server", "model").info["model"]
+        replies = operator.control_many(clients, "predict", {c: {"model": model} for c in clients})
+    if all("score" in replies[c].info for c in clients):
+        return {"score": np.asarray([float(replies[c].info["score"]) for c in clients])}
+    return {}
+
+
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
     """Train; hand the model to every client; each predicts its own test rows into its own file.
     Returns the ε spent and each client's score (accuracy, or R² for regression)."""
-    clients = _clients(config.params)
-    fitted = operator.control("server", "fit").info
-    model = operator.control("server", "model").info["model"]
-    replies = operator.control_many(clients, "predict", {c: {"model": model} for c in clients})
-    out: dict[str, npt.NDArray[Any]] = {"epsilon_spent": np.asarray([float(fitted["epsilon_spent"])])}
-    if all("score" in replies[c].info for c in clients):
-        out["score"] = np.asarray([float(replies[c].info["score"]) for c in clients])
-    return out
+    fitted = fit(operator, config)
+    return {"epsilon_spent": np.asarray([float(fitted["epsilon_spent"])]), **predict(operator, config)}
 
 
 def _toml_settings(params: dict[str, Any]) -> dict[str, Any]:

@@ -59,13 +59,19 @@ from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 from securetrees.trees import BinMapper
 
-__all__ = ["DeployedGuest", "DeployedHost", "estimator_from", "make_role", "prepare", "run_job", "trial"]
+__all__ = ["PARAMETERS", "DeployedGuest", "DeployedHost", "estimator_from", "fit", "make_role", "predict", "prepare",
+           "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "host_features", "guest_features", "host_public_key")
 _NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state")
 """Facade parameters that are no run parameter (objects, or in-process bookkeeping)."""
+
+PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
+                                     if n not in _NOT_SETTINGS)})
+"""The ``[protocol]`` keys a HybridTree run may hold (either task's settings; :func:`estimator_from`
+checks those of the run's task and the required ones)."""
 
 
 def estimator_from(params: dict[str, Any], protocol: str = "hybridtree") -> _HybridTree:
@@ -202,17 +208,29 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return guest
 
 
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Train (the host drives every guest); reports the number of guest splits."""
+    with operator.step("fit"):
+        return dict(operator.control("host", "fit").info)
+
+
+def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """Each guest loads its test rows, the host predicts and keeps the predictions (``out/``); the
+    operator receives the host's score on the test rows when the host holds their labels."""
+    if method is not None:
+        raise ParameterError("HybridTree has one prediction method")
+    guests = [str(g) for g in config.params["guests"]]
+    with operator.step("predict"):
+        operator.control_many(guests, "load_test")
+        reply = operator.control("host", "predict").info
+    return {"score": np.asarray([float(reply["score"])])} if "score" in reply else {}
+
+
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
     """Train, let each guest load its test rows, predict at the host (who keeps the predictions);
     returns the number of guest splits and the host's score on the test rows."""
-    guests = [str(g) for g in config.params["guests"]]
-    fitted = operator.control("host", "fit").info
-    operator.control_many(guests, "load_test")
-    reply = operator.control("host", "predict").info
-    out = {"guest_splits": np.asarray([int(fitted["guest_splits"])])}
-    if "score" in reply:
-        out["score"] = np.asarray([float(reply["score"])])
-    return out
+    fitted = fit(operator, config)
+    return {"guest_splits": np.asarray([int(fitted["guest_splits"])]), **predict(operator, config)}
 
 
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_features: Sequence[int],

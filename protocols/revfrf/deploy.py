@@ -21,8 +21,10 @@ Control actions (``securetrees.net.control``), sent by the operator:
 * ``predict`` (requester): FRF-Predict on each of its own rows;
 * ``revoke`` (participant): FRF-Revoc at ``level`` 1 or 2.
 
-The job a launcher runs (:func:`run_job`) trains, predicts the three ways,
-revokes the last participant at level 2 and predicts again.
+The operator's steps (``securetrees operator``): :func:`fit` (the alignment phase, then
+training), :func:`predict`, :func:`revoke`.  The job a launcher runs (:func:`run_job`) is made
+of them: it trains, predicts the three ways, revokes the last participant at level 2 and
+predicts again.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ import numpy.typing as npt
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
-from securetrees.errors import ParameterError, TableError
+from securetrees.errors import ParameterError, TableError, UnsupportedActionError
+from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
@@ -45,7 +48,7 @@ from securetrees.net.tables import encode_labels, party_tables
 from securetrees.net.trial import TrialPlan, deal_rows, table_frame, write_trial
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
-from securetrees.protocols.revfrf.facade import make_proposer, plan_run
+from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
 from securetrees.protocols.revfrf.kgc import KeyCentre
 from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
@@ -56,13 +59,20 @@ from securetrees.signing import SigningKey, make_roster
 from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
 
-__all__ = ["make_role", "prepare", "run_job", "trial"]
+__all__ = ["PARAMETERS", "fit", "make_role", "predict", "prepare", "revoke", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
+
+PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", "participants", "columns",
+                        "requesters", "n_features", "allow_insecure", "directory", "verify_keys"})
+"""The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout."""
 
 
 class DeployedCS(Controllable, CentralServer):
     _draws: list[Any]
+
+    def control_state(self) -> dict[str, str]:
+        return {"trees": str(len(self.trees))}
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         frontier = self.plant([dr.sample_weight for dr in self._draws])
@@ -216,30 +226,72 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return part
 
 
-def _predict_all(operator: Operator, participants: list[str], method: str, batch: str, n: int) -> FloatArray:
-    operator.control_many(participants, "load", {u: {"batch": batch} for u in participants})
+def _predict_all(operator: Operator, participants: list[str], method: str, batch: str) -> FloatArray:
+    loaded = operator.control_many(participants, "load", {u: {"batch": batch} for u in participants})
     try:
+        counts = {u: int(r.info["rows"]) for u, r in loaded.items() if "revoked" not in r.info}
+        if len(set(counts.values())) != 1:
+            raise ParameterError(f"the participants hold different numbers of test rows: {counts}")
+        n = next(iter(counts.values()))
         out: FloatArray = operator.control("cs", "predict", method=method, batch=batch, n=n).arrays["output"]
     finally:
         operator.control_many(participants, "drop", {u: {"batch": batch} for u in participants})
     return out
 
 
-def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Train; predict by ``vertical``, ``test`` and (the requester) ``encrypted``; revoke the last
-    participant at level 2 (a new forest epoch); predict ``vertical`` again."""
-    p = config.params
-    participants = [str(u) for u in p["participants"]]
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """The alignment phase (the CS and the participants wait in it since they started), then
+    planting and growing the forest (the CS drives FLE-Expan / FOS-Find with every participant)."""
     plan = alignment_plan(config)
-    n = run_alignment(operator, plan).get("test", 0)
-    finish_alignment(operator, plan)
-    operator.control("cs", "fit")
-    results = {"vertical": _predict_all(operator, participants, "vertical", "b1", n),
-               "test": _predict_all(operator, participants, "test", "b2", n)}
-    for name in p.get("requesters", []):
-        results["encrypted"] = operator.control(str(name), "predict").arrays["output"]
-    operator.control(participants[-1], "revoke", level=2)
-    results["after_revocation"] = _predict_all(operator, participants, "vertical", "b3", n)
+    with operator.step("align"):
+        sizes = run_alignment(operator, plan)
+        finish_alignment(operator, plan)
+    with operator.step("fit"):
+        info = dict(operator.control("cs", "fit").info)
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
+
+
+def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """Class probabilities: ``vertical`` (default) or ``test`` (FRF-Test) on the participants'
+    aligned test rows (a fresh batch, dropped afterwards), or ``encrypted`` (FRF-Predict) on the
+    first requester's own rows; the result is named after the method."""
+    p = config.params
+    how = method or "vertical"
+    with operator.step(f"predict {how}"):
+        if how == "encrypted":
+            requesters = [str(r) for r in p.get("requesters", [])]
+            if not requesters:
+                raise UnsupportedActionError("this RevFRF run has no requester for encrypted prediction")
+            return {"encrypted": operator.control(requesters[0], "predict").arrays["output"]}
+        if how not in ("vertical", "test"):
+            raise ParameterError(f"RevFRF predicts by 'vertical', 'test' or 'encrypted', not {how!r}")
+        participants = [str(u) for u in p["participants"]]
+        batch = f"op-{SYSTEM_RANDOM.token_bytes(4).hex()}"  # a label, unique per request
+        return {how: _predict_all(operator, participants, how, batch)}
+
+
+def revoke(operator: Operator, config: RunConfig, party: str, level: int = 2) -> dict[str, str]:
+    """FRF-Revoc: participant ``party`` asks to leave at ``level`` 1 (its data out of future
+    trees) or 2 (a new forest epoch without it)."""
+    participants = [str(u) for u in config.params["participants"]]
+    if party not in participants:
+        raise ParameterError(f"{party!r} is not a participant of this run ({participants})")
+    if level not in (1, 2):
+        raise ParameterError("the revocation level is 1 or 2")
+    with operator.step(f"revoke {party}"):
+        return dict(operator.control(party, "revoke", level=level).info)
+
+
+def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
+    """Align and train; predict by ``vertical``, ``test`` and (the requester) ``encrypted``; revoke
+    the last participant at level 2 (a new forest epoch); predict ``vertical`` again."""
+    participants = [str(u) for u in config.params["participants"]]
+    fit(operator, config)
+    results = {**predict(operator, config, "vertical"), **predict(operator, config, "test")}
+    if config.params.get("requesters"):
+        results.update(predict(operator, config, "encrypted"))
+    revoke(operator, config, participants[-1], 2)
+    results["after_revocation"] = predict(operator, config, "vertical")["vertical"]
     return results
 
 

@@ -31,12 +31,15 @@ from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
 from securetrees.runtime.network import Network
 
-__all__ = ["ALIGNMENTS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "aligned_tables",
+__all__ = ["ALIGNMENTS", "PARAMETERS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "aligned_tables",
            "alignment_mode",
            "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
 
 ALIGNMENTS = ("psi", "hmac-trusted")
 """``[protocol] alignment``: ``psi`` (the default) or the trusted setting's shared-key HMAC."""
+
+PARAMETERS = frozenset({"alignment", "max_set_size", "chunk_size"})
+"""The ``[protocol]`` keys the alignment phase reads (a deployment that aligns declares them too)."""
 
 
 def alignment_mode(config: RunConfig) -> str:

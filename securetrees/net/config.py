@@ -27,6 +27,11 @@
     [protocol]                     # the protocol's public parameters, same for every party
     n_estimators = 10
 
+Every section is checked against the keys its reader knows: an unknown key (a typo, a secret
+put in the file) is refused with :class:`~securetrees.errors.UnknownKeyError`, which names
+the key, its section, the allowed keys and the closest one.  The ``[protocol]`` section's keys
+are the deployment module's ``PARAMETERS`` (``specs/deployment.md``).
+
 Every party but the operator names its ``role``; the operator's role is ``operator``
 and no other party may claim it.  Each process admits a message only from a party whose
 role the message's type declares as a sender (``specs/runtime.md``).
@@ -37,15 +42,17 @@ ever read from the configuration: passphrases come from a file, the
 
 from __future__ import annotations
 
+import difflib
 import getpass
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from securetrees.errors import ParameterError
+from securetrees import plugins
+from securetrees.errors import ParameterError, TypeMismatchError, UnknownKeyError
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.tls import check_fingerprint, check_name
 from securetrees.net.transport import Peer, TransportOptions
@@ -56,9 +63,45 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["PartyConfig", "RunConfig", "dump_toml", "load_config", "read_passphrase"]
+__all__ = ["PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "PartyConfig", "RunConfig", "check_keys",
+           "dump_toml", "load_config", "protocol_parameters", "read_passphrase"]
 
 PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, not a secret
+
+SECTIONS: Final = frozenset({"run", "tls", "parties", "protocol"})
+"""The tables a run configuration may hold."""
+RUN_KEYS: Final = frozenset({"protocol", "operator", "deadline", "retries", "backoff", "keepalive"})
+TLS_KEYS: Final = frozenset({"ca"})
+_TABLE_KEYS = ("id_column", "label", "columns", "categories")
+PARTY_KEYS: Final = frozenset({"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer",
+                               "test_data", *_TABLE_KEYS})
+"""The keys of a roster entry (no secret: passphrases never go in the configuration)."""
+
+
+def check_keys(table: Mapping[str, Any], allowed: Collection[str], section: str, where: str) -> None:
+    """Refuse the first key of ``table`` (in sorted order) that is not in ``allowed`` with
+    :class:`UnknownKeyError` naming it, ``section`` (``""``: the top level), the allowed keys
+    and the closest of them."""
+    unknown = sorted(set(table) - set(allowed))
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(allowed), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    more = f" and {len(unknown) - 1} more" if len(unknown) > 1 else ""
+    place = f"in [{section}]" if section else "at the top level"
+    raise UnknownKeyError(f"{where}: unknown key {key!r}{more} {place}{hint}; "
+                          f"allowed keys: {', '.join(sorted(allowed)) or '(none)'}")
+
+
+def protocol_parameters(protocol: str) -> frozenset[str]:
+    """The ``[protocol]`` keys deployment ``protocol`` reads: its module's ``PARAMETERS``."""
+    module = plugins.load_deployment(protocol)
+    declared = getattr(module, "PARAMETERS", None)
+    if not isinstance(declared, (frozenset, set)) or not all(isinstance(k, str) for k in declared):
+        raise TypeMismatchError(f"deployment {protocol!r} ({module.__name__}) declares no PARAMETERS "
+                                "(a frozenset of the [protocol] keys it reads; specs/deployment.md)")
+    return frozenset(declared)
 
 
 @dataclass(frozen=True)
@@ -76,8 +119,6 @@ class PartyConfig:
     table: dict[str, Any] = field(default_factory=dict)
     """How to read the data table: ``id_column``, ``label``, ``columns``, ``categories``."""
 
-
-_TABLE_KEYS = ("id_column", "label", "columns", "categories")
 
 
 @dataclass(frozen=True)
@@ -133,13 +174,12 @@ def load_config(path: str | Path) -> RunConfig:
     except RecursionError:  # the parser recurses once per nested array or inline table
         raise ParameterError(f"{p} nests too deeply") from None
     base = p.parent
+    check_keys(doc, SECTIONS, "", str(p))
     run = _table(doc, "run", str(p))
     tls = _table(doc, "tls", str(p))
     parties_doc = _table(doc, "parties", str(p))
-    known = {"protocol", "operator", "deadline", "retries", "backoff", "keepalive"}
-    unknown = set(run) - known
-    if unknown:
-        raise ParameterError(f"{p}: unknown keys in [run]: {sorted(unknown)}")
+    check_keys(run, RUN_KEYS, "run", str(p))
+    check_keys(tls, TLS_KEYS, "tls", str(p))
     try:
         transport = TransportOptions(deadline=float(run.get("deadline", 600.0)), retries=int(run.get("retries", 3)),
                                      backoff=float(run.get("backoff", 0.2)),
@@ -157,10 +197,7 @@ def load_config(path: str | Path) -> RunConfig:
         check_name(name)
         if not isinstance(t, dict):
             raise ParameterError(f"{where} must be a table")
-        extra = set(t) - {"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer",
-                          "test_data", *_TABLE_KEYS}
-        if extra:
-            raise ParameterError(f"{where}: unknown keys {sorted(extra)} (secrets never go in the configuration)")
+        check_keys(t, PARTY_KEYS, f"parties.{name}", str(p))
         cert, key = path_of(t, "cert", where), path_of(t, "key", where)
         if cert is None or key is None:  # pragma: no cover - required
             raise ParameterError(f"{where}: cert and key are required")
@@ -183,7 +220,9 @@ def load_config(path: str | Path) -> RunConfig:
     params = doc.get("protocol", {})
     if not isinstance(params, dict):
         raise ParameterError(f"{p}: [protocol] must be a table")
-    return RunConfig(p, str(_str(run, "protocol", f"{p} [run]")), operator, ca, parties, transport, dict(params))
+    protocol = str(_str(run, "protocol", f"{p} [run]"))
+    check_keys(params, protocol_parameters(protocol), "protocol", str(p))
+    return RunConfig(p, protocol, operator, ca, parties, transport, dict(params))
 
 
 def read_passphrase(role: str, passphrase_file: str | Path | None) -> bytes:

@@ -11,20 +11,23 @@ role's transcript (messages, bytes, rounds) and its process's peak resident memo
 
 from __future__ import annotations
 
+import logging
 import resource
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import numpy as np
 
 from securetrees.errors import ParameterError
 from securetrees.runtime import ANY_ROLE, Message, Party, handles, message
 from securetrees.runtime.network import Network
+from securetrees.runtime.steps import logged_step, traffic
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from contextlib import AbstractContextManager
 
 __all__ = ["OPERATOR_ROLE", "ControlReply", "ControlRequest", "Controllable", "Operator"]
 
@@ -66,14 +69,42 @@ def peak_rss_bytes() -> int:
 
 
 class Controllable:
-    """Mixin for a :class:`Party` run as a service: the operator may send control requests."""
+    """Mixin for a :class:`Party` run as a service: the operator may send control requests.
+
+    Built-in actions: ``shutdown``; ``stats`` (this process's received messages, bytes and
+    rounds); ``status`` (the role, the steps run so far, the last one, and what
+    :meth:`control_state` adds).  Any other action ``x`` runs ``control_x(args)`` as a
+    logged step (:func:`~securetrees.runtime.steps.logged_step`: wall time, bytes sent and
+    received, rounds on the role's logger)."""
 
     name: str
+    role: ClassVar[str]
     network: Network
+    logger: ClassVar[logging.Logger]
+    _steps: tuple[int, str] = (0, "")
+
+    def _log_totals(self) -> None:
+        """The role's traffic in all, and what it received by message type (a role that works
+        inside other roles' steps, e.g. a client during the master's ``fit``, shows it here)."""
+        used = traffic(self.network, self.name)
+        self.logger.info("%s stopping after %d steps: sent %d B, received %d B, rounds %d in all",
+                         self.name, self._steps[0], used.sent, used.received, used.rounds)
+        by_type: dict[str, list[int]] = {}
+        for r in self.network.transcript.view(self.name):
+            entry = by_type.setdefault(r.type_name, [0, 0])
+            entry[0] += 1
+            entry[1] += r.size
+        for type_name, (count, size) in sorted(by_type.items()):
+            self.logger.info("%s received %d x %s, %d B", self.name, count, type_name, size)
+
+    def control_state(self) -> dict[str, str]:
+        """What ``status`` reports beyond the built-ins (e.g. the number of trees); override."""
+        return {}
 
     @handles(ControlRequest)
     def on_control(self, sender: str, msg: ControlRequest) -> ControlReply:
         if msg.action == "shutdown":
+            self._log_totals()
             threading.Timer(0.2, self.network.close).start()  # after the reply has gone out
             return ControlReply(info={"status": "stopping"})
         if msg.action == "role":  # which role this process serves now (a deployment's phases)
@@ -84,11 +115,18 @@ class Controllable:
             return ControlReply(info={"bytes_received": str(t.total_bytes), "messages": str(len(t)),
                                       "protocol_bytes": str(sum(r.size for r in protocol)),
                                       "protocol_messages": str(len(protocol)), "rounds": str(t.rounds),
-                                      "peak_rss_bytes": str(peak_rss_bytes())})
+                                      "peak_rss_bytes": str(peak_rss_bytes()),
+                                      "bytes_sent": str(self.network.bytes_sent(self.name))})
+        if msg.action == "status":
+            count, last = self._steps
+            return ControlReply(info={**self.control_state(), "role": self.role, "steps": str(count),
+                                      "last_step": last or "-"})
         fn = getattr(self, f"control_{msg.action}", None) if msg.action.isidentifier() else None
         if fn is None:
             raise ParameterError(f"{self.name!r} has no control action {msg.action!r}")
-        reply: ControlReply = fn(dict(msg.args))
+        with logged_step(self.logger, self.name, self.network, msg.action):
+            reply: ControlReply = fn(dict(msg.args))
+        self._steps = (self._steps[0] + 1, msg.action)
         return reply
 
 
@@ -99,6 +137,11 @@ class Operator(Party):
 
     def control(self, role: str, action: str, **args: Any) -> ControlReply:
         return self.call(role, ControlRequest(action, {k: str(v) for k, v in args.items()}), expect=ControlReply)
+
+    def step(self, name: str) -> AbstractContextManager[None]:
+        """A job step of the operator's (``with operator.step("fit"): ...``), logged with its
+        wall time, bytes and rounds on the operator's logger."""
+        return logged_step(self.logger, self.name, self.network, name)
 
     def control_many(self, roles: list[str], action: str, per_role: Mapping[str, Mapping[str, Any]] | None = None
                      ) -> dict[str, ControlReply]:

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.net.config import RunConfig
+from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
 
 __all__ = ["check_protocol_keys", "open_paillier", "output_path", "prediction_score", "save_output",
@@ -30,10 +30,10 @@ PAILLIER_SCRYPT_LOG2_N = 14
 
 def check_protocol_keys(params: Mapping[str, Any], known: Collection[str], protocol: str, *,
                         required: Collection[str] = ()) -> None:
-    """Refuse (:class:`ParameterError`) a ``[protocol]`` key outside ``known`` or a missing ``required`` one."""
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise ParameterError(f"unknown keys in [protocol] for {protocol}: {unknown}; known keys: {sorted(known)}")
+    """Refuse a ``[protocol]`` key outside ``known`` (:class:`~securetrees.errors.UnknownKeyError`, as
+    :func:`~securetrees.net.config.load_config` does with the module's ``PARAMETERS``) or a missing
+    ``required`` one (:class:`ParameterError`)."""
+    check_keys(params, known, "protocol", protocol)
     missing = sorted(set(required) - set(params))
     if missing:
         raise ParameterError(f"[protocol] for {protocol} lacks {missing}")

@@ -1,15 +1,15 @@
 """Running roles as services: one role per process, a launcher for a local federation.
 
 A protocol supports deployment by a module (a ``securetrees.deployments`` entry point,
-:mod:`securetrees.plugins`, imported only when used, so the core names no protocol) that provides:
+:mod:`securetrees.plugins`, imported only when used, so the core names no protocol); its
+interface is in ``specs/deployment.md``: ``PARAMETERS`` (the ``[protocol]`` keys),
+``make_role``, ``run_job``, ``trial`` and the operator's steps ``fit`` / ``predict`` /
+``revoke`` (each optional; :mod:`securetrees.net.operate`).
 
-``make_role(role, config, network, secrets, data, passphrase) -> Party``
-    build ``role`` from the run's public parameters, its opened key file (items sealed in
-    their own format open with the same ``passphrase``) and its own data;
-``run_job(operator, config) -> dict[str, numpy.ndarray]``
-    what a launcher's operator does with a running federation (train, predict, ...);
-``prepare(out_dir, ...) -> Path``
-    make a local trial (:mod:`securetrees.net.trial`): certificates, key files, data, ``run.toml``.
+Every role process logs to a file (``--log-dir``, default ``logs/`` beside the
+configuration: ``logs/ROLE.log``): its start, one line per step with wall time, bytes and
+rounds (:mod:`securetrees.runtime.steps`), its totals when stopped, and an error that ends
+it.  :func:`launch` keeps those files and, when a role fails, reports the end of its log.
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ from securetrees.net.keyfile import open_key_file
 from securetrees.net.tls import load_identity
 from securetrees.net.transport import GrpcNetwork
 
-__all__ = ["await_roles", "launch", "load_data", "network_for", "protocol_module", "spawn_role",
-           "start_role"]
+__all__ = ["await_roles", "default_log_dir", "launch", "load_data", "log_tail", "network_for", "protocol_module",
+           "spawn_role", "start_role"]
+
+TAIL_LINES: Final = 20
+"""How many last lines of a failed role's log :func:`launch` prints."""
 
 _log = get_logger("net.service")
 
@@ -93,6 +96,7 @@ def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None
         net.wait()
     finally:
         net.close()
+    _log.info("%s stopped", role)
     return 0
 
 
@@ -113,17 +117,24 @@ _ROLE_MAIN: Final = ("import sys; sys.path = [p for p in sys.path if p not in ('
                      "from securetrees.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
+def default_log_dir(config_path: str | Path) -> Path:
+    """``logs/`` beside the configuration: where each role's ``ROLE.log`` goes by default."""
+    return Path(config_path).resolve().parent / "logs"
+
+
 def spawn_role(config: RunConfig, role: str, passphrase_file: Path, log: Path | None = None
                ) -> subprocess.Popen[bytes]:
-    """``securetrees party`` for ``role`` as a child process (output to ``log``, else discarded).
+    """``securetrees party`` for ``role`` as a child process, logging to ``log`` (default
+    ``logs/ROLE.log`` beside the configuration); the child's own output (a traceback, say) is
+    appended to the same file.
 
     The child drops the working directory from its import path before importing anything, so a
     module in the caller's folder (a ``protocols.py``, a ``grpc.py``) cannot stand in for ours."""
+    path = log if log is not None else default_log_dir(config.path) / f"{role}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-c", _ROLE_MAIN, "party", "--config", str(config.path), "--role", role,
-           "--passphrase-file", str(passphrase_file)]
-    if log is None:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # noqa: S603
-    with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+           "--passphrase-file", str(passphrase_file), "--log-file", str(path)]
+    with open(path, "ab") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603 - our interpreter, no shell
 
 
@@ -134,7 +145,7 @@ def await_roles(net: GrpcNetwork, procs: dict[str, subprocess.Popen[bytes]], tim
     while pending:
         dead = {r: procs[r].returncode for r in pending if procs[r].poll() is not None}
         if dead:
-            raise PartyUnavailable(f"roles exited during start-up (exit codes {dead}); see their logs")
+            raise PartyUnavailable(f"roles exited during start-up (exit codes {dead})")
         if time.monotonic() > end:
             raise PeerTimeout(f"roles {pending} did not come up within {timeout:g} s")
         try:
@@ -144,25 +155,56 @@ def await_roles(net: GrpcNetwork, procs: dict[str, subprocess.Popen[bytes]], tim
             continue
 
 
+def log_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last ``lines`` lines of the log file ``path`` (its last 64 KiB at most); [] if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def _failed_roles(procs: dict[str, subprocess.Popen[bytes]], exc: BaseException) -> list[str]:
+    """Roles whose process ended with an error, or that the error names (``'cs'``)."""
+    time.sleep(0.2)  # a role that is dying has a moment to finish its log
+    text = str(exc)
+    return [r for r, proc in procs.items() if proc.poll() not in (None, 0) or repr(r) in text]
+
+
+def _report_tails(roles: list[str], logs: dict[str, Path]) -> None:
+    """Log (ERROR, on ``securetrees.net.service``: the command line's stderr) each failed role's tail."""
+    for role in roles:
+        tail = log_tail(logs[role])
+        _log.error("role %r failed; the last %d lines of its log %s:%s", role, len(tail), logs[role],
+                   "".join(f"\n  | {line}" for line in tail))
+
+
 def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeout: float = 60.0,
            log_dir: str | Path | None = None, report: dict[str, Any] | None = None) -> dict[str, npt.NDArray[Any]]:
     """Start every role of the run as its own process on this machine, run the protocol's
     job as the operator, stop the roles and return the job's results.
 
     ``passphrase_dir`` holds ``NAME.pass`` for every party (a local trial's convenience;
-    a real deployment types or injects each passphrase on its own machine).  ``report``, when
+    a real deployment types or injects each passphrase on its own machine).  Each role logs to
+    ``log_dir/ROLE.log`` (default :func:`default_log_dir`); the files are kept, and when the
+    run fails, the last lines of each failed role's log (one whose process ended with an
+    error, or that the error names) are logged as an error with the file's path (the command
+    line prints them on stderr).  ``report``, when
     given, receives ``job_seconds`` (the job alone, after start-up), ``loopback_bytes`` (bytes
     transmitted on the loopback interface meanwhile, Linux only: every header and frame) and
     ``stats``: each role's received messages, bytes and rounds (protocol and control).
     """
     config = load_config(config_path)
     pdir = Path(passphrase_dir)
-    logs = Path(log_dir) if log_dir is not None else None
+    folder = Path(log_dir) if log_dir is not None else default_log_dir(config.path)
+    logs = {role: folder / f"{role}.log" for role in config.roles}
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for role in config.roles:
-            procs[role] = spawn_role(config, role, pdir / f"{role}.pass",
-                                     logs / f"{role}.log" if logs is not None else None)
+            procs[role] = spawn_role(config, role, pdir / f"{role}.pass", logs[role])
         op_pass = read_passphrase(config.operator, pdir / f"{config.operator}.pass")
         with network_for(config, config.operator, op_pass) as net:
             operator = Operator(config.operator, net)
@@ -181,6 +223,9 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
         for proc in procs.values():
             proc.wait(timeout=30)
         return results
+    except Exception as exc:
+        _report_tails(_failed_roles(procs, exc), logs)
+        raise
     finally:
         for proc in procs.values():
             if proc.poll() is None:

@@ -180,6 +180,7 @@ class GrpcNetwork(Network):
         self._server: grpc.Server | None = None
         self._pool = ThreadPoolExecutor(max_workers=max(4, len(self.roster)), thread_name_prefix="st-call")
         self.port: int | None = None
+        self._sent = 0  # codec-frame bytes this party sent: requests and replies
 
     # ------------------------------------------------------------------ lifecycle
     def register(self, party: Party) -> None:
@@ -318,7 +319,9 @@ class GrpcNetwork(Network):
             raise ProtocolError(f"this process speaks for {self.name!r}, not {sender!r}")
         if receiver == self.name:
             raise ProtocolError("a party does not call itself")
-        raw = self._invoke(receiver, codec.encode(msg), round_, type(msg))
+        data = codec.encode(msg)
+        raw = self._invoke(receiver, data, round_, type(msg))
+        self._count_sent(len(data))
         if raw == _NO_REPLY:
             return None
         if raw[:1] != _REPLY:
@@ -409,4 +412,15 @@ class GrpcNetwork(Network):
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: internal error")
         if reply is None:
             return _NO_REPLY
-        return _REPLY + codec.encode(reply)
+        data = codec.encode(reply)
+        self._count_sent(len(data))
+        return _REPLY + data
+
+    def _count_sent(self, size: int) -> None:
+        with self._lock:
+            self._sent += size
+
+    def bytes_sent(self, party: str) -> int:
+        """Codec-frame bytes this process's party has sent (requests delivered, replies given);
+        0 for any other party (its traffic is in its own process)."""
+        return self._sent if party == self.name else 0

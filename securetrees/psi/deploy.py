@@ -8,7 +8,8 @@ the ``ids`` array of its own data file.  The operator (``securetrees.net.control
 * ``save`` (every party): write its row permutation to ``out/NAME.rows.npy`` beside ``run.toml``
   (on its own machine; the operator never receives anyone's rows).
 
-A new batch of rows at prediction time is aligned by a new run of the same kind.
+The operator's ``fit`` step (``securetrees operator fit``) is that alignment.  A new batch of
+rows at prediction time is aligned by a new run of the same kind.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, PsiL
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 
-__all__ = ["DeployedLeader", "DeployedMember", "make_role", "prepare", "rows_path", "run_job", "trial"]
+__all__ = ["PARAMETERS", "DeployedLeader", "DeployedMember", "fit", "make_role", "prepare", "rows_path", "run_job",
+           "trial"]
+
+PARAMETERS = frozenset({"leader", "max_set_size", "chunk_size"})
+"""The ``[protocol]`` keys of a PSI run."""
 
 
 def rows_path(config: RunConfig, name: str) -> Path:
@@ -86,11 +91,17 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return party
 
 
-def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     """Run the PSI, then have every party save its rows; returns the intersection's size."""
-    size = int(operator.control(str(config.params["leader"]), "run").info["size"])
-    operator.control_many(config.roles, "save")
-    return {"size": np.asarray(size)}
+    with operator.step("align"):
+        size = operator.control(str(config.params["leader"]), "run").info["size"]
+        operator.control_many(config.roles, "save")
+    return {"size": size}
+
+
+def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
+    """:func:`fit`; returns the intersection's size."""
+    return {"size": np.asarray(int(fit(operator, config)["size"]))}
 
 
 def prepare(out_dir: str | Path, sets: dict[str, npt.ArrayLike], *, leader: str | None = None,

@@ -58,6 +58,10 @@ class Network(ABC):
     def role_of(self, name: str) -> str | None:
         """The role of the run's party ``name`` (from the run's roster), or None if it has none."""
 
+    def bytes_sent(self, party: str) -> int:
+        """Codec-frame bytes ``party`` has sent on this network so far (requests and replies)."""
+        return self.transcript.bytes_sent(party)
+
     def receive(self, round_: int, sender: str, party: Party, data: bytes) -> Message | None:
         """The one way into a party: from the frame's header alone, check that ``sender``'s role
         may send this message type to ``party``'s role; then decode, record the delivery and run

@@ -19,7 +19,7 @@ pytest.importorskip("grpc")
 
 from securetrees import cli
 from securetrees.datasets import load_adult
-from securetrees.errors import DecodeError, ParameterError
+from securetrees.errors import DecodeError, ParameterError, UnknownKeyError
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.service import launch, load_data, network_for
@@ -113,14 +113,16 @@ def test_parameters_are_checked(adult: tuple[list[ClientSplit], dict[str, Any]],
     with pytest.raises(ParameterError, match="declare classes"):
         _prepare(tmp_path / "dp", splits, epsilon=1.0, feature_ranges=schema["feature_ranges"],
                  categories=schema["categories"], categorical_features=schema["categorical"])
-    with pytest.raises(ParameterError, match="unknown keys"):
+    with pytest.raises(UnknownKeyError, match=r"unknown key 'n_estimator' in \[protocol\] \(did you mean"):
         _prepare(tmp_path / "typo", splits, n_estimator=3)
     with pytest.raises(ParameterError, match="at least 3 parties"):
         _prepare(tmp_path / "two", splits[:2], secure_aggregation=True)
     cfg_path = _prepare(tmp_path / "run", splits, **SETTINGS)
     text = cfg_path.read_text()
-    for edit, match in [(("[protocol]\n", "[protocol]\nn_estimator = 3\n"), "unknown keys in \\[protocol\\]"),
-                        (("classes = [0, 1]\n", ""), "lacks \\['classes'\\]"),
+    cfg_path.write_text(text.replace("[protocol]\n", "[protocol]\nn_estimator = 3\n"))
+    with pytest.raises(UnknownKeyError, match="unknown key 'n_estimator' in \\[protocol\\]"):
+        load_config(cfg_path)  # refused before any role is built (the deployment's PARAMETERS)
+    for edit, match in [(("classes = [0, 1]\n", ""), "lacks \\['classes'\\]"),
                         (("max_depth = 4\n", "max_depth = 0\n"), "max_depth must be a positive int"),
                         (("classes = [0, 1]\n", "classes = [0, 2]\n"), None)]:
         cfg_path.write_text(text.replace(*edit))

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from securetrees import cli
-from securetrees.errors import ParameterError, PartyUnavailable, ProtocolError
+from securetrees.errors import ParameterError, PartyUnavailable, ProtocolError, UnknownKeyError
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.keyfile import open_key_file
@@ -105,11 +105,14 @@ def test_parameters_are_checked(adult: AdultHybrid, keys: Any, tmp_path: Path) -
     with pytest.raises(ParameterError, match="at least 3 guests"):
         deploy.prepare(tmp_path / "two", adult.X_train, adult.y_train, s.host_features, s.guest_features,
                        s.train_rows[:2], X_test=adult.X_test, test_rows=s.test_rows[:2], params=SETTINGS, keypair=keys)
-    with pytest.raises(ParameterError, match="unknown keys"):
+    with pytest.raises(UnknownKeyError, match="unknown key 'host_dept' in \\[protocol\\] \\(did you mean 'host_depth'"):
         _prepare(tmp_path / "typo", adult, keys, host_dept=3)
     cfg_path = _prepare(tmp_path / "run", adult, keys)
     text = cfg_path.read_text()
-    for bad, match in [("host_dept = 3\n", "unknown keys in \\[protocol\\]"), ("mode = \"fast\"\n", "unknown mode"),
+    cfg_path.write_text(text.replace("[protocol]\n", "[protocol]\nhost_dept = 3\n"))
+    with pytest.raises(UnknownKeyError, match="unknown key 'host_dept' in \\[protocol\\]"):
+        load_config(cfg_path)  # refused before any role is built (the deployment's PARAMETERS)
+    for bad, match in [("mode = \"fast\"\n", "unknown mode"),
                        ("guests = [\"guest0\", \"guest1\"]\n", "at least 3 guests")]:
         if bad.startswith("guests"):
             cfg_path.write_text(text.replace('guests = ["guest0", "guest1", "guest2"]\n', bad))

@@ -111,7 +111,7 @@ def test_a_regression_label_must_be_numeric(tmp_path: Path) -> None:
 
 def _config(tmp_path: Path, party: dict[str, object]) -> Path:
     entry = {"role": "client", "address": "127.0.0.1:1", "cert": "a.crt", "key": "a.key", **party}
-    doc = {"run": {"protocol": "x", "operator": "op"}, "tls": {"ca": "ca.pem"},
+    doc = {"run": {"protocol": "psi", "operator": "op"}, "tls": {"ca": "ca.pem"},
            "parties": {"a": entry, "op": {"address": "127.0.0.1:2", "cert": "o.crt", "key": "o.key"}}}
     path = tmp_path / "run.toml"
     path.write_text(dump_toml(doc), encoding="utf-8")
@@ -144,5 +144,5 @@ def test_bad_table_keys_are_refused(tmp_path: Path, party: dict[str, object], wo
 
 
 def test_unknown_party_keys_stay_refused(tmp_path: Path) -> None:
-    with pytest.raises(ParameterError, match="unknown keys"):
+    with pytest.raises(ParameterError, match=r"unknown key 'schema' in \[parties\.a\]"):
         load_config(_config(tmp_path, {"data": "a.csv", "schema": "a.json"}))

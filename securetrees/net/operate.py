@@ -1,0 +1,114 @@
+"""``securetrees operator``: drive a running federation from the operator's machine.
+
+Every role has been started on its own machine (``securetrees party``); the operator, with its
+own certificate and key, connects to them through :class:`~securetrees.net.control.Operator`
+and runs one action per command:
+
+``status``
+    each role's reachability (a readiness call) and state (its ``status`` control action:
+    role, steps run, last step, e.g. the number of trees);
+``fit`` / ``predict`` / ``revoke``
+    the deployment module's step of that name (``fit(operator, config)``,
+    ``predict(operator, config, method)``, ``revoke(operator, config, party, level)``); a
+    protocol without it refuses with :class:`UnsupportedActionError`.  The roles keep their state
+    between commands, so ``fit`` then ``predict`` are two invocations.
+
+Predictions are written as CSV (:func:`write_csv`).  The operator logs its steps (wall time,
+bytes, rounds) like every role.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import ParameterError, PartyUnavailable, UnsupportedActionError
+from securetrees.log import get_logger
+from securetrees.net.config import RunConfig, read_passphrase
+from securetrees.net.control import Operator
+from securetrees.net.service import network_for, protocol_module
+
+__all__ = ["ACTIONS", "connect", "run_step", "status", "write_csv"]
+
+ACTIONS: Final = ("fit", "predict", "revoke", "status")
+
+_log = get_logger("net.operate")
+
+
+@contextmanager
+def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: float) -> Iterator[Operator]:
+    """The operator's end of the run (its TLS identity from the configuration) once every one of
+    ``roles`` answers within ``timeout`` seconds (:class:`PeerTimeout` otherwise); closed on exit."""
+    with network_for(config, config.operator, passphrase) as net:
+        net.wait_for(roles, timeout)
+        yield Operator(config.operator, net)
+
+
+def status(config: RunConfig, passphrase_file: str | Path | None, *, timeout: float = 5.0
+           ) -> dict[str, dict[str, str]]:
+    """Each role's ``reachable`` (``yes``/``no``) and, when it is, its ``status`` reply; an
+    unreachable role's entry carries the ``error``."""
+    out: dict[str, dict[str, str]] = {}
+    with network_for(config, config.operator, read_passphrase(config.operator, passphrase_file)) as net:
+        operator = Operator(config.operator, net)
+        for role in config.roles:
+            try:
+                net.wait_for([role], timeout)
+                out[role] = {"reachable": "yes", **operator.control(role, "status").info}
+            except PartyUnavailable as exc:
+                out[role] = {"reachable": "no", "error": str(exc)}
+    return out
+
+
+def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None, *, method: str | None = None,
+             party: str | None = None, level: int = 2, timeout: float = 30.0) -> dict[str, Any]:
+    """Run the deployment's step ``action`` (``fit``, ``predict`` or ``revoke``) once every role
+    answers (within ``timeout`` seconds); returns what the step returns."""
+    if action not in ("fit", "predict", "revoke"):
+        raise ParameterError(f"the operator's steps are fit, predict and revoke, not {action!r}")
+    module = protocol_module(config.protocol)
+    step = getattr(module, action, None)
+    if not callable(step):
+        raise UnsupportedActionError(f"the protocol {config.protocol!r} has no {action!r} step")
+    if action == "revoke" and party is None:
+        raise ParameterError("revoke needs the participant that leaves (--party)")
+    with connect(config, read_passphrase(config.operator, passphrase_file), config.roles, timeout) as operator:
+        _log.info("%s: %s on %s", config.operator, action, config.protocol)
+        if action == "fit":
+            result: dict[str, Any] = step(operator, config)
+        elif action == "predict":
+            result = step(operator, config, method)
+        else:
+            result = step(operator, config, party, level)
+    return result
+
+
+def write_csv(path: str | Path, results: Mapping[str, npt.NDArray[Any]]) -> Path:
+    """Write prediction arrays of one row per test row as CSV: a ``row`` column, then one column
+    per array (``NAME``) or per array column (``NAME_0``, ``NAME_1`` ...); floats in full precision."""
+    if not results:
+        raise ParameterError("no predictions to write")
+    blocks = {k: np.asarray(v) for k, v in results.items()}
+    n = {b.shape[0] if b.ndim else -1 for b in blocks.values()}
+    if len(n) != 1 or -1 in n:
+        raise ParameterError(f"the predictions do not have one row per test row: {[b.shape for b in blocks.values()]}")
+    header, columns = ["row"], []
+    for name, b in blocks.items():
+        flat = b.reshape(b.shape[0], -1)
+        header += [name] if b.ndim == 1 else [f"{name}_{j}" for j in range(flat.shape[1])]
+        columns.append(flat)
+    table = np.hstack(columns)
+    out = Path(path)
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for i, row in enumerate(table):
+            writer.writerow([i, *(repr(float(x)) if np.issubdtype(table.dtype, np.floating) else str(x)
+                                  for x in row)])
+    return out

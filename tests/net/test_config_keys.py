@@ -1,0 +1,105 @@
+"""Every section of ``run.toml`` refuses a key its reader does not know, with a typed error that
+names the key, its section, the allowed keys and the closest one; ``[protocol]``'s keys are the
+deployment module's ``PARAMETERS`` (one mechanism for every deployment)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from securetrees import plugins
+from securetrees.errors import ParameterError, TypeMismatchError, UnknownKeyError
+from securetrees.net import config as config_module
+from securetrees.net.config import dump_toml, load_config, protocol_parameters
+from securetrees.psi import deploy as psi_deploy
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@pytest.fixture(scope="module")
+def trial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return psi_deploy.prepare(tmp_path_factory.mktemp("psi"), {"a": np.arange(4), "b": np.arange(2, 6)})
+
+
+def _with(trial: Path, tmp_path: Path, edit: Any) -> Path:
+    doc = tomllib.loads(trial.read_text())
+    edit(doc)
+    path = trial.parent / f"edited-{tmp_path.name}.toml"  # beside the trial: its relative paths hold
+    path.write_text(dump_toml(doc))
+    return path
+
+
+SECRET = {"passphrase": "hunter2"}  # a planted secret where secrets never go
+
+CASES = [
+    # (section as named in the message, edit, the unknown key, the suggestion or None)
+    ("at the top level", lambda d: d.update(protocl={"leader": "a"}), "protocl", "protocol"),
+    ("in [run]", lambda d: d["run"].update(deadlin=5.0), "deadlin", "deadline"),
+    ("in [tls]", lambda d: d["tls"].update(cert="pki/a.crt"), "cert", None),
+    ("in [parties.a]", lambda d: d["parties"]["a"].update(SECRET), "passphrase", None),
+    ("in [parties.operator]", lambda d: d["parties"]["operator"].update(adress="x:1"), "adress", "address"),
+    ("in [protocol]", lambda d: d["protocol"].update(chunk_sise=3), "chunk_sise", "chunk_size"),
+]
+
+
+def test_the_trial_loads(trial: Path) -> None:
+    assert load_config(trial).params["leader"] == "a"
+
+
+@pytest.mark.parametrize(("where", "edit", "key", "hint"), CASES, ids=[c[0] for c in CASES])
+def test_unknown_key_is_refused_in_every_section(trial: Path, tmp_path: Path, where: str, edit: Any, key: str,
+                                                 hint: str | None) -> None:
+    path = _with(trial, tmp_path, edit)
+    with pytest.raises(UnknownKeyError) as info:
+        load_config(path)
+    text = str(info.value)
+    assert isinstance(info.value, ParameterError)
+    assert f"unknown key {key!r} {where}" in text, text
+    assert "allowed keys:" in text
+    assert (f"did you mean {hint!r}" in text) if hint else ("did you mean" not in text)
+
+
+def test_allowed_keys_of_protocol_are_the_deployments(trial: Path, tmp_path: Path) -> None:
+    path = _with(trial, tmp_path, lambda d: d["protocol"].update(n_estimators=3))  # a key of other protocols
+    with pytest.raises(UnknownKeyError, match=r"allowed keys: chunk_size, leader, max_set_size$"):
+        load_config(path)
+
+
+def test_planted_without_the_check_a_secret_in_the_roster_passes(trial: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: with the key check disabled, the passphrase written into a party's entry (and a
+    typo in [protocol]) would be accepted silently; the test above is what catches it."""
+    path = _with(trial, tmp_path, lambda d: (d["parties"]["a"].update(SECRET),
+                                             d["protocol"].update(chunk_sise=3)))
+    monkeypatch.setattr(config_module, "check_keys", lambda *a, **k: None)
+    cfg = load_config(path)
+    assert "chunk_sise" in cfg.params
+
+
+def test_every_registered_deployment_declares_its_parameters() -> None:
+    for name in plugins.registered(plugins.DEPLOYMENTS):
+        declared = protocol_parameters(name)
+        assert declared and all(isinstance(k, str) for k in declared), name
+
+
+def test_a_deployment_without_parameters_is_refused(trial: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = types.ModuleType("bare_deploy")
+    monkeypatch.setattr(plugins, "load_deployment", lambda name: bare)
+    with pytest.raises(TypeMismatchError, match="declares no PARAMETERS"):
+        load_config(trial)
+
+
+def test_an_unknown_protocol_is_refused(trial: Path, tmp_path: Path) -> None:
+    path = _with(trial, tmp_path, lambda d: d["run"].update(protocol="psy"))
+    with pytest.raises(ParameterError, match="no deployment named 'psy'"):
+        load_config(path)
