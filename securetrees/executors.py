@@ -16,8 +16,14 @@ The batch functions of :mod:`securetrees.paillier.batch` and
 * :func:`modular_products` multiplies groups of residues (homomorphic sums) as
   a two-level tree: workers multiply consecutive pieces, the caller multiplies
   the pieces' products;
+* :func:`scatter_products` multiplies each of many residues into several
+  accumulators (a histogram: one ciphertext per row, one bin per feature):
+  workers take runs of rows and return their partial accumulators, the caller
+  multiplies the partials;
 * :func:`flatten_ints` reads a batch of plaintexts (a sequence, or a numpy
-  integer / object array flattened in C order).
+  integer / object array flattened in C order);
+* :func:`role_executor` is how a role gets its executor: the one it is given,
+  or a process pool of ``n_jobs`` workers that it owns for the duration.
 
 What a task carries is decided by the callers, never here: public keys,
 exponents and public residues by default (the trust rule of the spec).
@@ -26,8 +32,9 @@ exponents and public residues by default (the trust rule of the spec).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -38,10 +45,14 @@ from securetrees.errors import ParameterError
 
 __all__ = [
     "CHUNKS_PER_WORKER",
+    "check_n_jobs",
     "chunk_size",
     "flatten_ints",
     "modular_products",
+    "process_pool",
+    "role_executor",
     "run_chunked",
+    "scatter_products",
     "worker_count",
 ]
 
@@ -167,3 +178,80 @@ def modular_products(
     for index, product in zip(owner, (p for part in parts for p in part), strict=True):
         out[index] = out[index] * product % modulus
     return out
+
+
+def _scatter(modulus: mpz, length: int, rows: list[tuple[mpz, list[int]]]) -> list[tuple[int, mpz]]:
+    """Partial accumulators of a run of rows, as (index, product) pairs (a worker task)."""
+    acc: dict[int, mpz] = {}
+    for value, targets in rows:
+        for k in targets:
+            if 0 <= k < length:
+                prev = acc.get(k)
+                acc[k] = value if prev is None else prev * value % modulus
+    return sorted(acc.items())
+
+
+def scatter_products(
+    values: Sequence[mpz], targets: Sequence[Sequence[int]], length: int, modulus: mpz,
+    executor: Executor | None = None, size: int | None = None,
+) -> list[mpz]:
+    """``length`` accumulators: accumulator ``k`` is the product modulo ``modulus`` of every
+    ``values[i]`` with ``k`` in ``targets[i]`` (negative indices are skipped), 1 if none.
+
+    Each task multiplies a run of consecutive rows into sparse partial accumulators;
+    the caller multiplies the partials.  A row's value is sent once whatever the
+    number of its targets, so this pays off where every value lands in several
+    accumulators (one per feature).  Products modulo ``modulus`` do not depend on
+    the order of the factors: the result is the same with any executor.
+    """
+    if len(values) != len(targets):
+        raise ParameterError("one list of targets per value")
+    rows = [(v, list(t)) for v, t in zip(values, targets, strict=True)]
+    out = [mpz(1)] * length
+    if not rows:
+        return out
+    step = chunk_size(len(rows), executor, size)
+    tasks = [rows[i : i + step] for i in range(0, len(rows), step)]
+    if executor is None:
+        parts = [_scatter(modulus, length, task) for task in tasks]
+    else:
+        parts = _collect([executor.submit(_scatter, modulus, length, task) for task in tasks])
+    for part in parts:
+        for k, product in part:
+            out[k] = out[k] * product % modulus
+    return out
+
+
+def check_n_jobs(n_jobs: object) -> int | None:
+    """``n_jobs`` as a role parameter: None (no executor) or a positive int, else
+    :class:`ParameterError`."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
+        raise ParameterError("n_jobs must be a positive integer (or None)")
+    return n_jobs
+
+
+def process_pool(n_jobs: object) -> Executor | None:
+    """A deployed role's executor from its ``n_jobs`` setting: a ``ProcessPoolExecutor`` of that
+    many workers for the life of the role's process when it is at least 2, else None."""
+    jobs = check_n_jobs(n_jobs)
+    return ProcessPoolExecutor(jobs) if jobs is not None and jobs >= 2 else None
+
+
+@contextmanager
+def role_executor(executor: Executor | None, n_jobs: int | None) -> Iterator[Executor | None]:
+    """The executor a role's hot loops use: ``executor`` if given (the caller owns it), else a
+    ``ProcessPoolExecutor(n_jobs)`` started here and shut down on exit when ``n_jobs`` is at
+    least 2, else None (everything serial, in this process).  Giving both is refused."""
+    jobs = check_n_jobs(n_jobs)
+    if executor is not None and jobs is not None:
+        raise ParameterError("give an executor or n_jobs, not both")
+    if executor is not None or jobs is None or jobs < 2:
+        yield executor
+        return
+    pool = ProcessPoolExecutor(jobs)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

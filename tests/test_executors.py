@@ -3,15 +3,11 @@ and the trust rule (workers receive public keys only unless the caller opts in).
 
 from __future__ import annotations
 
-import io
 import math
 import os
-import pickle
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
@@ -22,58 +18,11 @@ from securetrees.executors import CHUNKS_PER_WORKER, chunk_size, modular_product
 from securetrees.paillier import batch as paillier_batch
 from securetrees.paillier.batch import decrypt_many, encrypt_many
 from securetrees.testing.dtpkc import dtpkc_test_keys
+from securetrees.testing.executors import PicklingExecutor, leaks
 from securetrees.testing.paillier import small_keypair
 
 PK, SK = small_keypair(512)
 VALUES = list(range(-30, 30))
-
-
-class PicklingExecutor(Executor):
-    """Runs each task here after a pickle round trip of ``(fn, args)``, as a process boundary
-    would, and keeps every payload so that a test can look for secrets in it."""
-
-    def __init__(self) -> None:
-        self.payloads: list[bytes] = []
-        self.globals: set[str] = set()
-
-    def record(self, payload: object) -> PicklingExecutor:
-        self.payloads.append(pickle.dumps(payload))
-        return self
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        data = pickle.dumps((fn, args, kwargs))
-        self.payloads.append(data)
-        recorder = self
-
-        class Recording(pickle.Unpickler):
-            def find_class(self, module: str, name: str) -> Any:
-                recorder.globals.add(f"{module}.{name}")
-                return super().find_class(module, name)
-
-        fn2, args2, kwargs2 = Recording(io.BytesIO(data)).load()
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn2(*args2, **kwargs2))
-        except BaseException as exc:
-            future.set_exception(exc)
-        return future
-
-
-def _encodings(secret: int) -> list[bytes]:
-    """The secret's bytes as pickle or gmpy2 could write them (both byte orders), trimmed to
-    16 bytes from the middle so that a length prefix or sign byte does not hide it."""
-    width = (secret.bit_length() + 7) // 8
-    out = []
-    for order in ("big", "little"):
-        raw = secret.to_bytes(width, order)  # type: ignore[arg-type]
-        mid = len(raw) // 2
-        out.append(raw[max(0, mid - 8) : mid + 8])
-    return out
-
-
-def leaks(executor: PicklingExecutor, *secrets: int) -> bool:
-    """Does any payload the executor received contain one of ``secrets``?"""
-    return any(e in payload for payload in executor.payloads for s in secrets for e in _encodings(s))
 
 
 # -- chunking and order ---------------------------------------------------------------------
@@ -84,13 +33,18 @@ def test_worker_count() -> None:
         assert worker_count(threads) == 3
     with ProcessPoolExecutor(2) as procs:
         assert worker_count(procs) == 2
-    assert worker_count(PicklingExecutor()) == (os.cpu_count() or 1)
+    assert worker_count(PicklingExecutor(5)) == 5
+
+    class Bare(Executor):
+        pass
+
+    assert worker_count(Bare()) == (os.cpu_count() or 1)
 
     class FakeClient:
         def nthreads(self) -> dict[str, int]:
             return {"tcp://a": 1, "tcp://b": 2}
 
-    fake = PicklingExecutor()
+    fake = Bare()
     fake._client = FakeClient()  # type: ignore[attr-defined]  # the shape of Dask's ClientExecutor
     assert worker_count(fake) == 3
 

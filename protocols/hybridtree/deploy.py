@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
+from securetrees.executors import process_pool
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import (
@@ -65,7 +66,7 @@ __all__ = ["PARAMETERS", "DeployedGuest", "DeployedHost", "estimator_from", "fit
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "host_features", "guest_features", "host_public_key")
-_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state")
+_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state", "executor")
 """Facade parameters that are no run parameter (objects, or in-process bookkeeping)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
@@ -186,7 +187,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         if X.shape[1] != len(host_cols):
             raise ParameterError(f"the host's data has {X.shape[1]} columns, host_features {len(host_cols)}")
         host = DeployedHost(role, network, params=hp, guests=guests, X=X, owner=data["owner"],
-                            categorical=[c in cat for c in host_cols], keypair=keypair)
+                            categorical=[c in cat for c in host_cols], keypair=keypair,
+                            executor=process_pool(est.n_jobs), trusted_workers=bool(est.trusted_workers))
         host.run, host.y = config, np.asarray(data["y"])
         host.task = "classification" if isinstance(est, HybridTreeClassifier) else "regression"
         host.n_estimators, host.base_score = int(est.n_estimators), str(est.base_score)
@@ -202,7 +204,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
             raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
         pinned = PublicKey.from_bytes(bytes.fromhex(str(p["host_public_key"])), allow_insecure=insecure)
     guest = DeployedGuest(role, network, params=hp, ids=data["ids"], X=data["X"],
-                          mapper=_mapper_from(data, hp.max_bins), host_key=pinned, allow_insecure=insecure)
+                          mapper=_mapper_from(data, hp.max_bins), host_key=pinned, allow_insecure=insecure,
+                          executor=process_pool(est.n_jobs))
     if "X_test" in data:
         guest.test = (np.asarray(data["test_ids"], dtype=np.int64), np.asarray(data["X_test"], dtype=np.float64))
     return guest

@@ -15,6 +15,7 @@ host), and the network (with its transcript) is ``network_``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from typing import Any, Literal
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 from securetrees.estimator import Estimator
+from securetrees.executors import role_executor
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.progress import phase
 from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
@@ -119,7 +121,8 @@ class _HybridTree(Estimator):
         categorical_features: Sequence[int] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
         random_state: int | None = None, progress: bool | Callable[[FitProgress], None] = False,
-        rng: RandomSource = SYSTEM_RANDOM,
+        rng: RandomSource = SYSTEM_RANDOM, executor: Executor | None = None,
+        n_jobs: int | None = None, trusted_workers: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.host_depth = host_depth
@@ -146,6 +149,9 @@ class _HybridTree(Estimator):
         self.random_state = random_state
         self.progress = progress
         self.rng = rng
+        self.executor = executor
+        self.n_jobs = n_jobs
+        self.trusted_workers = trusted_workers
 
     # -- fitting ---------------------------------------------------------------------------
     def _params(self) -> HybridTreeParams:
@@ -192,19 +198,24 @@ class _HybridTree(Estimator):
         guest_X = [guest_matrix(Xa[r], space, cols) for r, cols in zip(rows, per_guest, strict=True)]
         guest_bins = agree_bins(guest_X, max_bins=params.max_bins, categorical=[c in cat for c in space])
         names = [f"guest{u}" for u in range(len(rows))]
-        host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols],
-                                owner=owners(n, rows), categorical=[c in cat for c in host_cols],
-                                keypair=keys, rng=self.rng)
-        guests = [
-            Guest(name, net, params=params, ids=r, X=gx, mapper=guest_bins,
-                  host_key=keys[0] if keys is not None else None,
-                  allow_insecure=self.allow_insecure, rng=self.rng)
-            for name, r, gx in zip(names, rows, guest_X, strict=True)
-        ]
-        with phase("HybridTree", total=self.n_estimators, enabled=self.progress is True) as bar:
+        with role_executor(self.executor, self.n_jobs) as ex, phase(
+                "HybridTree", total=self.n_estimators, enabled=self.progress is True) as bar:
+            host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols],
+                                    owner=owners(n, rows), categorical=[c in cat for c in host_cols],
+                                    keypair=keys, rng=self.rng, executor=ex,
+                                    trusted_workers=bool(self.trusted_workers))
+            guests = [
+                Guest(name, net, params=params, ids=r, X=gx, mapper=guest_bins,
+                      host_key=keys[0] if keys is not None else None,
+                      allow_insecure=self.allow_insecure, rng=self.rng, executor=ex)
+                for name, r, gx in zip(names, rows, guest_X, strict=True)
+            ]
             callback = self.progress if callable(self.progress) else FitProgress.shown_on(bar)
             host.fit(y, n_estimators=self.n_estimators, loss=self._loss,
                      base_score=self.base_score, progress=callback)
+            host.executor = self.executor  # an owned pool is shut down here: predict runs serially
+            for guest in guests:
+                guest.executor = self.executor
         self.params_ = params
         if self._classifier:
             self.classes_ = host.classes_

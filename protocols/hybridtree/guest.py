@@ -11,6 +11,7 @@ gradients (the authors' simulation).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,9 @@ import numpy.typing as npt
 
 from securetrees._nt import mpz
 from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.executors import scatter_products
 from securetrees.paillier import Mode, PublicKey
+from securetrees.paillier.batch import obfuscators
 from securetrees.paillier.wire import decode_public_key, key_id
 from securetrees.protocols.hybridtree.coarsen import base_ends, check_grouping
 from securetrees.protocols.hybridtree.messages import (
@@ -117,7 +120,9 @@ class Guest(Party):
     guest does not hold the feature).  ``host_key`` pins the host's Paillier key
     (a setup with another key raises :class:`ProtocolError`); without it the key
     received must pass the size policy (1024 bits only with ``allow_insecure``).  Every
-    request is admitted from the host role only (the message declarations).
+    request is admitted from the host role only (the message declarations).  ``executor``
+    (optional) runs G1's homomorphic sums and re-randomisations: its workers receive N²,
+    ciphertext values, the public key and random exponents, never a mask or a feature value.
     """
 
     role = "guest"
@@ -126,9 +131,11 @@ class Guest(Party):
         self, name: str, network: Network, *, params: HybridTreeParams, ids: npt.ArrayLike,
         X: npt.ArrayLike, mapper: BinMapper, host: str = "host", host_key: PublicKey | None = None,
         allow_insecure: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None,
     ) -> None:
         super().__init__(name, network)
         self.params = params
+        self.executor = executor
         self.host = host
         ids_arr = _sorted_ids(ids)
         Xa = np.asarray(X, dtype=np.float64)
@@ -266,7 +273,9 @@ class Guest(Party):
         length = msg.n_sets * self._n_acc
         pk = self._pk
         n2 = mpz(pk.n_square) if pk is not None else mpz(0)
-        acc: list[Any] = [mpz(1)] * length if pk is not None else [0] * length
+        acc: list[Any] = [0] * length
+        rows_v: list[Any] = []
+        rows_k: list[list[int]] = []
         missing = self._mapper.missing_bin
         for item in msg.build:
             if not 0 <= item.acc_set < msg.n_sets:
@@ -287,17 +296,15 @@ class Guest(Party):
             base = item.acc_set * self._n_acc + self._feat_offset[feats]
             idx = np.where(bins == missing, -1, bins + base[None, :])
             self.op_counts["add"] += int(np.count_nonzero(idx >= 0))
-            vals = self._values
-            for row, p in zip(idx.tolist(), pos.tolist(), strict=True):
-                v = vals[p]
-                if pk is not None:
-                    for k in row:
-                        if k >= 0:
-                            acc[k] = acc[k] * v % n2
-                else:
-                    for k in row:
-                        if k >= 0:
-                            acc[k] += v
+            rows_v += [self._values[p] for p in pos.tolist()]
+            rows_k += idx.tolist()
+        if pk is not None:
+            acc = scatter_products(rows_v, rows_k, length, n2, self.executor)
+        else:
+            for v, row in zip(rows_v, rows_k, strict=True):
+                for k in row:
+                    if k >= 0:
+                        acc[k] += v
         if pk is not None:
             if self._masker is None:
                 raise UnexpectedMessage("histogram request before the key directory")
@@ -309,9 +316,9 @@ class Guest(Party):
             mode: Mode = "djn-short" if self.params.encryption == "djn-short" else "djn"
             self.op_counts["mask"] += length * (len(msg.peers) - 1)
             self.op_counts["rerandomize"] += length
+            fresh = obfuscators(pk, mode, length, executor=self.executor, rng=self._rng)
             out = tuple(
-                int(a * (1 + m * n) % n2 * pk.obfuscator(mode=mode, rng=self._rng) % n2)
-                for a, m in zip(acc, masks, strict=True)
+                int(a * (1 + m * n) % n2 * r % n2) for a, m, r in zip(acc, masks, fresh, strict=True)
             )
         else:
             out = tuple(int(a) for a in acc)

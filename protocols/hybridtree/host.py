@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from securetrees.errors import (
     UnexpectedMessage,
 )
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
-from securetrees.paillier.batch import encrypt_many
+from securetrees.paillier.batch import decrypt_residues, encrypt_many, owner_encrypt_many
 from securetrees.protocols.hybridtree.boosting import (
     FitProgress,
     Loss,
@@ -178,7 +179,11 @@ class Host(Party):
 
     The host bins its own columns ``X`` (quantile bins, ``params.max_bins``; ``categorical``
     flags per column) unless given ``mapper``.  Secure mode needs the host's Paillier key
-    pair ``keypair``; :meth:`fit` then trains and :meth:`predict` infers."""
+    pair ``keypair``; :meth:`fit` then trains and :meth:`predict` infers.
+
+    ``executor`` (optional) runs H3's encryptions (the public key's obfuscators, or key-owner
+    CRT with ``trusted_workers``) and, only with ``trusted_workers``, G2's decryptions
+    (``specs/batch_executors.md``, "Roles")."""
 
     role = "host"
 
@@ -187,9 +192,12 @@ class Host(Party):
         X: npt.ArrayLike, owner: npt.ArrayLike, mapper: BinMapper | None = None,
         categorical: Sequence[bool] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None, trusted_workers: bool = False,
     ) -> None:
         super().__init__(name, network)
         self.params = params
+        self.executor = executor
+        self.trusted_workers = bool(trusted_workers)
         self.guests = tuple(guests)
         if len(set(self.guests)) != len(self.guests):
             raise ParameterError("guest names must be distinct")
@@ -457,9 +465,11 @@ class Host(Party):
         for at in range(0, len(flat), ENCRYPT_CHUNK):
             chunk = flat[at : at + ENCRYPT_CHUNK]
             if p.encryption == "key-owner":
-                cts = encrypt_many(self._sk, chunk, rng=self._rng)
+                cts = owner_encrypt_many(self._sk, chunk, rng=self._rng, executor=self.executor,
+                                         trusted_workers=self.trusted_workers)
             else:
-                cts = encrypt_many(self._pk, chunk, mode=p.encryption, rng=self._rng)
+                cts = encrypt_many(self._pk, chunk, mode=p.encryption, rng=self._rng,
+                                   executor=self.executor)
             wire += [c.value for c in cts]
             self._report("encrypting", len(wire), len(flat))
         return wire
@@ -473,15 +483,16 @@ class Host(Party):
         pk, sk = self._pk, self._sk
         n2 = mpz(pk.n_square)
         self.op_counts["decrypt"] += length
-        out = []
+        products = []
         for col in zip(*(r.values for r in replies.values()), strict=True):
             acc = mpz(1)
             for v in col:
                 c = mpz(v)
                 pk.check_ciphertext_value(c)
                 acc = acc * c % n2
-            out.append(sk.decrypt_residue(Ciphertext(pk, int(acc))))
-        return out
+            products.append(Ciphertext(pk, int(acc)))
+        return decrypt_residues(sk, products, executor=self.executor,
+                                trusted_workers=self.trusted_workers)
 
     def _request_histograms(
         self, tree: int, depth: int, attempt: int, build: list[BuildNode], n_sets: int,

@@ -38,8 +38,10 @@ __all__ = [
     "ciphertexts_from_bytes",
     "ciphertexts_to_bytes",
     "decrypt_many",
+    "decrypt_residues",
     "encrypt_many",
     "obfuscators",
+    "owner_encrypt_many",
     "sum_ciphertexts",
     "sum_many",
 ]
@@ -109,6 +111,26 @@ def encrypt_many(
     return [_make(pk, (1 + m * n) * r % n2, True) for m, r in zip(residues, obfs, strict=True)]
 
 
+def owner_encrypt_many(
+    sk: PrivateKey, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
+    executor: Executor | None = None, chunk_size: int | None = None,
+    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
+) -> list[Ciphertext]:
+    """A key owner's batch encryption, the fastest placement the trust rule allows.
+
+    No executor: key-owner CRT here.  An executor and ``trusted_workers``: CRT on the
+    workers (the key is shipped wrapped).  An executor without ``trusted_workers``: the
+    workers compute the **public** key's obfuscators (the key stays here); in the DJN modes
+    the exponents are drawn as the key owner draws them, so the ciphertexts are the same
+    values for the same ``rng`` in all three placements.
+    """
+    if executor is not None and not trusted_workers:
+        return encrypt_many(sk.public_key, values, mode=mode, executor=executor,
+                            chunk_size=chunk_size, rng=rng)
+    return encrypt_many(sk, values, mode=mode, executor=executor, chunk_size=chunk_size, rng=rng,
+                        trusted_workers=trusted_workers)
+
+
 def _values_of(pk: PublicKey, ciphertexts: Iterable[Ciphertext]) -> list[mpz]:
     out = []
     for c in ciphertexts:
@@ -176,12 +198,23 @@ def decrypt_many(
     Runs in this process unless ``trusted_workers=True`` *and* an executor is given,
     in which case the private key's factors are pickled to the executor's workers.
     """
+    residues = decrypt_residues(sk, ciphertexts, executor=executor, chunk_size=chunk_size,
+                                constant_time=constant_time, trusted_workers=trusted_workers)
+    extract = sk.public_key._range.extract
+    return [extract(m) for m in residues]
+
+
+def decrypt_residues(
+    sk: PrivateKey, ciphertexts: Sequence[Ciphertext] | np.ndarray, *,
+    executor: Executor | None = None, chunk_size: int | None = None, constant_time: bool = True,
+    trusted_workers: bool = False,
+) -> list[int]:
+    """The plaintext residues in ``[0, N)`` (no signed decoding, e.g. packed slots); where it
+    runs as :func:`decrypt_many`."""
     pk = sk.public_key
     values = _values_of(pk, _items(ciphertexts))
     sent, where = _placement(sk, executor, trusted_workers)
-    residues = run_chunked(_decrypt_chunk, values, where, chunk_size, sent, constant_time)
-    extract = pk._range.extract
-    return [extract(int(m)) for m in residues]
+    return [int(m) for m in run_chunked(_decrypt_chunk, values, where, chunk_size, sent, constant_time)]
 
 
 def sum_many(
