@@ -12,6 +12,7 @@ active party's trees hold those nodes as withheld, with the owner's record id.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
-from securetrees.paillier.batch import ciphertexts_to_bytes, encrypt_many
+from securetrees.paillier.batch import ciphertexts_to_bytes, decrypt_residues, encrypt_many, owner_encrypt_many
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
@@ -97,8 +98,11 @@ class ActiveParty(Party):
         self, name: str, network: Network, *, X: npt.ArrayLike, y: npt.ArrayLike, passives: Sequence[str],
         params: SecureBoostParams, keypair: tuple[PublicKey, PrivateKey],
         categorical: tuple[bool, ...] | None = None, rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None, trusted_workers: bool = False,
     ) -> None:
         super().__init__(name, network)
+        self.executor = executor
+        self.trusted_workers = bool(trusted_workers)
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 2 or Xa.shape[1] < 1:
             raise ParameterError("the active party holds a two-dimensional table of at least two rows")
@@ -180,8 +184,11 @@ class ActiveParty(Party):
         """Fresh ciphertexts of the packed plaintexts, one per instance, as one byte string;
         reveals nothing."""
         plain = layout.encode(g_fixed, h_fixed)
-        key: PublicKey | PrivateKey = self._sk if self.params.encryption == "key-owner" else self._pk
-        cts = encrypt_many(key, plain, rng=self._rng)
+        if self.params.encryption == "key-owner":
+            cts = owner_encrypt_many(self._sk, plain, rng=self._rng, executor=self.executor,
+                                     trusted_workers=self.trusted_workers)
+        else:
+            cts = encrypt_many(self._pk, plain, rng=self._rng, executor=self.executor)
         self.counts["encrypt"] += len(cts)
         return ciphertexts_to_bytes(cts, rng=self._rng)
 
@@ -191,7 +198,8 @@ class ActiveParty(Party):
         """Decrypt the packed sums of the sent buckets and complete the others (empty: zero; the
         rest of a feature: the node's total ``totals[k]`` minus the feature's other buckets);
         ``(n_buckets, 3)`` integers ``(count, G·2^f, H·2^f)``."""
-        residues = [self._sk.decrypt_residue(Ciphertext(self._pk, v)) for v in reply.packed]
+        residues = decrypt_residues(self._sk, [Ciphertext(self._pk, v) for v in reply.packed],
+                                    executor=self.executor, trusted_workers=self.trusted_workers)
         self.counts["decrypt"] += len(residues)
         self.counts["buckets"] += reply.n_buckets
         n_sent = int((reply.kinds == BUCKET_SENT).sum())

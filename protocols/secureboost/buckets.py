@@ -17,6 +17,7 @@ before they leave.  Nothing here is decrypted and nothing is sent.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,7 @@ import numpy.typing as npt
 
 from securetrees._nt import batch_invert, mpz
 from securetrees.errors import ProtocolError
+from securetrees.executors import chunk_size, run_chunked
 from securetrees.protocols.secureboost.messages import BUCKET_EMPTY, BUCKET_REST, BUCKET_SENT
 
 __all__ = ["Quotients", "bucket_codes", "bucket_counts", "bucket_kinds", "direct_sums", "expand_buckets",
@@ -120,14 +122,13 @@ def expand_buckets(sent: IntArray, kinds: npt.NDArray[np.uint8], totals: IntArra
     return full
 
 
-def direct_sums(
-    values: Sequence[mpz], codes: IntArray, widths: Sequence[int], modulus: mpz, pending: Quotients
-) -> tuple[list[mpz], int]:
-    """The bucket sums of one node from its instances' ciphertext values ``values`` and bucket
-    codes ``codes`` (one row per instance, one column per feature with ``widths[f]`` buckets),
-    feature by feature and bucket by bucket.  The most populous bucket of each feature is left
-    to ``pending`` (total / the others).  Returns the sums (the derived ones filled when
-    ``pending`` is resolved) and the number of multiplications done."""
+def _partial_sums(
+    modulus: mpz, widths: list[int], big: list[int], values: list[mpz], codes: IntArray,
+) -> tuple[mpz, list[mpz], int]:
+    """A run of a node's rows (ciphertext values, one row of bucket codes each): the product of
+    the values, and per (feature, bucket) the product of its members, the most populous bucket
+    ``big[f]`` of each feature skipped (1 there and in empty buckets); with the number of
+    multiplications.  A worker task: N², ciphertext values and bucket codes only."""
     total = ONE
     for v in values:
         total = total * v % modulus
@@ -135,27 +136,66 @@ def direct_sums(
     out: list[mpz] = []
     for f, width in enumerate(widths):
         col = codes[:, f]
-        big = int(np.argmax(np.bincount(col, minlength=width)))
-        sel = np.flatnonzero(col != big)
+        sel = np.flatnonzero(col != big[f])
         order = sel[np.argsort(col[sel], kind="stable")]
         bounds = np.searchsorted(col[order], np.arange(width + 1)).tolist()
         sums = [ONE] * width
-        rest, any_other = ONE, False
         for b in range(width):
             lo, hi = bounds[b], bounds[b + 1]
-            if b == big or lo == hi:
+            if lo == hi:
                 continue
             members = order[lo:hi].tolist()
             acc = values[members[0]]
             for i in members[1:]:
                 acc = acc * values[i] % modulus
             sums[b] = acc
+            mults += len(members)
+        out.extend(sums)
+    return total, out, mults
+
+
+def _partials(
+    modulus: mpz, widths: list[int], big: list[int], runs: list[tuple[list[mpz], IntArray]],
+) -> list[tuple[mpz, list[mpz], int]]:
+    return [_partial_sums(modulus, widths, big, values, codes) for values, codes in runs]
+
+
+def direct_sums(
+    values: Sequence[mpz], codes: IntArray, widths: Sequence[int], modulus: mpz, pending: Quotients,
+    executor: Executor | None = None,
+) -> tuple[list[mpz], int]:
+    """The bucket sums of one node from its instances' ciphertext values ``values`` and bucket
+    codes ``codes`` (one row per instance, one column per feature with ``widths[f]`` buckets).
+    The most populous bucket of each feature is left to ``pending`` (total / the others).
+    With ``executor``, runs of rows go to its workers and their partial products are
+    multiplied here (the same values).  Returns the sums (the derived ones filled when
+    ``pending`` is resolved) and the number of row multiplications (the same with any executor;
+    joining the partials is not counted)."""
+    w = [int(x) for x in widths]
+    big = [int(np.argmax(np.bincount(codes[:, f], minlength=width))) for f, width in enumerate(w)]
+    vals = list(values)
+    step = chunk_size(len(vals), executor)
+    runs = [(vals[i:i + step], codes[i:i + step]) for i in range(0, len(vals), step)]
+    if executor is None or len(runs) < 2:
+        parts = _partials(modulus, w, big, runs or [(vals, codes)])
+    else:
+        parts = run_chunked(_partials, runs, executor, 1, modulus, w, big)
+    total, out, mults = parts[0]
+    for t, sums, m in parts[1:]:
+        total = total * t % modulus
+        out = [b if a is ONE else a if b is ONE else a * b % modulus for a, b in zip(out, sums, strict=True)]
+        mults += m
+    start = 0
+    for f, width in enumerate(w):
+        rest, any_other = ONE, False
+        for b in range(width):
+            acc = out[start + b]
+            if b == big[f] or acc is ONE:
+                continue
             rest = rest * acc % modulus if any_other else acc
             any_other = True
-            mults += len(members)
-        base = len(out)
-        out.extend(sums)
-        pending.add(out, base + big, total, rest)
+        pending.add(out, start + big[f], total, rest)
+        start += width
     return out, mults
 
 

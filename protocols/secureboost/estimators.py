@@ -12,12 +12,14 @@ The network (with its transcript) is ``network_`` and the roles ``active_``, ``p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import NotFittedError, ParameterError
+from securetrees.executors import role_executor
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost.active import ActiveParty
 from securetrees.protocols.secureboost.params import Encryption, Loss, SecureBoostParams
@@ -53,6 +55,7 @@ class _SecureBoost:
         key_bits: int = 2048, encryption: Encryption = "key-owner", allow_insecure: bool = False,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = True,
         categorical_features: Sequence[int] | None = None, rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None, n_jobs: int | None = None, trusted_workers: bool = False,
     ) -> None:
         self.partition = partition
         self.n_estimators = n_estimators
@@ -73,6 +76,9 @@ class _SecureBoost:
         self.record_payloads = record_payloads
         self.categorical_features = categorical_features
         self.rng = rng
+        self.executor = executor
+        self.n_jobs = n_jobs
+        self.trusted_workers = trusted_workers
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in _PARAM_NAMES}
@@ -110,12 +116,18 @@ class _SecureBoost:
         keys = self.keypair or generate_keypair(self.key_bits, allow_insecure=self.allow_insecure, rng=self.rng)
         net = InProcessNetwork(keep_payloads=self.record_payloads)
         names = [f"passive{u}" for u in range(1, len(parts))]
-        passives = [PassiveParty(name, net, X=Xa[:, cols], categorical=tuple(c in cat for c in cols),
-                                 active_key=keys[0], allow_insecure=self.allow_insecure, rng=self.rng)
-                    for name, cols in zip(names, parts[1:], strict=True)]
-        active = ActiveParty("active", net, X=Xa[:, parts[0]], y=codes, passives=names, params=params,
-                             keypair=keys, categorical=tuple(c in cat for c in parts[0]), rng=self.rng)
-        active.fit()
+        with role_executor(self.executor, self.n_jobs) as ex:
+            passives = [PassiveParty(name, net, X=Xa[:, cols], categorical=tuple(c in cat for c in cols),
+                                     active_key=keys[0], allow_insecure=self.allow_insecure, rng=self.rng,
+                                     executor=ex)
+                        for name, cols in zip(names, parts[1:], strict=True)]
+            active = ActiveParty("active", net, X=Xa[:, parts[0]], y=codes, passives=names, params=params,
+                                 keypair=keys, categorical=tuple(c in cat for c in parts[0]), rng=self.rng,
+                                 executor=ex, trusted_workers=bool(self.trusted_workers))
+            active.fit()
+        active.executor = self.executor  # an owned pool is shut down here: predict runs serially
+        for passive in passives:
+            passive.executor = self.executor
         self.partition_, self.params_, self.n_features_in_ = parts, params, Xa.shape[1]
         self.active_, self.passives_, self.network_ = active, passives, net
         return self

@@ -8,6 +8,7 @@ rows of that node) and, for the splits it owns, the record ids it hands out.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy.typing as npt
 from securetrees._nt import mpz
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PublicKey
-from securetrees.paillier.batch import ciphertext_values, ciphertexts_from_bytes
+from securetrees.paillier.batch import ciphertext_values, ciphertexts_from_bytes, obfuscators
 from securetrees.paillier.ciphertext import _make
 from securetrees.protocols.secureboost.buckets import (
     Quotients,
@@ -79,8 +80,10 @@ class PassiveParty(Party):
     def __init__(
         self, name: str, network: Network, *, X: npt.ArrayLike, categorical: tuple[bool, ...] | None = None,
         active_key: PublicKey | None = None, allow_insecure: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None,
     ) -> None:
         super().__init__(name, network)
+        self.executor = executor
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
             raise ParameterError("a passive party holds a non-empty two-dimensional table")
@@ -160,7 +163,7 @@ class PassiveParty(Party):
             raise ProtocolError("no setup received")
         vals = self._vals
         sums, mults = direct_sums([vals[i] for i in ids.tolist()], codes[ids], self._widths,
-                                  self._key()._n2, pending)
+                                  self._key()._n2, pending, self.executor)
         self.op_counts["add"] += mults
         return sums
 
@@ -205,11 +208,13 @@ class PassiveParty(Party):
                                 for job in msg.jobs]) if msg.jobs else np.zeros(0, dtype=np.uint8)
         flat = [c for node in sums for c in node]
         sent = [c for c, kind in zip(flat, kinds.tolist(), strict=True) if kind == BUCKET_SENT]
-        packed = pack_ciphertexts(sent, self._layout)
+        packed = pack_ciphertexts(sent, self._layout, self.executor)
         self.op_counts["shift"] += len(sent) - len(packed)
-        fresh = [c.rerandomize(rng=self._rng) for c in packed]
-        self.op_counts["rerandomize"] += len(fresh)
-        return HistogramReply(len(flat), kinds, tuple(c.value for c in fresh))
+        pk = self._key()
+        noise = obfuscators(pk, "djn", len(packed), executor=self.executor, rng=self._rng)
+        self.op_counts["rerandomize"] += len(packed)
+        return HistogramReply(len(flat), kinds,
+                              tuple(int(v * r % pk._n2) for v, r in zip(ciphertext_values(packed), noise, strict=True)))
 
     # -- S4: the owner applies a split ----------------------------------------------------------
     def record_for(self, order: SplitOrder) -> int:
