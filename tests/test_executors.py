@@ -18,8 +18,8 @@ from securetrees.executors import CHUNKS_PER_WORKER, chunk_size, modular_product
 from securetrees.paillier import batch as paillier_batch
 from securetrees.paillier.batch import decrypt_many, encrypt_many
 from securetrees.testing.dtpkc import dtpkc_test_keys
-from securetrees.testing.executors import PicklingExecutor, leaks
 from securetrees.testing.paillier import small_keypair
+from tests.pickling_executor import PicklingExecutor, leaks
 
 PK, SK = small_keypair(512)
 VALUES = list(range(-30, 30))

@@ -371,23 +371,24 @@ class Client(LabelHolderDuties):
             raise UnexpectedMessage("encrypted labels have not arrived")
         pk, layout, mapper = self._pk, self._layout, self._mapper
         per_ct = layout.bins_per_plaintext(pk.bits)
-        zero = Ciphertext(pk, 1)
         entry_node: list[int] = []
         entry_feat: list[int] = []
-        chunks: list[int] = []
-        packed: list[int] = []
+        node_samples: list[IntArray] = []
+        node_bins: list[IntArray] = []
+        nb = self._padded_bins(int(table.flat[0])) if table.size else 0  # the same for every feature
         for k, p in enumerate(positions.tolist()):
             samples = state.rows[groups[k]]
-            for f in dict.fromkeys(table[k].tolist()):  # distinct, in increasing global id
-                nb = self._padded_bins(f)
-                bins = self._binned[samples, f].astype(np.int64)
-                bins = np.where(bins == mapper.missing_bin, nb, bins)  # missing after the padded bins
-                sums = bin_sums(self._weighted, samples, bins, nb, self.counters)
-                cts = pack_bins(sums, per_ct, layout, zero, self.counters, mode=self._mode, rng=self._rng)
-                packed += cts
-                entry_node.append(p)
-                entry_feat.append(f)
-                chunks.append(len(cts))
+            feats = list(dict.fromkeys(table[k].tolist()))  # distinct, in increasing global id
+            bins = self._binned[np.ix_(samples, feats)].astype(np.int64)
+            node_samples.append(samples)
+            node_bins.append(np.where(bins == mapper.missing_bin, nb, bins))  # missing after the padded bins
+            entry_node += [p] * len(feats)
+            entry_feat += feats
+        sums = bin_sums(self._weighted, node_samples, node_bins, nb, self.counters, self.executor)
+        cts = pack_bins(sums, per_ct, layout, pk, self.counters, mode=self._mode, rng=self._rng,
+                        executor=self.executor)
+        chunks = [len(c) for c in cts]
+        packed = [v for c in cts for v in c]
         return m.ScoreRequest(
             msg.tree, msg.layer, np.asarray(entry_node, dtype=np.int64),
             np.asarray([self._padded_bins(f) for f in entry_feat], dtype=np.int64),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,8 +110,14 @@ class ClientBase(Party):
         public_key_loader: Callable[[bytes], PublicKey] = PublicKey.from_bytes,
         checkpoint: CheckpointStore | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None,
+        trusted_workers: bool = False,
     ) -> None:
         super().__init__(name, network)
+        #: Runs the encryptions, sums, shifts and re-randomisations; the label holder's
+        #: decryptions only with ``trusted_workers`` (``specs/batch_executors.md``, "Roles").
+        self.executor = executor
+        self.trusted_workers = bool(trusted_workers)
         Xa = np.asarray(X, dtype=np.float64)
         fids = [int(f) for f in feature_ids]
         if Xa.ndim != 2 or Xa.shape[1] != len(fids) or Xa.shape[0] != len(ids):

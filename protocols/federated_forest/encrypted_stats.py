@@ -5,12 +5,19 @@ holder's unpacking into the histogram layout of ``securetrees.trees.best_splits`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.paillier import Ciphertext, Mode, sum_ciphertexts
+from securetrees._nt import mpz
+from securetrees.errors import ProtocolError
+from securetrees.executors import scatter_products
+from securetrees.paillier import Ciphertext, Mode, PublicKey
+from securetrees.paillier.batch import obfuscators, pack_slots
+from securetrees.paillier.ciphertext import _make
 from securetrees.protocols.federated_forest.slots import SlotLayout
 from securetrees.rand import RandomSource
 
@@ -32,38 +39,62 @@ class CryptoCounters:
     decryptions: int = 0
 
 
-def bin_sums(weighted: list[Ciphertext | None], samples: IntArray, bins: IntArray, n_bins: int,
-             counters: CryptoCounters) -> list[Ciphertext | None]:
-    """Homomorphic sum of the weighted unit ciphertexts of ``samples`` per bin ``0..n_bins``
-    (``n_bins`` = missing); ``None`` for an empty bin.  One addition per sample beyond the
-    first of each bin."""
-    sums: list[Ciphertext | None] = [None] * (n_bins + 1)
-    order = np.argsort(bins, kind="stable")
-    edges = np.searchsorted(bins[order], np.arange(n_bins + 2))
-    for b in range(n_bins + 1):
-        idx = samples[order[edges[b]:edges[b + 1]]]
-        if idx.size:
-            sums[b] = sum_ciphertexts([weighted[i] for i in idx.tolist()])
-            counters.additions += idx.size - 1
-    return sums
+def bin_sums(weighted: Sequence[Ciphertext | None], samples: Sequence[IntArray], bins: Sequence[IntArray],
+             n_bins: int, counters: CryptoCounters, executor: Executor | None = None,
+             ) -> list[list[Ciphertext | None]]:
+    """Homomorphic sums of the weighted unit ciphertexts per bin ``0..n_bins`` (``n_bins`` =
+    missing) of every candidate of a layer: node ``k``'s instances ``samples[k]`` have the bins
+    ``bins[k]`` (one column per candidate feature of the node).  One list per candidate (node
+    by node, its features in column order), ``None`` for an empty bin.  One addition per
+    instance beyond the first of each bin; the multiplications run on ``executor`` if given
+    (:func:`~securetrees.executors.scatter_products`: it receives N² and ciphertext values)."""
+    width = n_bins + 1
+    values: list[mpz] = []
+    targets: list[list[int]] = []
+    every: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)]
+    base = 0
+    for idx, b in zip(samples, bins, strict=True):
+        cols = b.shape[1]
+        for i in idx.tolist():
+            c = weighted[i]
+            if c is None:
+                raise ProtocolError("a node holds an instance outside the tree's sample")
+            values.append(mpz(c.value))
+        node = b + base + width * np.arange(cols, dtype=np.int64)[None, :]
+        targets += node.tolist()
+        every.append(node.ravel())
+        base += width * cols
+    counts = np.bincount(np.concatenate(every), minlength=base)
+    counters.additions += int((counts - 1)[counts > 0].sum())
+    zero = next((c for c in weighted if c is not None), None)
+    if zero is None or base == 0:
+        return [[None] * width for _ in range(base // width)]
+    pk = zero.public_key
+    products = scatter_products(values, targets, base, mpz(pk.n_square), executor)
+    out = [None if n == 0 else _make(pk, v, False) for v, n in zip(products, counts.tolist(), strict=True)]
+    return [out[i:i + width] for i in range(0, base, width)]
 
 
-def pack_bins(sums: list[Ciphertext | None], per_plaintext: int, layout: SlotLayout, zero: Ciphertext,
-              counters: CryptoCounters, *, mode: Mode, rng: RandomSource) -> list[int]:
+def pack_bins(sums: Sequence[Sequence[Ciphertext | None]], per_plaintext: int, layout: SlotLayout,
+              pk: PublicKey, counters: CryptoCounters, *, mode: Mode, rng: RandomSource,
+              executor: Executor | None = None) -> list[list[int]]:
     """Horner packing, ``acc ← acc·2^(bin bits) + bin``, of ``per_plaintext`` bins per
-    ciphertext (low bin first); each result re-randomised before it leaves the party."""
-    shift = 1 << layout.bin_bits
-    out: list[int] = []
-    for start in range(0, len(sums), per_plaintext):
-        acc: Ciphertext | None = None
-        for c in reversed(sums[start:start + per_plaintext]):
-            if acc is not None:
-                acc = acc * shift
-                counters.shifts += 1
-            if c is not None:
-                acc = c if acc is None else acc + c
-        out.append((acc if acc is not None else zero).rerandomize(mode=mode, rng=rng).value)
-        counters.rerandomizations += 1
+    ciphertext (low bin first) of every candidate; each result re-randomised before it leaves
+    the party (an all-empty chunk is an encryption of 0).  The shifts and the obfuscators run
+    on ``executor`` if given.  Returns each candidate's packed ciphertext values."""
+    chunks = [list(c[start:start + per_plaintext]) for c in sums for start in range(0, len(c), per_plaintext)]
+    packed, shifts = pack_slots(chunks, layout.bin_bits, executor=executor)
+    counters.shifts += shifts
+    noise = obfuscators(pk, mode, len(packed), executor=executor, rng=rng)
+    counters.rerandomizations += len(packed)
+    n2 = mpz(pk.n_square)
+    flat = [int((mpz(1) if c is None else mpz(c.value)) * r % n2) for c, r in zip(packed, noise, strict=True)]
+    out: list[list[int]] = []
+    at = 0
+    for c in sums:
+        n = -(-len(c) // per_plaintext)
+        out.append(flat[at:at + n])
+        at += n
     return out
 
 

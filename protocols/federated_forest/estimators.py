@@ -15,6 +15,7 @@ keeps only sizes in the transcript (large benchmark runs).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from functools import partial
 from typing import Any
 
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from securetrees.errors import ParameterError
 from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
+from securetrees.executors import role_executor
 from securetrees.paillier import Mode, PrivateKey, PublicKey
 from securetrees.progress import tracked
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -90,8 +92,14 @@ class _FederatedForest(Estimator):
         record_payloads: bool = True,
         rng: RandomSource = SYSTEM_RANDOM,
         partition: Sequence[Sequence[ColumnRef]] | None = None,
+        executor: Executor | None = None,
+        n_jobs: int | None = None,
+        trusted_workers: bool = False,
     ) -> None:
         self.partition = partition
+        self.executor = executor
+        self.n_jobs = n_jobs
+        self.trusted_workers = trusted_workers
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split
@@ -165,19 +173,23 @@ class _FederatedForest(Estimator):
             id_key = getattr(self, "_id_key", None) or self.rng.token_bytes(32)
         ids = _row_ids(Xa.shape[0])
         loader = self.public_key_loader or partial(PublicKey.from_bytes, allow_insecure=self.allow_insecure)
-        clients = [
-            Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
-                   labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
-                   public_key_loader=loader, checkpoint=stores[name], rng=self.rng)
-            for i, (name, cols) in enumerate(zip(names, parts, strict=True))
-        ]
-        master = Master("master", net, names, params, label_protection=self.label_protection,
-                        criterion=self.criterion, max_bins=self.max_bins, checkpoint=stores["master"],
-                        progress=self.progress)
-        if resume:
-            master.resume()
-        else:
-            master.fit()
+        with role_executor(self.executor, self.n_jobs) as ex:
+            clients = [
+                Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
+                       labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
+                       public_key_loader=loader, checkpoint=stores[name], rng=self.rng, executor=ex,
+                       trusted_workers=bool(self.trusted_workers))
+                for i, (name, cols) in enumerate(zip(names, parts, strict=True))
+            ]
+            master = Master("master", net, names, params, label_protection=self.label_protection,
+                            criterion=self.criterion, max_bins=self.max_bins, checkpoint=stores["master"],
+                            progress=self.progress)
+            if resume:
+                master.resume()
+            else:
+                master.fit()
+        for client in clients:  # an owned pool is shut down here: prediction runs serially
+            client.executor = self.executor
         self.network_ = net
         self.clients_ = clients
         self.partition_ = parts

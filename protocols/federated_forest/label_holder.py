@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, generate_keypair
-from securetrees.paillier.batch import encrypt_many
+from securetrees.paillier.batch import decrypt_residues, encrypt_many
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.client_base import ClientBase, ScoreAnswer, message_digest
 from securetrees.protocols.federated_forest.cover import random_valid_splits, reference_ancestor
@@ -65,7 +65,7 @@ class LabelHolderDuties(ClientBase):
                 layout, units = classification_units(np.asarray(labels, dtype=np.int64), spec.n_classes)
             self._layout = layout
             layout.bins_per_plaintext(pk.bits)
-            cts = encrypt_many(pk, units, mode=self._mode, rng=self._rng)
+            cts = encrypt_many(pk, units, mode=self._mode, rng=self._rng, executor=self.executor)
             self.counters.encryptions += len(cts)
             request = m.EncryptedLabels(pk.to_bytes(), layout.n_slots, layout.slot_bits,
                                         tuple(c.value for c in cts))
@@ -162,9 +162,8 @@ class LabelHolderDuties(ClientBase):
         if node.min() < 0 or node.max() >= state.frontier.size or np.any(np.diff(node) < 0):
             raise ProtocolError("candidates must be grouped by increasing node position")
         pk = self._sk.public_key
-        plain: list[int] = []
-        for v in msg.ciphertexts:
-            plain.append(self._sk.decrypt_residue(Ciphertext(pk, v)))  # raises InvalidCiphertext
+        plain = decrypt_residues(self._sk, [Ciphertext(pk, v) for v in msg.ciphertexts],  # InvalidCiphertext
+                                 executor=self.executor, trusted_workers=self.trusted_workers)
         self.counters.decryptions += len(plain)
         positions, hist, table = candidate_histograms(plain, self._layout, node, nbins, chunks, per_ct, max_bins)
         res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,

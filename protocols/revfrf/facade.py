@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError
 from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
+from securetrees.executors import role_executor
 from securetrees.progress import phase, tracked
 from securetrees.protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
 from securetrees.protocols.revfrf.cc import ComputationServer
@@ -134,8 +136,12 @@ class _RevFRF(Estimator):
         kgc_factory: Callable[[], KGC] | None = None,
         partition: Sequence[Sequence[ColumnRef]] | None = None,
         progress: bool = False,
+        executor: Executor | None = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.partition = partition
+        self.executor = executor
+        self.n_jobs = n_jobs
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_features = max_features
@@ -210,26 +216,29 @@ class _RevFRF(Estimator):
         )
         self.cc_ = ComputationServer("cc", net, share=s2, weak_key=weak["cc"], directory=directory,
                                      verify_keys=verify_keys, session=session, holt_params=holt)
-        self.participants_: dict[str, Participant] = {}
-        for i, (u, cols) in enumerate(zip(names, parts, strict=True)):
-            proposer = make_proposer(settings, Xa[:, list(cols)], cols)
-            self.participants_[u] = Participant(
-                u, net, columns=cols, X_own=Xa[:, list(cols)], weak_key=weak[u], signing_key=signing[u],
-                session=session, verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer,
-                ml_seed=seed + 1 + i, codec=codec, holt_params=holt,
-            )
-        self.network_ = net
-        self.partition_ = parts
-        self._codec = codec
-        self._holt = holt
-        self._requesters: dict[str, Requester] = {}
-        self._batch = 0
+        with role_executor(self.executor, self.n_jobs) as ex:
+            self.participants_: dict[str, Participant] = {}
+            for i, (u, cols) in enumerate(zip(names, parts, strict=True)):
+                proposer = make_proposer(settings, Xa[:, list(cols)], cols)
+                self.participants_[u] = Participant(
+                    u, net, columns=cols, X_own=Xa[:, list(cols)], weak_key=weak[u], signing_key=signing[u],
+                    session=session, verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer,
+                    ml_seed=seed + 1 + i, codec=codec, holt_params=holt, executor=ex,
+                )
+            self.network_ = net
+            self.partition_ = parts
+            self._codec = codec
+            self._holt = holt
+            self._requesters: dict[str, Requester] = {}
+            self._batch = 0
 
-        t_grow, c_grow = time.perf_counter(), time.thread_time()
-        frontier = self.cs_.plant([dr.sample_weight for dr in draws])
-        with phase("RevFRF layers", total=self.max_depth, enabled=self.progress) as bar:
-            self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(),
-                                 on_layer=lambda _splits: bar.update())
+            t_grow, c_grow = time.perf_counter(), time.thread_time()
+            frontier = self.cs_.plant([dr.sample_weight for dr in draws])
+            with phase("RevFRF layers", total=self.max_depth, enabled=self.progress) as bar:
+                self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(),
+                                     on_layer=lambda _splits: bar.update())
+        for part in self.participants_.values():  # an owned pool is shut down here
+            part.executor = self.executor
         self.timings_ = {"setup": t_grow - t_start, "grow": time.perf_counter() - t_grow,
                          "setup_cpu": c_grow - c_start, "grow_cpu": time.thread_time() - c_grow}
         return self

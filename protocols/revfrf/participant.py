@@ -12,13 +12,15 @@ route them (:mod:`securetrees.protocols.revfrf.missing`): the provider keeps eac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, encrypt, parhdec1
+from securetrees.dtpkc import Ciphertext, PublicKey, WeakSecretKey, parhdec1
+from securetrees.dtpkc.batch import encrypt_many
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError, RevokedError, UnexpectedMessage
@@ -97,6 +99,7 @@ class Participant(Party):
         holt_params: HoLTParams = DEFAULT_HOLT,
         cs: str = "cs",
         rng: RandomSource = SYSTEM_RANDOM,
+        executor: Executor | None = None,
     ) -> None:
         X = np.asarray(X_own, dtype=np.float64)
         cols = tuple(int(c) for c in columns)
@@ -120,6 +123,8 @@ class Participant(Party):
         self._range = holt_params.inputs(int(weak_key.public.n))
         self._cs = cs
         self._rng = rng
+        #: Runs HoEnc's exponentiations (workers receive public values and exponents only).
+        self.executor = executor
         self.epoch = 0
         self.revoked = False
         self.refused_requesters: set[str] = set()
@@ -180,19 +185,19 @@ class Participant(Party):
         missing_left = np.asarray(msg.missing_left)
         if missing_left.shape != np.asarray(msg.task).shape or missing_left.dtype != np.bool_:
             raise UnexpectedMessage("one missing side per split")
-        t1, t2, sig = [], [], []
-        for t, b, tree, node, ml in zip(msg.task.tolist(), msg.candidate.tolist(), msg.tree.tolist(),
-                                        msg.node.tolist(), missing_left.tolist(), strict=True):
+        thresholds: list[float] = []
+        for t, b in zip(msg.task.tolist(), msg.candidate.tolist(), strict=True):
             if not 0 <= t < len(sets) or not 0 <= b < sets[t].n_codes:
                 raise UnexpectedMessage("split request names an unknown candidate")
-            thr = float(sets[t].thresholds[b]) if b < sets[t].thresholds.size else float("inf")
-            c = encrypt(self._weak.public, threshold_plaintext(self._fx, self._range, thr), rng=self._rng,
-                        signed=self._range)
+            thresholds.append(float(sets[t].thresholds[b]) if b < sets[t].thresholds.size else float("inf"))
+        cts = encrypt_many(self._weak.public, [threshold_plaintext(self._fx, self._range, thr) for thr in thresholds],
+                           rng=self._rng, signed=self._range, executor=self.executor)
+        sig = []
+        for t, thr, tree, node, ml, c in zip(msg.task.tolist(), thresholds, msg.tree.tolist(), msg.node.tolist(),
+                                             missing_left.tolist(), cts, strict=True):
             self._nodes[(tree, node)] = OwnNode(int(cols[t]), thr, bool(ml))
-            t1.append(int(c.t1))
-            t2.append(int(c.t2))
             sig.append(self._sign_node(tree, node, msg.epoch, c))
-        return SplitReply(tuple(t1), tuple(t2), tuple(sig))
+        return SplitReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts), tuple(sig))
 
     # ------------------------------------------------------------------ serving nodes
 
@@ -278,8 +283,9 @@ class Participant(Party):
         missing value as the stand-in of the node's missing side (:mod:`~securetrees.protocols.revfrf.missing`)."""
         self._check_active()
         v = self._batch_values(msg)
-        cts = [encrypt(self._weak.public, value_plaintext(self._fx, self._range, x, ml), rng=self._rng,
-                       signed=self._range) for x, ml in zip(v.x.tolist(), v.missing_left.tolist(), strict=True)]
+        cts = encrypt_many(self._weak.public, [value_plaintext(self._fx, self._range, x, ml)
+                                               for x, ml in zip(v.x.tolist(), v.missing_left.tolist(), strict=True)],
+                           rng=self._rng, signed=self._range, executor=self.executor)
         return TestReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))
 
     # ------------------------------------------------------------------ revocation

@@ -22,16 +22,12 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-import gmpy2
 import numpy as np
 import numpy.typing as npt
 
-from securetrees._nt import mpz
 from securetrees.errors import EncodingOverflowError, ParameterError
-from securetrees.executors import run_chunked
 from securetrees.paillier import Ciphertext
-from securetrees.paillier.batch import ciphertext_values
-from securetrees.paillier.ciphertext import _make
+from securetrees.paillier.batch import pack_slots
 
 __all__ = ["PackingLayout", "pack_ciphertexts", "quantize"]
 
@@ -138,29 +134,13 @@ class PackingLayout:
         return out
 
 
-def _pack_values(modulus: mpz, width: int, groups: list[list[mpz]]) -> list[mpz]:
-    """Horner's rule on raw values: ``Σ_j S_j·2^{jW}`` per group (a worker task: N², W and
-    bucket-sum ciphertext values only)."""
-    shift = mpz(1) << width
-    out = []
-    for group in groups:
-        acc = group[-1]
-        for s in reversed(group[:-1]):
-            acc = gmpy2.powmod(acc, shift, modulus) * s % modulus
-        out.append(acc)
-    return out
-
-
 def pack_ciphertexts(
     sums: Sequence[Ciphertext], layout: PackingLayout, executor: Executor | None = None,
 ) -> list[Ciphertext]:
     """Pack bucket-sum ciphertexts ``k`` to one: ``Σ_j S_j·2^{jW}`` by Horner's rule (one scalar
     multiplication by ``2^W`` and one addition per bucket), on ``executor`` if given; not fresh:
     re-randomise before sending."""
-    if not sums:
-        return []
-    k, w = layout.slots_per_ciphertext, layout.width
-    pk = sums[0].public_key
-    values = ciphertext_values(sums)
-    groups = [values[start:start + k] for start in range(0, len(values), k)]
-    return [_make(pk, v, False) for v in run_chunked(_pack_values, groups, executor, None, pk._n2, w)]
+    k = layout.slots_per_ciphertext
+    packed, _ = pack_slots([sums[start:start + k] for start in range(0, len(sums), k)], layout.width,
+                           executor=executor)
+    return [c for c in packed if c is not None]

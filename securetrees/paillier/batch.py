@@ -42,6 +42,7 @@ __all__ = [
     "encrypt_many",
     "obfuscators",
     "owner_encrypt_many",
+    "pack_slots",
     "sum_ciphertexts",
     "sum_many",
 ]
@@ -235,6 +236,54 @@ def sum_many(
     pk = first._pk
     products = modular_products([_values_of(pk, g) for g in lists], pk._n2, executor, chunk_size)
     return [_make(pk, p, False) for p in products]
+
+
+def _pack_chunk(modulus: mpz, bits: int, groups: list[list[mpz | None]]) -> list[tuple[mpz | None, int]]:
+    """Horner's rule per group on raw values (None: an empty slot), with the shifts done."""
+    shift = mpz(1) << bits
+    out: list[tuple[mpz | None, int]] = []
+    for group in groups:
+        acc: mpz | None = None
+        shifts = 0
+        for c in reversed(group):
+            if acc is not None:
+                acc = gmpy2.powmod(acc, shift, modulus)
+                shifts += 1
+            if c is not None:
+                acc = c if acc is None else acc * c % modulus
+        out.append((acc, shifts))
+    return out
+
+
+def pack_slots(
+    groups: Sequence[Sequence[Ciphertext | None]], slot_bits: int, *, executor: Executor | None = None,
+    chunk_size: int | None = None,
+) -> tuple[list[Ciphertext | None], int]:
+    """Pack each group into one ciphertext, slot ``j`` (the group's ``j``-th item, low slot first)
+    at bit ``j·slot_bits``: ``Σ_j S_j·2^{j·slot_bits}`` by Horner's rule, one scalar
+    multiplication by ``2^slot_bits`` per slot above the highest non-empty one, None for an
+    all-empty group; not fresh.  Returns the packed ciphertexts and the number of shifts.
+    Workers receive N², the slot width and ciphertext values."""
+    pk: PublicKey | None = None
+    raw: list[list[mpz | None]] = []
+    for group in groups:
+        row: list[mpz | None] = []
+        for c in group:
+            if c is None:
+                row.append(None)
+                continue
+            if type(c) is not Ciphertext:
+                raise TypeMismatchError(f"expected Ciphertext, got {type(c).__name__}")
+            if pk is None:
+                pk = c._pk
+            elif c._pk is not pk:
+                _key_mismatch(pk, c._pk)
+            row.append(c._c)
+        raw.append(row)
+    if pk is None:
+        return [None] * len(raw), 0
+    packed = run_chunked(_pack_chunk, raw, executor, chunk_size, pk._n2, slot_bits)
+    return [None if v is None else _make(pk, v, False) for v, _ in packed], sum(s for _, s in packed)
 
 
 def sum_ciphertexts(

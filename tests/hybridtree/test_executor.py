@@ -18,8 +18,8 @@ from securetrees.protocols.hybridtree import HybridTreeClassifier
 from securetrees.protocols.hybridtree.host import Host
 from securetrees.protocols.hybridtree.testing import HybridData
 from securetrees.rand import DeterministicRandom
-from securetrees.testing.executors import PicklingExecutor, leaks
 from securetrees.testing.paillier import small_keypair
+from tests.pickling_executor import PicklingExecutor, leaks
 
 
 def _fit(data: HybridData, make: Any, encryption: str = "key-owner", **kw: Any) -> Any:

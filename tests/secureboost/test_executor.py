@@ -17,7 +17,7 @@ import securetrees.protocols.secureboost.estimators as estimators
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.secureboost.active import ActiveParty
 from securetrees.rand import DeterministicRandom
-from securetrees.testing.executors import PicklingExecutor, leaks
+from tests.pickling_executor import PicklingExecutor, leaks
 from tests.secureboost.conftest import PARTITION, make
 
 
@@ -55,7 +55,7 @@ def test_the_same_messages_with_and_without_an_executor(
     assert parallel.passives_[0].op_counts == serial.passives_[0].op_counts
     assert _key_kept(ex, keypair[1])
     for task in ("securetrees.protocols.secureboost.buckets._partials",
-                 "securetrees.protocols.secureboost.packing._pack_values",
+                 "securetrees.paillier.batch._pack_chunk",
                  "securetrees.paillier.batch._obfuscator_chunk"):
         assert task in ex.globals
 

@@ -1,4 +1,4 @@
-"""Test-only executors: a process boundary simulated in this process, and a leak detector.
+"""Test helpers for executors: a process boundary simulated in this process, and a leak detector.
 
 :class:`PicklingExecutor` pickles every task it is given (as a process pool would) and keeps
 the bytes; :func:`leaks` looks for a secret in them.  The tests of the batch functions and of
