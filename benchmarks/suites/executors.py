@@ -1,0 +1,193 @@
+"""Every role's hot loops on an executor: 2 worker processes against 1 process, in one run
+(issue 17, part 1; ``specs/batch_executors.md``, "Roles").
+
+``python benchmarks/run.py executors [--quick] [--json PATH]``
+
+Per protocol, training wall time with no executor (everything in this one process) and with a
+``ProcessPoolExecutor(2)`` given to every role (the key stays in the calling process), and for
+HybridTree, SecureBoost and Federated Forest also with ``trusted_workers=True`` (the key-owner
+CRT encryptions and the decryptions on the workers too).  Randomness pools are off in every
+configuration.  The configurations run in interleaved rounds (one fit of each per round, medians),
+the pool's workers warmed by one fit first; the 1-minute load average is printed with the table
+(a wall-clock ratio needs two idle cores).
+
+Amdahl: one more fit per protocol runs every task inline on an executor that times its tasks;
+the time outside the tasks is the serial part ``S`` (the protocol's own Python, the network codec,
+the caller's share of each batch), the tasks' time ``P``.  The ceiling on two workers is
+``T_serial / (S + P/2)`` and on any number ``T_serial / S``.
+
+Every configuration must produce the same messages, byte for byte, as the serial run with the
+same ``DeterministicRandom`` (checked here in both modes).  Full mode: Adult (the first 5,000
+training rows), 2048-bit keys; HybridTree 2 trees (host depth 5, guest depth 2, 5 guests),
+SecureBoost 2 trees of depth 3 (2 parties), Federated Forest 2 trees of depth 10 in encrypted
+mode (2 clients), RevFRF 2 trees of depth 4 (3 participants, 1024-bit DT-PKC test keys: key
+generation at 2048 bits is not what is measured).  ``--quick``: a few hundred rows and 512-bit
+test keys, one round.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from harness import Report
+
+from securetrees.datasets import load_adult
+from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
+from securetrees.protocols.federated_forest import FederatedForestClassifier
+from securetrees.protocols.federated_forest.testing import small_key_options
+from securetrees.protocols.hybridtree import HybridTreeClassifier
+from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.secureboost import SecureBoostClassifier
+from securetrees.rand import DeterministicRandom
+from securetrees.testing.dtpkc import dtpkc_test_kgc
+from securetrees.testing.paillier import small_keypair
+
+TARGETS = {"HybridTree": (1.5, None), "Federated Forest": (1.35, 1.6)}
+"""Speed-up targets of the issue on two processes (untrusted workers, trusted workers)."""
+
+
+class TimedInline(Executor):
+    """Runs each task at once in this process and adds up the seconds spent in tasks."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self._max_workers = workers  # the chunking of a 2-worker pool
+        self.task_seconds = 0.0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        t0 = time.perf_counter()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        self.task_seconds += time.perf_counter() - t0
+        return future
+
+
+@dataclass
+class Case:
+    """One protocol: ``fit(**executor_settings)`` returns the fitted model; ``wire`` its messages."""
+
+    name: str
+    setting: str
+    fit: Callable[..., Any]
+    trusted: bool
+
+
+def _wire(model: Any) -> list[bytes | None]:
+    return [r.data for r in model.network_.transcript.records]
+
+
+def _cases(quick: bool) -> list[Case]:
+    rows = 400 if quick else 5000
+    keys: tuple[PublicKey, PrivateKey] = small_keypair(512) if quick else generate_keypair(2048)
+    trees = 1 if quick else 2
+    adult = load_adult()
+    X, y = adult.X_train[:rows], adult.y_train[:rows]
+    cat = [bool(c) for c in adult.categorical]
+    half = [list(range(0, X.shape[1], 2)), list(range(1, X.shape[1], 2))]
+    hyb = adult_hybrid(rows=rows)
+    bits = keys[0].bits
+
+    def hybridtree(**kw: Any) -> Any:
+        model = HybridTreeClassifier(trees, categorical_features=hyb.categorical, max_bins=MAX_BINS,
+                                     keypair=keys, allow_insecure=quick, record_payloads=True,
+                                     rng=DeterministicRandom("bench/executors/hybridtree"), **kw)
+        return model.fit(hyb.X_train, hyb.y_train, hyb.split.host_features, hyb.split.guest_features,
+                         hyb.split.train_rows)
+
+    def secureboost(**kw: Any) -> Any:
+        model = SecureBoostClassifier(half, trees, max_depth=3, max_bins=MAX_BINS, keypair=keys, allow_insecure=True,
+                                      categorical_features=np.flatnonzero(cat).tolist(),
+                                      rng=DeterministicRandom("bench/executors/secureboost"), **kw)
+        return model.fit(X, y)
+
+    def federated_forest(**kw: Any) -> Any:
+        model = FederatedForestClassifier(trees, max_depth=4 if quick else 10, random_state=0, categorical_features=cat,
+                                          label_protection="encrypted", partition=half, allow_insecure=quick,
+                                          **(small_key_options() if quick else {"paillier_keys": keys}),
+                                          rng=DeterministicRandom("bench/executors/ff"), **kw)
+        return model.fit(X, y)
+
+    def revfrf(**kw: Any) -> Any:
+        thirds = [list(range(i, X.shape[1], 3)) for i in range(3)]
+        model = RevFRFClassifier(trees, max_depth=3 if quick else 4, random_state=0, partition=thirds,
+                                 kgc_factory=lambda: dtpkc_test_kgc(512 if quick else 1024), **kw)
+        return model.fit(X[: rows // 2], y[: rows // 2])
+
+    return [
+        Case("HybridTree", f"{rows} rows, {trees} tree(s), {bits}-bit N, 5 guests", hybridtree, True),
+        Case("SecureBoost", f"{rows} rows, {trees} tree(s) of depth 3, {bits}-bit N", secureboost, True),
+        Case("Federated Forest", f"{rows} rows, {trees} tree(s), encrypted, {bits}-bit N", federated_forest, True),
+        Case("RevFRF", f"{rows // 2} rows, {trees} tree(s), {512 if quick else 1024}-bit DT-PKC", revfrf, False),
+    ]
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def run(report: Report, quick: bool) -> None:
+    rounds = 1 if quick else 3
+    load_start = os.getloadavg()[0]
+    tab = report.table(
+        "Training wall time: 1 process against 2 worker processes (pools off)",
+        ["protocol", "setting", "1 process", "2 processes", "speed-up", "2 trusted", "speed-up trusted",
+         "serial part", "ceiling (2 workers)", "ceiling (any)"])
+    results: dict[str, Any] = {}
+    with ProcessPoolExecutor(2) as pool:
+        for case in _cases(quick):
+            configs: dict[str, dict[str, Any]] = {"1 process": {}, "2 processes": {"executor": pool}}
+            if case.trusted:
+                configs["2 trusted"] = {"executor": pool, "trusted_workers": True}
+            inline = TimedInline()
+            for kw in [*configs.values(), {"executor": inline}]:
+                case.fit(**kw)  # warm up: imports and comb tables, here and in the workers
+            times: dict[str, list[float]] = {name: [] for name in configs}
+            wires: dict[str, Any] = {}
+            for _ in range(rounds):
+                for name, kw in configs.items():
+                    t, model = _timed(lambda fit=case.fit, kw=kw: fit(**kw))
+                    times[name].append(t)
+                    wires[name] = _wire(model) if case.name != "RevFRF" else None
+            inline.task_seconds = 0.0
+            t_inline, _ = _timed(lambda fit=case.fit, ex=inline: fit(executor=ex))
+            med = {name: statistics.median(ts) for name, ts in times.items()}
+            serial_part = max(t_inline - inline.task_seconds, 1e-9)
+            base = med["1 process"]
+            speed = base / med["2 processes"]
+            speed_t = base / med["2 trusted"] if "2 trusted" in med else float("nan")
+            ceiling2 = base / (serial_part + inline.task_seconds / 2)
+            ceiling = base / serial_part
+            tab.add(case.name, case.setting, f"{base:.2f} s", f"{med['2 processes']:.2f} s", round(speed, 2),
+                    f"{med['2 trusted']:.2f} s" if "2 trusted" in med else "-",
+                    round(speed_t, 2) if "2 trusted" in med else "-",
+                    f"{serial_part / t_inline:.0%}", round(ceiling2, 2), round(ceiling, 1))
+            results[case.name] = {"seconds": times, "task_seconds_inline": inline.task_seconds,
+                                  "inline_seconds": t_inline, "speed_up": speed, "speed_up_trusted": speed_t,
+                                  "amdahl_2": ceiling2, "amdahl_any": ceiling}
+            if case.name != "RevFRF":
+                same = all(w == wires["1 process"] for w in wires.values())
+                report.check(f"{case.name}: the same messages with 1 and 2 workers (1 = yes)", float(same), ">=", 1)
+            if not quick and case.name in TARGETS:
+                plain, trusted = TARGETS[case.name]
+                report.check(f"{case.name}: speed-up on 2 processes (>= {plain:g})", speed, ">=", plain)
+                if trusted is not None:
+                    report.check(f"{case.name}: speed-up on 2 trusted processes (>= {trusted:g})", speed_t, ">=",
+                                 trusted)
+    load_end = os.getloadavg()[0]
+    tab.note = (f"Medians of {rounds} interleaved round(s). 1-minute load average {load_start:.2f} at the start, "
+                f"{load_end:.2f} at the end (on 2 cores; other jobs take cores from the workers). "
+                "'serial part': the share of an inline run spent outside the executor's tasks.")
+    report.data["executors"] = results
+    report.data["load_average"] = [load_start, load_end]
