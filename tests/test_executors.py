@@ -14,7 +14,18 @@ import pytest
 from securetrees._nt import mpz
 from securetrees.dtpkc import batch as dtpkc_batch
 from securetrees.errors import ParameterError
-from securetrees.executors import CHUNKS_PER_WORKER, chunk_size, modular_products, run_chunked, worker_count
+from securetrees.executors import (
+    CHUNKS_PER_WORKER,
+    check_n_jobs,
+    chunk_size,
+    modular_products,
+    process_pool,
+    role_executor,
+    run_chunked,
+    scatter_products,
+    worker_count,
+)
+from securetrees.paillier import Ciphertext
 from securetrees.paillier import batch as paillier_batch
 from securetrees.paillier.batch import decrypt_many, encrypt_many
 from securetrees.testing.dtpkc import dtpkc_test_keys
@@ -173,3 +184,45 @@ def test_secret_keys_cannot_be_submitted() -> None:
     for secret in (SK, keys.weak["u1"], keys.cs_share, keys.strong):
         with pytest.raises(TypeError, match="never pickled"):
             ex.submit(repr, secret)
+
+
+# -- the roles' helpers ---------------------------------------------------------------------
+
+
+def test_scatter_products_equals_the_naive_sums(rec: PicklingExecutor) -> None:
+    modulus = mpz(PK.n_square)
+    values = [mpz(c.value) for c in encrypt_many(PK, range(40))]
+    targets = [[i % 7, 7 + i % 3, -1] for i in range(40)]
+    want = [mpz(1)] * 11
+    for v, ks in zip(values, targets, strict=True):
+        for k in ks:
+            if k >= 0:
+                want[k] = want[k] * v % modulus
+    assert scatter_products(values, targets, 11, modulus) == want
+    assert scatter_products(values, targets, 11, modulus, rec, size=6) == want
+    assert len(rec.payloads) == 7
+    assert SK.decrypt(Ciphertext(PK, int(want[0]))) == sum(range(0, 40, 7))
+    with pytest.raises(ParameterError):
+        scatter_products(values, targets[:-1], 11, modulus)
+
+
+def test_role_executor_and_process_pool() -> None:
+    given = ThreadPoolExecutor(1)
+    with role_executor(given, None) as ex:
+        assert ex is given
+    with role_executor(None, 1) as ex:
+        assert ex is None
+    with role_executor(None, 2) as ex:
+        assert isinstance(ex, ProcessPoolExecutor) and worker_count(ex) == 2
+    with pytest.raises(RuntimeError):
+        ex.submit(int)  # shut down with the block
+    with pytest.raises(ParameterError), role_executor(given, 2):
+        pass
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(ParameterError):
+            check_n_jobs(bad)
+    assert process_pool(None) is None and process_pool(1) is None
+    pool = process_pool(2)
+    assert isinstance(pool, ProcessPoolExecutor)
+    pool.shutdown()
+    given.shutdown()

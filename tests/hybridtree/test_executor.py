@@ -90,3 +90,11 @@ def test_n_jobs_runs_a_process_pool_with_the_same_result(data: HybridData, make:
         _fit(data, make, n_jobs=2, executor=PicklingExecutor())
     with pytest.raises(ParameterError, match="n_jobs"):
         _fit(data, make, n_jobs=0)
+
+
+def test_the_deployment_keys() -> None:
+    from securetrees.protocols.federated_forest.deploy import PARAMETERS as FF
+    from securetrees.protocols.hybridtree.deploy import PARAMETERS as HT
+
+    for keys in (HT, FF):
+        assert {"n_jobs", "trusted_workers"} <= keys and "executor" not in keys
