@@ -46,6 +46,7 @@ from securetrees.errors import ParameterError
 __all__ = [
     "CHUNKS_PER_WORKER",
     "check_n_jobs",
+    "check_trusted",
     "chunk_size",
     "flatten_ints",
     "modular_products",
@@ -230,6 +231,14 @@ def check_n_jobs(n_jobs: object) -> int | None:
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ParameterError("n_jobs must be a positive integer (or None)")
     return n_jobs
+
+
+def check_trusted(trusted_workers: object) -> bool:
+    """The ``trusted_workers`` opt-in: exactly ``True`` or ``False`` (a string such as ``"false"``
+    is refused with :class:`ParameterError` rather than read as true)."""
+    if not isinstance(trusted_workers, bool):
+        raise ParameterError("trusted_workers must be true or false")
+    return trusted_workers
 
 
 def process_pool(n_jobs: object) -> Executor | None:

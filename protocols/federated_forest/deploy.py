@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError, TableError
-from securetrees.executors import process_pool
+from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
@@ -59,13 +59,6 @@ PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "featur
                         "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",
                         "paillier_mode", "checkpoint_dir", "prediction", "n_jobs", "trusted_workers"})
 """The ``[protocol]`` keys of a Federated Forest run."""
-
-
-def _flag(p: dict[str, Any], key: str) -> bool:
-    value = p.get(key, False)
-    if not isinstance(value, bool):
-        raise ParameterError(f"{key} must be true or false")
-    return value
 
 
 def _forest_params(p: dict[str, Any]) -> ForestParams:
@@ -180,7 +173,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         role, network, train.X, ids, feature_ids, id_key, categorical=train.schema.categorical_mask(),
         labels=labels, paillier_mode=p.get("paillier_mode", "djn"), public_key_loader=loader,
         checkpoint=_store(config, role, secrets), executor=process_pool(p.get("n_jobs")),
-        trusted_workers=_flag(p, "trusted_workers"),
+        trusted_workers=check_trusted(p.get("trusted_workers", False)),
     )
     if test is not None:
         client._test = (test.X, test_ids)

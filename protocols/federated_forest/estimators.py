@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from securetrees.errors import ParameterError
 from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
-from securetrees.executors import role_executor
+from securetrees.executors import check_trusted, role_executor
 from securetrees.paillier import Mode, PrivateKey, PublicKey
 from securetrees.progress import tracked
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -178,7 +178,7 @@ class _FederatedForest(Estimator):
                 Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
                        labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
                        public_key_loader=loader, checkpoint=stores[name], rng=self.rng, executor=ex,
-                       trusted_workers=bool(self.trusted_workers))
+                       trusted_workers=check_trusted(self.trusted_workers))
                 for i, (name, cols) in enumerate(zip(names, parts, strict=True))
             ]
             master = Master("master", net, names, params, label_protection=self.label_protection,

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.executors import process_pool
+from securetrees.executors import check_trusted, process_pool
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import (
@@ -188,7 +188,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
             raise ParameterError(f"the host's data has {X.shape[1]} columns, host_features {len(host_cols)}")
         host = DeployedHost(role, network, params=hp, guests=guests, X=X, owner=data["owner"],
                             categorical=[c in cat for c in host_cols], keypair=keypair,
-                            executor=process_pool(est.n_jobs), trusted_workers=bool(est.trusted_workers))
+                            executor=process_pool(est.n_jobs), trusted_workers=check_trusted(est.trusted_workers))
         host.run, host.y = config, np.asarray(data["y"])
         host.task = "classification" if isinstance(est, HybridTreeClassifier) else "regression"
         host.n_estimators, host.base_score = int(est.n_estimators), str(est.base_score)

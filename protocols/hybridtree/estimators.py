@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 from securetrees.estimator import Estimator
-from securetrees.executors import role_executor
+from securetrees.executors import check_trusted, role_executor
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.progress import phase
 from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
@@ -203,7 +203,7 @@ class _HybridTree(Estimator):
             host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols],
                                     owner=owners(n, rows), categorical=[c in cat for c in host_cols],
                                     keypair=keys, rng=self.rng, executor=ex,
-                                    trusted_workers=bool(self.trusted_workers))
+                                    trusted_workers=check_trusted(self.trusted_workers))
             guests = [
                 Guest(name, net, params=params, ids=r, X=gx, mapper=guest_bins,
                       host_key=keys[0] if keys is not None else None,

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import NotFittedError, ParameterError
-from securetrees.executors import role_executor
+from securetrees.executors import check_trusted, role_executor
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost.active import ActiveParty
 from securetrees.protocols.secureboost.params import Encryption, Loss, SecureBoostParams
@@ -123,7 +123,7 @@ class _SecureBoost:
                         for name, cols in zip(names, parts[1:], strict=True)]
             active = ActiveParty("active", net, X=Xa[:, parts[0]], y=codes, passives=names, params=params,
                                  keypair=keys, categorical=tuple(c in cat for c in parts[0]), rng=self.rng,
-                                 executor=ex, trusted_workers=bool(self.trusted_workers))
+                                 executor=ex, trusted_workers=check_trusted(self.trusted_workers))
             active.fit()
         active.executor = self.executor  # an owned pool is shut down here: predict runs serially
         for passive in passives:

@@ -90,6 +90,8 @@ def test_n_jobs_runs_a_process_pool_with_the_same_result(data: HybridData, make:
         _fit(data, make, n_jobs=2, executor=PicklingExecutor())
     with pytest.raises(ParameterError, match="n_jobs"):
         _fit(data, make, n_jobs=0)
+    with pytest.raises(ParameterError, match="trusted_workers"):
+        _fit(data, make, trusted_workers="false")
 
 
 def test_the_deployment_keys() -> None:
