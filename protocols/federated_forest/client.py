@@ -375,16 +375,19 @@ class Client(LabelHolderDuties):
         entry_feat: list[int] = []
         node_samples: list[IntArray] = []
         node_bins: list[IntArray] = []
-        nb = self._padded_bins(int(table.flat[0])) if table.size else 0  # the same for every feature
+        node_widths: list[list[int]] = []
         for k, p in enumerate(positions.tolist()):
             samples = state.rows[groups[k]]
             feats = list(dict.fromkeys(table[k].tolist()))  # distinct, in increasing global id
+            nbs = [self._padded_bins(f) for f in feats]
             bins = self._binned[np.ix_(samples, feats)].astype(np.int64)
             node_samples.append(samples)
-            node_bins.append(np.where(bins == mapper.missing_bin, nb, bins))  # missing after the padded bins
+            node_bins.append(np.where(bins == mapper.missing_bin, np.asarray(nbs, dtype=np.int64)[None, :],
+                                      bins))  # missing after the padded bins
+            node_widths.append(nbs)
             entry_node += [p] * len(feats)
             entry_feat += feats
-        sums = bin_sums(self._weighted, node_samples, node_bins, nb, self.counters, self.executor)
+        sums = bin_sums(self._weighted, node_samples, node_bins, node_widths, self.counters, self.executor)
         cts = pack_bins(sums, per_ct, layout, pk, self.counters, mode=self._mode, rng=self._rng,
                         executor=self.executor)
         chunks = [len(c) for c in cts]

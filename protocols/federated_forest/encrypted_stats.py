@@ -40,39 +40,41 @@ class CryptoCounters:
 
 
 def bin_sums(weighted: Sequence[Ciphertext | None], samples: Sequence[IntArray], bins: Sequence[IntArray],
-             n_bins: int, counters: CryptoCounters, executor: Executor | None = None,
+             n_bins: Sequence[Sequence[int]], counters: CryptoCounters, executor: Executor | None = None,
              ) -> list[list[Ciphertext | None]]:
-    """Homomorphic sums of the weighted unit ciphertexts per bin ``0..n_bins`` (``n_bins`` =
-    missing) of every candidate of a layer: node ``k``'s instances ``samples[k]`` have the bins
-    ``bins[k]`` (one column per candidate feature of the node).  One list per candidate (node
-    by node, its features in column order), ``None`` for an empty bin.  One addition per
-    instance beyond the first of each bin; the multiplications run on ``executor`` if given
-    (:func:`~securetrees.executors.scatter_products`: it receives N² and ciphertext values)."""
-    width = n_bins + 1
+    """Homomorphic sums of the weighted unit ciphertexts per bin of every candidate of a layer:
+    node ``k``'s instances ``samples[k]`` have the bins ``bins[k]`` (one column per candidate
+    feature of the node, ``n_bins[k][j]`` bins plus the missing bin ``n_bins[k][j]``).  One list
+    of ``n_bins[k][j] + 1`` sums per candidate (node by node, its features in column order),
+    ``None`` for an empty bin.  One addition per instance beyond the first of each bin; the
+    multiplications run on ``executor`` if given (:func:`~securetrees.executors.scatter_products`:
+    it receives N² and ciphertext values)."""
     values: list[mpz] = []
     targets: list[list[int]] = []
     every: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)]
+    widths: list[int] = []
     base = 0
-    for idx, b in zip(samples, bins, strict=True):
-        cols = b.shape[1]
+    for idx, b, nbs in zip(samples, bins, n_bins, strict=True):
+        w = np.asarray(nbs, dtype=np.int64) + 1
         for i in idx.tolist():
             c = weighted[i]
             if c is None:
                 raise ProtocolError("a node holds an instance outside the tree's sample")
             values.append(mpz(c.value))
-        node = b + base + width * np.arange(cols, dtype=np.int64)[None, :]
+        node = b + (base + np.concatenate([[0], np.cumsum(w)[:-1]]))[None, :]
         targets += node.tolist()
         every.append(node.ravel())
-        base += width * cols
+        widths += w.tolist()
+        base += int(w.sum())
     counts = np.bincount(np.concatenate(every), minlength=base)
     counters.additions += int((counts - 1)[counts > 0].sum())
     zero = next((c for c in weighted if c is not None), None)
-    if zero is None or base == 0:
-        return [[None] * width for _ in range(base // width)]
-    pk = zero.public_key
-    products = scatter_products(values, targets, base, mpz(pk.n_square), executor)
-    out = [None if n == 0 else _make(pk, v, False) for v, n in zip(products, counts.tolist(), strict=True)]
-    return [out[i:i + width] for i in range(0, base, width)]
+    products = ([mpz(1)] * base if zero is None or base == 0
+                else scatter_products(values, targets, base, mpz(zero.public_key.n_square), executor))
+    out: list[Ciphertext | None] = [None if n == 0 or zero is None else _make(zero.public_key, v, False)
+                                    for v, n in zip(products, counts.tolist(), strict=True)]
+    starts = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64).tolist()
+    return [out[starts[j]:starts[j + 1]] for j in range(len(widths))]
 
 
 def pack_bins(sums: Sequence[Sequence[Ciphertext | None]], per_plaintext: int, layout: SlotLayout,

@@ -69,7 +69,7 @@ def test_encrypted_bins_pack_and_unpack(codes: list[int], n_bins: int) -> None:
     bins = np.arange(n, dtype=np.int64) % (n_bins + 1)
     counters = CryptoCounters()
     per = layout.bins_per_plaintext(pk.bits)
-    sums = bin_sums(cts, [np.arange(n, dtype=np.int64)], [bins[:, None]], n_bins, counters)
+    sums = bin_sums(cts, [np.arange(n, dtype=np.int64)], [bins[:, None]], [[n_bins]], counters)
     [packed] = pack_bins(sums, per, layout, pk, counters, mode="djn", rng=rng)
     assert len(packed) == -(-(n_bins + 1) // per) == counters.rerandomizations
     plain = [sk.decrypt_residue(Ciphertext(pk, v)) for v in packed]
