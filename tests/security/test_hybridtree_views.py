@@ -289,6 +289,9 @@ class _NoFreshFactor:
     def obfuscator(self, **_: Any) -> int:
         return 1
 
+    def obfuscator_from(self, mode: Any, randomness: Any) -> int:  # the batch path (serial or workers)
+        return 1
+
 
 def test_a_guest_that_does_not_rerandomise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Planted leak: the guests skip the re-randomisation (the model and every other view test are

@@ -231,9 +231,10 @@ class _FixedExponent:
 def test_a_threshold_encrypted_with_fixed_randomness_is_recovered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Planted leak: participants encrypt (thresholds and FT-Test values) with a fixed r.  The check
     fails, and the differences the CS reads off are exact differences of one participant's thresholds."""
-    real = participant_module.encrypt
-    monkeypatch.setattr(participant_module, "encrypt",
-                        lambda pk, m, *, rng, signed: real(pk, m, rng=_FixedExponent(), signed=signed))
+    real = participant_module.encrypt_many
+    monkeypatch.setattr(participant_module, "encrypt_many",
+                        lambda pk, values, *, rng, signed, executor: real(pk, values, rng=_FixedExponent(),
+                                                                          signed=signed, executor=executor))
     clf, _, _ = _fit_predict_revoke()
     with pytest.raises(AssertionError, match="reused randomness"):
         check_cs_sees_fresh_ciphertexts(clf)
