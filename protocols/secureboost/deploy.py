@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
+from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
 from securetrees.net.config import RunConfig
@@ -67,7 +68,7 @@ ACTIVE = "active"
 _ESTIMATORS: dict[str, type[_SecureBoost]] = {"classification": SecureBoostClassifier,
                                               "regression": SecureBoostRegressor}
 _RUN_KEYS = ("task", "passives", "active_public_key")
-_NOT_SETTINGS = ("partition", "keypair", "record_payloads", "categorical_features", "rng")
+_NOT_SETTINGS = ("partition", "keypair", "record_payloads", "categorical_features", "rng", "executor")
 """Facade parameters that are no run parameter (the layout is each party's table; objects)."""
 _SETTINGS = tuple(n for n in _PARAM_NAMES if n not in _NOT_SETTINGS)
 
@@ -201,11 +202,12 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         y, classes = _labels(train, task)
         params = est._params(int(classes.size) if classes is not None else 0)
         active = DeployedActive(role, network, X=train.X, y=y, passives=passives, params=params, keypair=keypair,
-                                categorical=categorical)
+                                categorical=categorical, executor=process_pool(est.n_jobs),
+                                trusted_workers=check_trusted(est.trusted_workers))
         active.run, active.classes, active.test = config, classes, X_test
         return active
     passive = DeployedPassive(role, network, X=train.X, categorical=categorical, active_key=pinned,
-                              allow_insecure=insecure)
+                              allow_insecure=insecure, executor=process_pool(est.n_jobs))
     passive.test = X_test
     return passive
 

@@ -97,6 +97,7 @@ def test_n_jobs_runs_a_process_pool_with_the_same_result(data: HybridData, make:
 def test_the_deployment_keys() -> None:
     from securetrees.protocols.federated_forest.deploy import PARAMETERS as FF
     from securetrees.protocols.hybridtree.deploy import PARAMETERS as HT
+    from securetrees.protocols.secureboost.deploy import PARAMETERS as SB
 
-    for keys in (HT, FF):
+    for keys in (HT, FF, SB):
         assert {"n_jobs", "trusted_workers"} <= keys and "executor" not in keys
