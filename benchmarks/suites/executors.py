@@ -11,10 +11,11 @@ configuration.  The configurations run in interleaved rounds (one fit of each pe
 the pool's workers warmed by one fit first; the 1-minute load average is printed with the table
 (a wall-clock ratio needs two idle cores).
 
-Amdahl: one more fit per protocol runs every task inline on an executor that times its tasks;
-the time outside the tasks is the serial part ``S`` (the protocol's own Python, the network codec,
-the caller's share of each batch), the tasks' time ``P``.  The ceiling on two workers is
-``T_serial / (S + P/2)`` and on any number ``T_serial / S``.
+Amdahl: one more fit per protocol (and one with ``trusted_workers``) runs every task inline on an
+executor that times its tasks; the time outside the tasks is the serial part ``S`` (the protocol's
+own Python, the network codec, the caller's share of each batch, and without the opt-in the
+decryptions), the tasks' time ``P``.  The ceiling on two workers is ``T_serial / (S + P/2)`` and on
+any number ``T_serial / S``, ``T_serial`` being the 1-process median.
 
 Every configuration must produce the same messages, byte for byte, as the serial run with the
 same ``DeterministicRandom`` (checked here in both modes).  Full mode: Adult (the first 5,000
@@ -146,7 +147,7 @@ def run(report: Report, quick: bool) -> None:
     tab = report.table(
         "Training wall time: 1 process against 2 worker processes (pools off)",
         ["protocol", "setting", "1 process", "2 processes", "speed-up", "2 trusted", "speed-up trusted",
-         "serial part", "ceiling (2 workers)", "ceiling (any)"])
+         "serial part", "ceiling (2 workers)", "ceiling (any)", "serial part trusted", "ceiling trusted (2)"])
     results: dict[str, Any] = {}
     with ProcessPoolExecutor(2) as pool:
         for case in _cases(quick):
@@ -163,22 +164,28 @@ def run(report: Report, quick: bool) -> None:
                     t, model = _timed(lambda fit=case.fit, kw=kw: fit(**kw))
                     times[name].append(t)
                     wires[name] = _wire(model) if case.name != "RevFRF" else None
-            inline.task_seconds = 0.0
-            t_inline, _ = _timed(lambda fit=case.fit, ex=inline: fit(executor=ex))
             med = {name: statistics.median(ts) for name, ts in times.items()}
-            serial_part = max(t_inline - inline.task_seconds, 1e-9)
             base = med["1 process"]
             speed = base / med["2 processes"]
             speed_t = base / med["2 trusted"] if "2 trusted" in med else float("nan")
-            ceiling2 = base / (serial_part + inline.task_seconds / 2)
-            ceiling = base / serial_part
+            ceilings: dict[bool, tuple[float, float, float]] = {}
+            for trusted in (False, True) if case.trusted else (False,):
+                inline.task_seconds = 0.0
+                extra = {"trusted_workers": True} if trusted else {}
+                t_inline, _ = _timed(lambda fit=case.fit, ex=inline, kw=extra: fit(executor=ex, **kw))
+                serial_part = max(t_inline - inline.task_seconds, 1e-9)
+                ceilings[trusted] = (serial_part / t_inline, base / (serial_part + inline.task_seconds / 2),
+                                     base / serial_part)
+            share, ceiling2, ceiling = ceilings[False]
             tab.add(case.name, case.setting, f"{base:.2f} s", f"{med['2 processes']:.2f} s", round(speed, 2),
                     f"{med['2 trusted']:.2f} s" if "2 trusted" in med else "-",
                     round(speed_t, 2) if "2 trusted" in med else "-",
-                    f"{serial_part / t_inline:.0%}", round(ceiling2, 2), round(ceiling, 1))
-            results[case.name] = {"seconds": times, "task_seconds_inline": inline.task_seconds,
-                                  "inline_seconds": t_inline, "speed_up": speed, "speed_up_trusted": speed_t,
-                                  "amdahl_2": ceiling2, "amdahl_any": ceiling}
+                    f"{share:.0%}", round(ceiling2, 2), round(ceiling, 1),
+                    f"{ceilings[True][0]:.0%}" if True in ceilings else "-",
+                    round(ceilings[True][1], 2) if True in ceilings else "-")
+            amdahl = {"trusted" if k else "untrusted": dict(zip(("serial_share", "two_workers", "any_workers"), v,
+                                                                strict=True)) for k, v in ceilings.items()}
+            results[case.name] = {"seconds": times, "speed_up": speed, "speed_up_trusted": speed_t, "amdahl": amdahl}
             if case.name != "RevFRF":
                 same = all(w == wires["1 process"] for w in wires.values())
                 report.check(f"{case.name}: the same messages with 1 and 2 workers (1 = yes)", float(same), ">=", 1)
