@@ -12,10 +12,11 @@ the pool's workers warmed by one fit first; the 1-minute load average is printed
 (a wall-clock ratio needs two idle cores).
 
 Amdahl: one more fit per protocol (and one with ``trusted_workers``) runs every task inline on an
-executor that times its tasks; the time outside the tasks is the serial part ``S`` (the protocol's
-own Python, the network codec, the caller's share of each batch, and without the opt-in the
-decryptions), the tasks' time ``P``.  The ceiling on two workers is ``T_serial / (S + P/2)`` and on
-any number ``T_serial / S``, ``T_serial`` being the 1-process median.
+executor that times its tasks; the CPU time outside the tasks is the serial part ``S`` (the
+protocol's own Python, the network codec, the caller's share of each batch, and without the opt-in
+the decryptions), the tasks' CPU time ``P``.  The ceiling on two workers is ``T / (S + P/2)`` and on
+any number ``T / S``, ``T`` being the 1-process run's median CPU time.  CPU times, unlike the wall
+clock, do not grow when other jobs share the machine, so the ceilings hold for an idle machine.
 
 Every configuration must produce the same messages, byte for byte, as the serial run with the
 same ``DeterministicRandom`` (checked here in both modes).  Full mode: Adult (the first 5,000
@@ -59,7 +60,7 @@ encrypts by CRT, both with the private key; untrusted workers encrypt with the p
 
 
 class TimedInline(Executor):
-    """Runs each task at once in this process and adds up the seconds spent in tasks."""
+    """Runs each task at once in this process and adds up the CPU seconds spent in tasks."""
 
     def __init__(self, workers: int = 2) -> None:
         self._max_workers = workers  # the chunking of a 2-worker pool
@@ -67,12 +68,12 @@ class TimedInline(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         try:
             future.set_result(fn(*args, **kwargs))
         except BaseException as exc:
             future.set_exception(exc)
-        self.task_seconds += time.perf_counter() - t0
+        self.task_seconds += time.process_time() - t0
         return future
 
 
@@ -135,10 +136,11 @@ def _cases(quick: bool) -> list[Case]:
     ]
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t0 = time.perf_counter()
+def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall and CPU seconds of this process for one call, and its result."""
+    t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 def run(report: Report, quick: bool) -> None:
@@ -158,11 +160,14 @@ def run(report: Report, quick: bool) -> None:
             for kw in [*configs.values(), {"executor": inline}]:
                 case.fit(**kw)  # warm up: imports and comb tables, here and in the workers
             times: dict[str, list[float]] = {name: [] for name in configs}
+            serial_cpu: list[float] = []
             wires: dict[str, Any] = {}
             for _ in range(rounds):
                 for name, kw in configs.items():
-                    t, model = _timed(lambda fit=case.fit, kw=kw: fit(**kw))
+                    t, cpu, model = _timed(lambda fit=case.fit, kw=kw: fit(**kw))
                     times[name].append(t)
+                    if not kw:
+                        serial_cpu.append(cpu)
                     wires[name] = _wire(model) if case.name != "RevFRF" else None
             med = {name: statistics.median(ts) for name, ts in times.items()}
             base = med["1 process"]
@@ -172,10 +177,11 @@ def run(report: Report, quick: bool) -> None:
             for trusted in (False, True) if case.trusted else (False,):
                 inline.task_seconds = 0.0
                 extra = {"trusted_workers": True} if trusted else {}
-                t_inline, _ = _timed(lambda fit=case.fit, ex=inline, kw=extra: fit(executor=ex, **kw))
-                serial_part = max(t_inline - inline.task_seconds, 1e-9)
-                ceilings[trusted] = (serial_part / t_inline, base / (serial_part + inline.task_seconds / 2),
-                                     base / serial_part)
+                _, c_inline, _ = _timed(lambda fit=case.fit, ex=inline, kw=extra: fit(executor=ex, **kw))
+                serial_part = max(c_inline - inline.task_seconds, 1e-9)
+                base_cpu = statistics.median(serial_cpu)
+                ceilings[trusted] = (serial_part / c_inline, base_cpu / (serial_part + inline.task_seconds / 2),
+                                     base_cpu / serial_part)
             share, ceiling2, ceiling = ceilings[False]
             tab.add(case.name, case.setting, f"{base:.2f} s", f"{med['2 processes']:.2f} s", round(speed, 2),
                     f"{med['2 trusted']:.2f} s" if "2 trusted" in med else "-",
@@ -199,6 +205,7 @@ def run(report: Report, quick: bool) -> None:
     load_end = os.getloadavg()[0]
     tab.note = (f"Medians of {rounds} interleaved round(s). 1-minute load average {load_start:.2f} at the start, "
                 f"{load_end:.2f} at the end (on 2 cores; other jobs take cores from the workers). "
-                "'serial part': the share of an inline run spent outside the executor's tasks.")
+                "'serial part': the share of an inline run's CPU spent outside the executor's tasks; "
+                "the ceilings are CPU-time ratios (what two idle cores allow).")
     report.data["executors"] = results
     report.data["load_average"] = [load_start, load_end]
