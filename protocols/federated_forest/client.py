@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
 from securetrees.paillier.batch import encrypt_many
 from securetrees.protocols.federated_forest import messages as m
@@ -41,6 +41,7 @@ from securetrees.protocols.federated_forest.encrypted_stats import (
     pack_bins,
 )
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
+from securetrees.protocols.federated_forest.model import ClientModel
 from securetrees.protocols.federated_forest.skeleton import (
     LayerState,
     OwnSplit,
@@ -202,11 +203,12 @@ class Client(Party):
         # prediction
         self._test_hashed: tuple[bytes, ...] = ()
         self._X_test = np.empty((0, 0))
+        self._holds_labels = False  # a label holder restored from its model part (no labels then)
 
     # ------------------------------------------------------------------ properties
     @property
     def is_label_holder(self) -> bool:
-        return self._labels_spec is not None
+        return self._labels_spec is not None or self._holds_labels
 
     @property
     def feature_ids(self) -> tuple[int, ...]:
@@ -843,6 +845,33 @@ class Client(Party):
             self.reference.append(np.asarray(self._ref, dtype=bool))
         self._state, self._skeleton, self._weighted = None, None, []
         return m.Ack()
+
+    # ------------------------------------------------------------------ model part
+    def model_state(self) -> ClientModel:
+        """What this client keeps of the fitted forest: its partial trees (its own splits'
+        features and thresholds), the run's settings and, label holder, the reference flags (local)."""
+        setup = self._require_setup()
+        if not self.trees:
+            raise UnexpectedMessage(f"{self.name} holds no trained trees")
+        return ClientModel(setup, self._feature_ids, tuple(TreeState.of(t) for t in self.trees),
+                           tuple(self.reference), self.is_label_holder)
+
+    def restore_model(self, model: ClientModel) -> None:
+        """Adopt a saved part instead of training (a predict-only run, built without rows; local)."""
+        setup = model.setup
+        if not np.array_equal(np.asarray(model.feature_ids, dtype=np.int64), self._feature_ids) \
+                or self.name not in setup.client_names:
+            raise ProtocolError(f"the saved part is not {self.name}'s over its columns")
+        trees = [t.tree() for t in model.trees]
+        reference = [np.asarray(r, dtype=bool) for r in model.reference]
+        holder = setup.label_holder == self.name
+        if not trees or model.label_holder != holder or any(t.n_features != self._feature_ids.size for t in trees) \
+                or (holder and (len(reference) != len(trees) or any(
+                    r.shape != (t.n_nodes,) for r, t in zip(reference, trees, strict=True)))):
+            raise DecodeError("inconsistent partial trees in a model file")
+        self._setup, self._index = setup, setup.client_names.index(self.name)
+        self._criterion = make_criterion(setup.criterion)
+        self.trees, self.reference, self._holds_labels = trees, reference, holder
 
     # ------------------------------------------------------------------ prediction
     def load_test(self, X: npt.ArrayLike, ids: Sequence[object]) -> None:

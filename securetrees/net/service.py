@@ -76,7 +76,9 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     secrets = open_key_file(p.secrets, role, passphrase) if p.secrets is not None else {}
     net = network_for(config, role, passphrase)
     try:
-        module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+        # a predict-only run reads no training data: its arrays (.npz) are the test_data's
+        data = load_data(p.test_data if config.job == "predict" else p.data)
+        module.make_role(role, config, net, secrets, data, passphrase)
     except SecureTreesError:
         raise
     except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
