@@ -67,12 +67,15 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
-__all__ = ["PARAMETERS", "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role", "predict", "prepare",
-           "run_job"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
+           "predict", "prepare", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
                 "feature_sampling", "bootstrap", "random_state", "checkpoint")
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
                         "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",

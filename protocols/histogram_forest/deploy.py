@@ -57,8 +57,8 @@ from securetrees.runtime.network import Network
 from securetrees.trees import persistence
 from securetrees.trees.forest import Forest
 
-__all__ = ["PARAMETERS", "ClientPart", "DeployedClient", "DeployedServer", "ServerPart", "estimator_from", "fit",
-           "make_role", "predict", "prepare", "run_job", "trial"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedServer", "ServerPart",
+           "estimator_from", "fit", "make_role", "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
@@ -66,6 +66,9 @@ _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
 _RUN_KEYS = ("task", "clients", "n_features")
 _NOT_SETTINGS = ("progress", "client_column", "n_clients")
 """Facade parameters that are no run parameter (how one table is dealt to simulated clients, progress bars)."""
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
                                      if n not in _NOT_SETTINGS)})

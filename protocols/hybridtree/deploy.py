@@ -67,14 +67,17 @@ from securetrees.runtime import Message, Party
 from securetrees.runtime.network import Network
 from securetrees.trees import BinMapper
 
-__all__ = ["PARAMETERS", "DeployedGuest", "DeployedHost", "estimator_from", "fit", "make_role", "predict", "prepare",
-           "run_job", "trial"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "DeployedGuest", "DeployedHost", "estimator_from", "fit", "make_role",
+           "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "host_features", "guest_features", "host_public_key")
 _NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state")
 """Facade parameters that are no run parameter (objects, or in-process bookkeeping)."""
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
                                      if n not in _NOT_SETTINGS)})

@@ -307,3 +307,18 @@ def test_hybridtree_predict_only_run_matches_the_facade(tmp_path: Path, checkout
     want = clf.predict_proba(data.X_test[idx], new_rows)
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "host.proba.npy"), want)
     assert float(got["score"][0]) == clf.score(data.X_test[idx], data.y_test[idx], new_rows)
+
+
+def test_a_protocol_without_model_parts_refuses_a_predict_only_run(tmp_path: Path) -> None:
+    """The standalone PSI deployment keeps no model: its predict-only run stops at start-up."""
+    from securetrees.errors import UnsupportedActionError
+    from securetrees.psi import deploy as psi_deploy
+
+    cfg = psi_deploy.prepare(tmp_path, {"a": np.arange(10), "b": np.arange(5, 15)})
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1),
+                   encoding="utf-8")
+    config = load_config(cfg)
+    with pytest.raises(UnsupportedActionError, match="no predict-only job"):
+        start_role(config, "a", read_passphrase("a", tmp_path / "pki" / "a.pass"))
+    with pytest.raises(UnsupportedActionError, match="no predict-only job"):
+        launch(cfg, tmp_path / "pki")
