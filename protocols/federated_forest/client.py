@@ -4,55 +4,49 @@ A client holds some columns of every sample; it finds the best split among its
 own candidate features at each node (plaintext statistics in ``shared`` mode,
 encrypted label statistics scored by the label holder in ``encrypted`` mode),
 splits the nodes it wins, keeps a partial tree per tree and routes test samples
-through it.  The label holder is the client constructed with ``labels``: it
-distributes the labels (``shared``) or their encryptions (``encrypted``) and answers the
-node statistics (``shared``); in ``encrypted`` mode it scores other clients' encrypted
-candidates, names each node's winner, and alone knows which nodes are cover splits, the
-node values and the purity of every node.
+through it.  The label holder is the client constructed with ``labels``; its own steps
+(distributing the labels, scoring encrypted candidates, naming winners, keeping the node
+values) are in :mod:`~securetrees.protocols.federated_forest.label_holder`, the state both
+share in :mod:`~securetrees.protocols.federated_forest.client_base`.
 See ``specs/federated_forest.md``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
-from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey, generate_keypair
-from securetrees.paillier.batch import encrypt_many
+from securetrees.paillier import Ciphertext
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import (
-    CheckpointStore,
     ClientState,
     ScoreJournal,
     SentScore,
     TreeState,
     WorkState,
 )
-from securetrees.protocols.federated_forest.cover import random_valid_splits, reference_ancestor
+from securetrees.protocols.federated_forest.client_base import LabelSpec, LocalCandidate, message_digest
 from securetrees.protocols.federated_forest.encrypted_stats import (
     CryptoCounters,
     bin_sums,
-    candidate_histograms,
     pack_bins,
 )
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
+from securetrees.protocols.federated_forest.label_holder import LabelHolderDuties
 from securetrees.protocols.federated_forest.model import ClientModel
 from securetrees.protocols.federated_forest.skeleton import (
     LayerState,
     OwnSplit,
     TreeSkeleton,
     check_positions,
-    forest_output,
 )
-from securetrees.protocols.federated_forest.slots import SlotLayout, classification_units, regression_units
-from securetrees.rand import SYSTEM_RANDOM, KeyedRandom, RandomSource
-from securetrees.runtime import Message, Network, Party, encode, handles
-from securetrees.trees import BinMapper, Criterion, Tree, best_splits, build_histograms, make_criterion, node_totals
+from securetrees.protocols.federated_forest.slots import SlotLayout
+from securetrees.runtime import handles
+from securetrees.trees import BinMapper, best_splits, build_histograms, make_criterion
 from securetrees.trees.grow import goes_left_binned
 from securetrees.trees.train import class_stats, regression_stats
 
@@ -63,55 +57,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True)
-class LabelSpec:
-    """The label holder's labels: class codes ``0..n_classes-1`` or regression targets
-    (``n_classes=None``), and how to protect them in ``encrypted`` mode."""
-
-    y: npt.NDArray[np.generic]
-    n_classes: int | None
-    key_bits: int = 2048
-    allow_insecure: bool = False
-    keypair: tuple[PublicKey, PrivateKey] | None = None
-    frac_bits: int = 32
-
-    def __post_init__(self) -> None:
-        y = np.asarray(self.y)
-        if y.ndim != 1 or y.size == 0:
-            raise ParameterError("labels must be a non-empty vector")
-        if self.n_classes is None:
-            if not np.all(np.isfinite(y.astype(np.float64))):
-                raise ParameterError("regression targets must be finite (no NaN)")
-        else:
-            codes = y.astype(np.int64)
-            if self.n_classes < 2 or codes.min() < 0 or codes.max() >= self.n_classes or not np.array_equal(codes, y):
-                raise ParameterError("class codes must be integers in [0, n_classes), n_classes >= 2")
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """A score request the label holder answered: its digest, the reply, the positions with a
-    valid candidate and their gains (kept for naming the winners)."""
-
-    digest: bytes
-    reply: m.ScoreReply
-    positions: IntArray
-    gains: FloatArray
-
-
-def _digest(msg: Message) -> bytes:
-    """SHA-256 of a message's wire encoding (the strict codec's encoding is canonical)."""
-    return hashlib.sha256(encode(msg)).digest()
-
-
-@dataclass(slots=True)
-class _Candidate:
-    feature: int  # local column
-    bin: int
-    missing_left: bool
-
-
-class Client(Party):
+class Client(LabelHolderDuties):
     """One organisation's columns ``X`` (rows in its own order, named by ``ids``).
 
     ``feature_ids`` are the global ids of the columns (the encoded features the
@@ -120,116 +66,8 @@ class Client(Party):
     message declarations); the labels' sender must moreover be the setup's label holder.
     """
 
-    role = "client"
-
-    def __init__(
-        self,
-        name: str,
-        network: Network,
-        X: npt.ArrayLike,
-        ids: Sequence[object],
-        feature_ids: Sequence[int],
-        id_key: bytes,
-        *,
-        categorical: Sequence[bool] | None = None,
-        labels: LabelSpec | None = None,
-        paillier_mode: Mode = "djn",
-        public_key_loader: Callable[[bytes], PublicKey] = PublicKey.from_bytes,
-        checkpoint: CheckpointStore | None = None,
-        rng: RandomSource = SYSTEM_RANDOM,
-    ) -> None:
-        super().__init__(name, network)
-        Xa = np.asarray(X, dtype=np.float64)
-        fids = [int(f) for f in feature_ids]
-        if Xa.ndim != 2 or Xa.shape[1] != len(fids) or Xa.shape[0] != len(ids):
-            raise ParameterError("X must have one row per id and one column per feature id")
-        if len(set(fids)) != len(fids) or any(f < 0 for f in fids):
-            raise ParameterError("feature ids must be distinct non-negative ints")
-        if np.isinf(Xa).any():
-            raise ParameterError("feature values must be finite or NaN (missing)")
-        if labels is not None and np.asarray(labels.y).shape[0] != Xa.shape[0]:
-            raise ParameterError("labels must have one entry per row")
-        cols = np.argsort(fids, kind="stable")  # local order = increasing global id (tie-breaking)
-        self._cols = cols
-        self._X_raw = Xa[:, cols]
-        self._feature_ids = np.asarray(fids, dtype=np.int64)[cols]
-        cat = [False] * len(fids) if categorical is None else [bool(c) for c in categorical]
-        if len(cat) != len(fids):
-            raise ParameterError("categorical needs one flag per column")
-        self._categorical = tuple(cat[int(c)] for c in cols)
-        self._hashed = hash_ids(id_key, ids)
-        self._id_key = id_key
-        self._labels_spec = labels
-        self._mode: Mode = paillier_mode
-        self._load_pk = public_key_loader
-        self._rng = rng
-        self._cover_key = rng.token_bytes(32)  # label holder: its cover-split choices (``cover.py``)
-        self._store = checkpoint
-        self.counters = CryptoCounters()
-        self.trees: list[Tree] = []
-        self._setup: m.Setup | None = None
-        self._index = -1
-        self._X = np.empty((0, 0))
-        self._binned: npt.NDArray[np.unsignedinteger[npt.NBitBase]] | None = None
-        self._mapper: BinMapper | None = None
-        self._labels: npt.NDArray[np.generic] | None = None  # canonical order (shared mode / holder)
-        self._pk: PublicKey | None = None
-        self._sk: PrivateKey | None = None
-        self._layout: SlotLayout | None = None
-        self._enc: list[Ciphertext] = []
-        self._criterion: Criterion | None = None
-        # per tree
-        self._tree = -1
-        self._weights = np.zeros(0, dtype=np.int64)
-        self._state: LayerState | None = None
-        self._skeleton: TreeSkeleton | None = None
-        self._stats: FloatArray | None = None
-        self._weighted: list[Ciphertext | None] = []
-        self._candidates: dict[int, _Candidate] = {}
-        self._won: dict[int, _Candidate] = {}
-        self._won_left = np.zeros(0, dtype=bool)
-        # label holder: every score request answered in the tree in progress, by (tree, layer, sender)
-        self._answered: dict[tuple[int, int, str], _Answer] = {}
-        # label holder (``encrypted``): its own valid candidates' gains of the layer, by position
-        self._own_gains: dict[int, float] = {}
-        # label holder: per position named a winner this layer, is the split part of the model?
-        self._kept: dict[int, bool] = {}
-        # label holder: per finished tree and for the tree in progress, which nodes belong to the
-        # central forest's tree (the others are cover splits)
-        self.reference: list[BoolArray] = []
-        self._ref: list[bool] = []
-        # other clients (``encrypted``): the score requests sent in the tree in progress, by (tree, layer)
-        self._sent: dict[tuple[int, int], SentScore] = {}
-        # prediction
-        self._test_hashed: tuple[bytes, ...] = ()
-        self._X_test = np.empty((0, 0))
-        self._holds_labels = False  # a label holder restored from its model part (no labels then)
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def is_label_holder(self) -> bool:
-        return self._labels_spec is not None or self._holds_labels
-
-    @property
-    def feature_ids(self) -> tuple[int, ...]:
-        return tuple(int(f) for f in self._feature_ids)
-
-    @property
-    def n_outputs(self) -> int:
-        s = self._require_setup()
-        return max(1, s.n_classes)
-
-    def _require_setup(self) -> m.Setup:
-        if self._setup is None:
-            raise UnexpectedMessage(f"{self.name} has not been set up")
-        return self._setup
-
-    def _require_tree(self, tree: int) -> LayerState:
-        if self._state is None or tree != self._tree:
-            raise UnexpectedMessage(f"{self.name} is not building tree {tree}")
-        return self._state
-
     # ------------------------------------------------------------------ setup
+
     @handles(m.Hello)
     def on_hello(self, sender: str, msg: m.Hello) -> m.ClientInfo:
         """Setup: report the HMAC ids, the global feature ids, the label role (Reveals: the
@@ -256,38 +94,6 @@ class Client(Party):
         if self._labels_spec is not None:
             self._labels = np.asarray(self._labels_spec.y)[order]
         self.logger.info("%s set up: %d rows, %d own features", self.name, msg.n_samples, self._X.shape[1])
-        return m.Ack()
-
-    @handles(m.DistributeLabels)
-    def on_distribute_labels(self, sender: str, msg: m.DistributeLabels) -> m.Ack:
-        """Setup (label holder): labels to every other client (``shared``), or one fresh
-        ciphertext of each sample's packed unit statistics (``encrypted``)."""
-        setup = self._require_setup()
-        spec, labels = self._labels_spec, self._labels
-        if spec is None or labels is None:
-            raise UnexpectedMessage(f"{self.name} holds no labels")
-        others = [c for c in setup.client_names if c != self.name]
-        request: m.SharedLabels | m.EncryptedLabels
-        if setup.label_protection == "shared":
-            request = m.SharedLabels(np.asarray(labels, dtype=np.float64 if spec.n_classes is None else np.int64))
-        else:
-            if spec.keypair is not None:
-                self._sk = spec.keypair[1]
-            elif self._sk is None:  # a repeated setup (resume) keeps the key: sent requests stay valid
-                self._sk = generate_keypair(spec.key_bits, rng=self._rng, allow_insecure=spec.allow_insecure)[1]
-            pk = self._pk = self._sk.public_key if spec.keypair is None else spec.keypair[0]
-            if spec.n_classes is None:
-                layout, units = regression_units(np.asarray(labels, dtype=np.float64), spec.frac_bits)
-            else:
-                layout, units = classification_units(np.asarray(labels, dtype=np.int64), spec.n_classes)
-            self._layout = layout
-            layout.bins_per_plaintext(pk.bits)
-            cts = encrypt_many(pk, units, mode=self._mode, rng=self._rng)
-            self.counters.encryptions += len(cts)
-            request = m.EncryptedLabels(pk.to_bytes(), layout.n_slots, layout.slot_bits,
-                                        tuple(c.value for c in cts))
-        if others:
-            self.call_many(dict.fromkeys(others, request), expect=m.Ack)
         return m.Ack()
 
     @handles(m.SharedLabels)
@@ -326,6 +132,7 @@ class Client(Party):
         return m.Ack()
 
     # ------------------------------------------------------------------ training
+
     @handles(m.TreeStart)
     def on_tree_start(self, sender: str, msg: m.TreeStart) -> m.Ack:
         """Tree start (Algorithm 1 line 2): the bootstrap weights and the own selected features."""
@@ -363,21 +170,6 @@ class Client(Party):
                 self._record_values()
         elif setup.label_protection == "encrypted":
             self._weight_ciphertexts()
-
-    def _frontier_totals(self) -> FloatArray:
-        """The label holder's summed label statistics of each frontier node."""
-        state = self._state
-        if self._stats is None or state is None:
-            raise UnexpectedMessage(f"{self.name} holds no labels")
-        return node_totals(state.pos, self._stats, state.frontier.size, rows=state.rows)
-
-    def _record_values(self) -> None:
-        """``encrypted`` (label holder): the frontier's values, kept in the own tree for
-        prediction's last step; nobody is sent them."""
-        if self._criterion is None or self._skeleton is None or self._state is None:
-            raise UnexpectedMessage(f"{self.name} holds no labels")
-        values = self._criterion.leaf_value(self._frontier_totals()).reshape(self._state.frontier.size, -1)
-        self._skeleton.set_values(self._state.frontier, values)
 
     def _forget_before(self, tree: int) -> None:
         """Drop the score requests of finished trees (no resume goes back before ``tree``)."""
@@ -446,22 +238,6 @@ class Client(Party):
                 self.counters.weightings += 1
         self._weighted = weighted
 
-    @handles(m.NodeStatsRequest)
-    def on_node_stats(self, sender: str, msg: m.NodeStatsRequest) -> m.NodeStats:
-        """Layer step 1 (label holder, ``shared`` mode only): purity of each frontier node and
-        its value (Reveals: to the master, which nodes are pure and the node values, the complete
-        model's leaves; every client holds the labels in this mode anyway).  Refused in
-        ``encrypted`` mode: values and purity stay with the label holder."""
-        setup = self._require_setup()
-        state = self._require_tree(msg.tree)
-        if self._stats is None or not self.is_label_holder or self._criterion is None:
-            raise UnexpectedMessage(f"{self.name} holds no labels")
-        if setup.label_protection == "encrypted":
-            raise UnexpectedMessage("node statistics stay with the label holder in encrypted mode")
-        totals = self._frontier_totals()
-        values = self._criterion.leaf_value(totals).reshape(state.frontier.size, -1)
-        return m.NodeStats(np.ascontiguousarray(values), np.asarray(self._criterion.is_pure(totals)))
-
     def _node_features(self, msg: m.FindSplits, n_frontier: int) -> tuple[IntArray, IntArray, IntArray]:
         """Requested positions, their own local features (padded by repetition to one width)
         and how many each has."""
@@ -508,7 +284,7 @@ class Client(Party):
             raise UnexpectedMessage(f"{self.name} has no labels to score splits with")
         ok = np.flatnonzero(found)
         self._candidates = {
-            p: _Candidate(f, b, ml) for p, f, b, ml in zip(
+            p: LocalCandidate(f, b, ml) for p, f, b, ml in zip(
                 positions[ok].tolist(), feat[ok].tolist(), bins[ok].tolist(), mleft[ok].tolist(), strict=True)
         }
         fids = np.where(found, self._feature_ids[feat], -1).astype(np.int64)
@@ -552,26 +328,6 @@ class Client(Party):
                         lambda k, j: int(features[k, j]), feat, f"{state.depth}/{self.name}")
         return found, gain, feat, bins, mleft
 
-    def _cover(self, hist: FloatArray, slots: BoolArray, n_bins: IntArray, categorical: BoolArray,
-               positions: IntArray, found: BoolArray, gain: FloatArray, bins: IntArray, mleft: BoolArray,
-               feature_of: Callable[[int, int], int], feat: IntArray, label: str) -> None:
-        """Cover splits (label holder, ``encrypted``): where no candidate gains, a uniformly random
-        valid candidate is reported as found with gain 0, so the scored client cannot tell a
-        pure or gainless node from one that splits (``specs``, "Cover splits").  In place."""
-        setup = self._require_setup()
-        need = np.flatnonzero(~found)
-        if need.size == 0:
-            return
-        channel = np.ones(hist.shape[-1]) if setup.n_classes else np.eye(hist.shape[-1])[0]
-        streams: list[RandomSource] = [KeyedRandom(self._cover_key, f"split/{self._tree}/{label}/{int(positions[k])}")
-                                       for k in need.tolist()]
-        ok, slot, b, ml = random_valid_splits(hist[need], slots[need], n_bins[need], categorical[need], channel,
-                                              setup.min_samples_leaf, streams)
-        for i, k in enumerate(need.tolist()):
-            if ok[i]:
-                found[k], gain[k], bins[k], mleft[k] = True, 0.0, b[i], ml[i]
-                feat[k] = feature_of(k, int(slot[i]))
-
     def _score_encrypted(self, state: LayerState, positions: IntArray, table: IntArray, msg: m.FindSplits
                          ) -> tuple[BoolArray, FloatArray, IntArray, IntArray, BoolArray]:
         """Encrypted per-bin label statistics of every candidate, packed, re-randomised and
@@ -587,7 +343,7 @@ class Client(Party):
             for f in dict.fromkeys(table[k].tolist()):  # distinct, in increasing global id
                 entry_node.append(p)
                 entry_feat.append(f)
-        asked, key_id = _digest(msg), hashlib.sha256(pk.to_bytes()).digest()
+        asked, key_id = message_digest(msg), hashlib.sha256(pk.to_bytes()).digest()
         sent = self._sent.get((msg.tree, msg.layer))
         if sent is None or sent.asked != asked or sent.public_key != key_id:
             request = self._pack_request(state, positions, groups, table, msg)
@@ -650,115 +406,6 @@ class Client(Party):
             raise UnexpectedMessage(f"{self.name} has no features")
         return int(max(self._mapper.n_bins))
 
-    @handles(m.ScoreRequest)
-    def on_score_request(self, sender: str, msg: m.ScoreRequest) -> m.ScoreReply:
-        """Layer step 2b (label holder): decrypt the packed statistics, score each node's
-        candidates with ``best_splits`` (Reveals: the per-bin label statistics of the sender's
-        candidates, their number and bin counts; not which features they are).
-
-        One request per sender, tree and layer: the scoring oracle is single-use.  A resend
-        (the sender or the master restarted) is answered from the kept reply if it is byte
-        for byte the request already answered, and refused otherwise."""
-        if self._sk is None or self._layout is None or self._criterion is None:
-            raise UnexpectedMessage(f"{self.name} cannot score encrypted statistics")
-        setup = self._require_setup()
-        state = self._require_tree(msg.tree)
-        if msg.layer != state.depth:
-            raise UnexpectedMessage("score request for another layer")
-        digest = _digest(msg)
-        answered = self._answered.get((msg.tree, msg.layer, sender))
-        if answered is not None:
-            if answered.digest != digest:
-                raise UnexpectedMessage(f"{sender} already sent other candidates for this layer "
-                                        "(a resend must repeat them byte for byte)")
-            return answered.reply
-        node = np.asarray(msg.entry_node, dtype=np.int64)
-        nbins = np.asarray(msg.entry_bins, dtype=np.int64)
-        cat = np.asarray(msg.entry_categorical, dtype=bool)
-        chunks = np.asarray(msg.chunks, dtype=np.int64)
-        n_entries = node.size
-        if not (nbins.shape == cat.shape == chunks.shape == (n_entries,)) or n_entries == 0:
-            raise ProtocolError("malformed score request")
-        max_bins = setup.max_bins
-        per_ct = self._layout.bins_per_plaintext(self._sk.public_key.bits)
-        if nbins.min() < 1 or nbins.max() > max_bins or np.any(chunks != -(-(nbins + 1) // per_ct)):
-            raise ProtocolError("a candidate's bin count or chunk count is out of range")
-        if int(chunks.sum()) != len(msg.ciphertexts):
-            raise ProtocolError("wrong number of packed ciphertexts")
-        if node.min() < 0 or node.max() >= state.frontier.size or np.any(np.diff(node) < 0):
-            raise ProtocolError("candidates must be grouped by increasing node position")
-        pk = self._sk.public_key
-        plain: list[int] = []
-        for v in msg.ciphertexts:
-            plain.append(self._sk.decrypt_residue(Ciphertext(pk, v)))  # raises InvalidCiphertext
-        self.counters.decryptions += len(plain)
-        positions, hist, table = candidate_histograms(plain, self._layout, node, nbins, chunks, per_ct, max_bins)
-        res = best_splits(hist, self._criterion, categorical=cat, n_bins=nbins, features=table,
-                          min_samples_leaf=setup.min_samples_leaf)
-        found, gain, feat = res.found.copy(), res.gain.copy(), res.feature.astype(np.int64)
-        bins, mleft = res.bin.astype(np.int64), res.missing_left.copy()
-        first = np.ones(table.shape, dtype=bool)  # each entry's first slot (shorter nodes repeat their last)
-        first[:, 1:] = table[:, 1:] != table[:, :-1]
-        self._cover(hist, first, nbins[table], cat[table], positions, found, gain, bins, mleft,
-                    lambda k, j: int(table[k, j]), feat, f"{msg.layer}/{sender}")
-        reply = m.ScoreReply(positions.astype(np.int64), found, feat, bins, mleft)
-        self._answered[(msg.tree, msg.layer, sender)] = _Answer(
-            digest, reply, positions[found].astype(np.int64), gain[found].astype(np.float64))
-        return reply
-
-    @handles(m.WinnersRequest)
-    def on_winners_request(self, sender: str, msg: m.WinnersRequest) -> m.Winners:
-        """Layer step 2c (label holder, ``encrypted``): name each offered node's winning client:
-        where the central forest splits (not pure, in the reference tree, a positive gain) the
-        client of the best gain, ties to the earliest in the master's order (increasing feature
-        id, the central tie-break); elsewhere a uniformly random offering client, a cover split
-        whose subtree is not part of the model (Reveals: to the master, the winner only: no
-        gain, no purity, no reference flag; to the label holder, which clients offered a
-        candidate at each node and the order of their proposed feature ids).
-
-        The offers must be exactly those the label holder saw: its own valid candidates and
-        those it reported found in each client's score reply."""
-        setup = self._require_setup()
-        state = self._require_tree(msg.tree)
-        if not self.is_label_holder or setup.label_protection != "encrypted" or self._criterion is None:
-            raise UnexpectedMessage(f"{self.name} names no winners")
-        if msg.layer != state.depth:
-            raise UnexpectedMessage("winners requested for another layer")
-        positions = np.asarray(msg.positions, dtype=np.int64)
-        check_positions(positions, state.frontier.size)
-        counts = np.asarray(msg.counts, dtype=np.int64)
-        clients = np.asarray(msg.clients, dtype=np.int64)
-        names = setup.client_names
-        if clients.max() >= len(names):
-            raise ProtocolError("unknown client in the offers")
-        starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        offers = {p: clients[starts[k]:starts[k + 1]].tolist() for k, p in enumerate(positions.tolist())}
-        if any(len(set(o)) != len(o) for o in offers.values()):
-            raise ProtocolError("a client offered twice at one node")
-        gains: dict[int, dict[int, float]] = {self._index: self._own_gains}
-        for i, name in enumerate(names):
-            if i != self._index:
-                answer = self._answered.get((msg.tree, msg.layer, name))
-                gains[i] = {} if answer is None else dict(zip(answer.positions.tolist(), answer.gains.tolist(),
-                                                              strict=True))
-        for i, g in gains.items():
-            if {p for p, o in offers.items() if i in o} != set(g):
-                raise ProtocolError(f"the offers of {names[i]} differ from the candidates the label holder saw")
-        pure = np.asarray(self._criterion.is_pure(self._frontier_totals()), dtype=bool)
-        real = ~pure & np.asarray(self._ref, dtype=bool)[state.frontier]
-        won: list[int] = []
-        self._kept = {}
-        for p, o in offers.items():
-            top = max(gains[i][p] for i in o)
-            if real[p] and top > 0:
-                won.append(next(i for i in o if gains[i][p] == top))
-                self._kept[p] = True
-            else:
-                choice = KeyedRandom(self._cover_key, f"winner/{msg.tree}/{int(state.frontier[p])}")
-                won.append(o[choice.randbelow(len(o))])
-                self._kept[p] = False
-        return m.Winners(np.asarray(won, dtype=np.int64))
-
     @handles(m.ApplySplit)
     def on_apply_split(self, sender: str, msg: m.ApplySplit) -> m.Partition:
         """Layer step 3 (Algorithm 1 line 19): split the nodes this client won
@@ -775,7 +422,7 @@ class Client(Party):
         self._won_left = left
         return m.Partition(left)
 
-    def _goes_left(self, cands: list[_Candidate], groups: list[IntArray], state: LayerState) -> BoolArray:
+    def _goes_left(self, cands: list[LocalCandidate], groups: list[IntArray], state: LayerState) -> BoolArray:
         """Which samples of each node go left under the node's own split (the grower's binned
         rule), concatenated over the nodes."""
         if self._binned is None or self._mapper is None:
@@ -874,6 +521,7 @@ class Client(Party):
         self.trees, self.reference, self._holds_labels = trees, reference, holder
 
     # ------------------------------------------------------------------ prediction
+
     def load_test(self, X: npt.ArrayLike, ids: Sequence[object]) -> None:
         """Local: the own columns of the test rows (same column order as training)."""
         Xa = np.asarray(X, dtype=np.float64)
@@ -899,27 +547,6 @@ class Client(Party):
             n_leaves.append(reach.shape[1])
             bits.append(np.packbits(reach, axis=None))
         return m.LeafSets(n_test, np.asarray(n_leaves, dtype=np.int64), tuple(bits))
-
-    @handles(m.LeafValuesRequest)
-    def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
-        """Prediction's last step (label holder, ``encrypted``): map each leaf to the reference
-        leaf it grew from (cover subtrees are not part of the model) and answer the forest output
-        of each test sample from the values it kept (Reveals: the label holder learns the leaf,
-        cover leaves included, each test sample reaches in each tree; the master learns the
-        forest output only)."""
-        setup = self._require_setup()
-        if not self.is_label_holder or setup.label_protection != "encrypted":
-            raise UnexpectedMessage(f"{self.name} keeps no leaf values")
-        leaves = np.asarray(msg.leaves)
-        n_test = self._X_test.shape[0]
-        if not self.trees or leaves.dtype.kind not in "iu" or leaves.shape != (len(self.trees), n_test):
-            raise ProtocolError("leaf values requested for the wrong trees or test rows")
-        mapped = np.empty(leaves.shape, dtype=np.int64)
-        for k, (t, r, row) in enumerate(zip(self.trees, self.reference, leaves, strict=True)):
-            if row.size and (row.min() < 0 or row.max() >= t.n_nodes or np.any(t.left[row] != -1)):
-                raise ProtocolError("leaf values requested for a node that is not a leaf")
-            mapped[k] = reference_ancestor(t, r)[row]
-        return m.ForestOutput(forest_output(self.trees, mapped, classification=bool(setup.n_classes)))
 
     @handles(m.RouteRequest)
     def on_route(self, sender: str, msg: m.RouteRequest) -> m.RouteReply:

@@ -42,9 +42,18 @@ def stack_parts(parts: Sequence[Part]) -> tuple[FloatArray, npt.NDArray[Any]]:
     """One table from one ``(X_i, y_i)`` pair per client: the rows stacked in client order, with the
     client's index as the last column (fit it with ``client_column=-1``).  A simulation helper: in a
     real federation every client keeps its own rows (``securetrees.protocols.histogram_forest.deploy``)."""
+    Xs, ys = _checked_parts(parts)
+    return np.vstack([np.column_stack([X, np.full(X.shape[0], float(i))]) for i, X in enumerate(Xs)]), \
+        np.concatenate(ys)
+
+
+def _checked_parts(parts: Sequence[Part]) -> tuple[list[FloatArray], list[npt.NDArray[Any]]]:
+    """Each client's ``(X_i, y_i)`` as arrays: X 2-D, numeric and finite or NaN, one label per row,
+    the same width everywhere; every problem raises :class:`ParameterError`."""
     if not isinstance(parts, (list, tuple)) or len(parts) == 0:
         raise ParameterError("parts must be a non-empty list of (X, y) pairs, one per client")
-    Xs, ys = [], []
+    Xs: list[FloatArray] = []
+    ys: list[npt.NDArray[Any]] = []
     for i, part in enumerate(parts):
         if not isinstance(part, (list, tuple)) or len(part) != 2:
             raise ParameterError(f"part {i} is not an (X, y) pair")
@@ -52,14 +61,19 @@ def stack_parts(parts: Sequence[Part]) -> tuple[FloatArray, npt.NDArray[Any]]:
             X = np.asarray(part[0], dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ParameterError(f"client {i}: X is not numeric") from exc
+        y = np.asarray(part[1])
         if X.ndim != 2 or X.shape[0] == 0:
             raise ParameterError(f"client {i} is empty or its X is not 2-dimensional")
-        Xs.append(np.column_stack([X, np.full(X.shape[0], float(i))]))
-        ys.append(np.asarray(part[1]))
+        if y.shape != (X.shape[0],):
+            raise ParameterError(f"client {i}: y must have one label per row of X")
+        if np.isinf(X).any():
+            raise ParameterError(f"client {i}: X holds infinite values")
+        Xs.append(X)
+        ys.append(y)
     widths = {X.shape[1] for X in Xs}
     if len(widths) != 1:
-        raise ParameterError(f"clients hold different feature sets (widths {sorted(w - 1 for w in widths)})")
-    return np.vstack(Xs), np.concatenate(ys)
+        raise ParameterError(f"clients hold different feature sets (widths {sorted(widths)})")
+    return Xs, ys
 
 
 class HistogramForestBase(Estimator):
@@ -112,30 +126,9 @@ class HistogramForestBase(Estimator):
     # -- validation ----------------------------------------------------------------------------
 
     def _check_parts(self, parts: Sequence[Part]) -> tuple[list[FloatArray], list[npt.NDArray[Any]]]:
-        if not isinstance(parts, (list, tuple)) or len(parts) == 0:
-            raise ParameterError("parts must be a non-empty list of (X, y) pairs, one per client")
-        Xs: list[FloatArray] = []
-        ys: list[npt.NDArray[Any]] = []
-        for i, part in enumerate(parts):
-            if not isinstance(part, (list, tuple)) or len(part) != 2:
-                raise ParameterError(f"part {i} is not an (X, y) pair")
-            try:
-                X = np.asarray(part[0], dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ParameterError(f"client {i}: X is not numeric") from exc
-            y = np.asarray(part[1])
-            if X.ndim != 2 or X.shape[0] == 0:
-                raise ParameterError(f"client {i} is empty or its X is not 2-dimensional")
-            if y.shape != (X.shape[0],):
-                raise ParameterError(f"client {i}: y must have one label per row of X")
-            if np.isinf(X).any():
-                raise ParameterError(f"client {i}: X holds infinite values")
+        Xs, ys = _checked_parts(parts)
+        for i, y in enumerate(ys):
             self._check_targets(i, y)
-            Xs.append(X)
-            ys.append(y)
-        widths = {X.shape[1] for X in Xs}
-        if len(widths) != 1:
-            raise ParameterError(f"clients hold different feature sets (widths {sorted(widths)})")
         return Xs, ys
 
     def _check_params(self, n_clients: int) -> None:

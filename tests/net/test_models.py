@@ -186,25 +186,31 @@ def test_an_unauthenticated_decoder_would_take_a_tampered_threshold(ff_fitted: d
                               part.body.client.trees[0].threshold)  # type: ignore[attr-defined]
 
 
+class _Replies:
+    """The operator's end of ``model_id`` requests, answered from the parties' files (no processes:
+    every party reports the id of the part it opened, as a predict-only role does)."""
+
+    def __init__(self, ids: dict[str, bytes]) -> None:
+        self.ids = ids
+
+    def control_many(self, roles: list[str], action: str) -> dict[str, Any]:
+        assert action == "model_id"
+        return {r: type("Reply", (), {"info": {"model_id": self.ids[r].hex()}})() for r in roles}
+
+
 def test_parts_of_two_fits_are_refused_before_predicting(ff_fitted: dict[str, Any]) -> None:
-    """client0's part re-sealed with another fit's model id: every file opens, the operator's
-    check of the model ids stops the run (ProtocolError naming the parties)."""
+    """client0's part re-sealed with another fit's model id: the file opens, and the operator's
+    check of the parties' model ids refuses the mix (ProtocolError naming them); the same check
+    passes on the fit's own parts (and in every predict-only launch of this module)."""
     fx = ff_fitted
-    config = fx["config"]
     pw = read_passphrase("client0", fx["tmp"] / "pki" / "client0.pass")
     part = _part(fx, "client0")
-    path = models.model_path(config, "client0")
-    original = path.read_bytes()
-    other = models.ModelFile(part.version, part.protocol, part.party, part.role, bytes(16), part.body)
-    path.write_bytes(models.seal_model(other, pw))
-    try:
-        cfg = fx["cfg"].parent / "predict.toml"
-        if not cfg.exists():
-            cfg = _predict_only(fx["cfg"], fx["new_tests"])
-        with pytest.raises(ProtocolError, match="different fits"):
-            launch(cfg, fx["tmp"] / "pki", log_dir=fx["tmp"] / "logs-mixed")
-    finally:
-        path.write_bytes(original)
+    other = models.open_model(models.seal_model(models.ModelFile(part.version, part.protocol, part.party, part.role,
+                                                                 bytes(16), part.body), pw), pw)
+    ids = {n: _part(fx, n).model_id for n in ["master", *CLIENTS]}
+    assert models.check_models(_Replies(ids), list(ids)) == part.model_id.hex()  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="different fits"):
+        models.check_models(_Replies({**ids, "client0": other.model_id}), list(ids))  # type: ignore[arg-type]
 
 
 def test_a_predict_only_run_refuses_to_train_and_a_fit_run_reads_its_training_data(
