@@ -142,6 +142,8 @@ class DeployedClient(SavesModel, Controllable, Client):
     _test: tuple[FloatArray, list[str]] | None = None
     _own_test_ids: tuple[str, ...] = ()
     """This client's own ids of its test rows (aligned order), for the label holder's predictions."""
+    _canonical_ids: tuple[str, ...] = ()
+    """The same ids in the canonical order of the loaded test rows (the forest output's order)."""
     schema: SchemaState | None = None
     classes: tuple[str, ...] = ()
 
@@ -161,7 +163,7 @@ class DeployedClient(SavesModel, Controllable, Client):
         if not isinstance(reply, m.ForestOutput):  # pragma: no cover - Client's handler always answers
             raise ProtocolError("no forest output")
         out = np.asarray(reply.output)
-        ids = getattr(self, "_canonical_ids", ())
+        ids = self._canonical_ids
         if len(ids) == out.shape[0]:
             save_output(self.run, self.name, "test_ids", np.asarray(ids, dtype=str))
         if self.classes:
