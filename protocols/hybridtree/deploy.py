@@ -65,8 +65,9 @@ __all__ = ["PARAMETERS", "DeployedGuest", "DeployedHost", "estimator_from", "fit
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "host_features", "guest_features", "host_public_key")
-_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state")
-"""Facade parameters that are no run parameter (objects, or in-process bookkeeping)."""
+_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state", "guest_column", "n_guests")
+"""Facade parameters that are no run parameter (objects, in-process bookkeeping, or the one-process
+table's guest column: each deployed guest holds its own rows)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
                                      if n not in _NOT_SETTINGS)})
