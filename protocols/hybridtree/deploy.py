@@ -238,7 +238,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_featur
             guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike], *,
             X_test: npt.ArrayLike, test_rows: Sequence[npt.ArrayLike], y_test: npt.ArrayLike | None = None,
             params: dict[str, Any], keypair: tuple[PublicKey, PrivateKey] | None = None, base_port: int = 0) -> Path:
-    """A local trial, the layout of the facade's ``fit(X, y, host_features, guest_features, guest_rows)``:
+    """A local trial from a row layout (as ``testing.fit_layout``: each guest's row indexes of ``X``):
     the host's columns, labels and sealed key pair (``keypair``, else a fresh ``key_bits`` key), each
     guest's rows of the guest columns and the agreed bins, ``run.toml``.  ``X_test`` and ``test_rows``
     give the test rows the same way; ``y_test`` (optional) goes to the host."""

@@ -128,3 +128,14 @@ def test_simulation_refusals(make: Any, data: HybridData, n_guests: Any, match: 
 def test_one_column_cannot_be_split(make: Any, data: HybridData) -> None:
     with pytest.raises(ParameterError, match="at least two feature columns"):
         make("clf", "secure").fit(data.X[:, :1], data.y)
+
+
+@pytest.mark.parametrize("key", ["guest_column", "n_guests"])
+def test_a_deployment_refuses_the_table_parameters(key: str) -> None:
+    """Deployed guests hold their own rows: the one-process table's parameters are no run key."""
+    from securetrees.protocols.hybridtree.deploy import estimator_from
+
+    run = {"guests": ["g0", "g1", "g2"], "host_features": [0], "guest_features": [1]}
+    assert estimator_from(run).n_estimators == 50
+    with pytest.raises(ParameterError, match=key):
+        estimator_from({**run, key: 1})
