@@ -259,10 +259,11 @@ class _HybridTree(Estimator):
             raise ParameterError("host_features and guest_features overlap")
         return host, space, per_guest
 
-    def _owners(self, Xa: FloatArray, *, fit: bool) -> IntArray:
-        """Fit step 0b (and predict's): each row's guest index, or -1 for a row no guest holds.
-        With ``guest_column`` the guests are its distinct values in sorted order (recorded at
-        ``fit`` as ``guest_values_``); without it row ``i`` goes to guest ``i mod n_guests``."""
+    def _owners(self, Xa: FloatArray, *, fit: bool) -> tuple[IntArray, FloatArray | None]:
+        """Fit step 0b (and predict's): each row's guest index (-1 for a row no guest holds), and
+        the guest column's values naming the guests.  With ``guest_column`` the guests are its
+        distinct values in sorted order (read at ``fit``, kept as ``guest_values_``); without it
+        row ``i`` goes to guest ``i mod n_guests``."""
         n = Xa.shape[0]
         if self.guest_column is None:
             k = self.n_guests
@@ -270,20 +271,18 @@ class _HybridTree(Estimator):
                 raise ParameterError(f"n_guests must be a positive int, got {k!r}")
             if fit and k > n:
                 raise ParameterError(f"cannot deal {n} sample(s) to n_guests={k} guests")
-            return np.arange(n, dtype=np.int64) % int(k)
+            return np.arange(n, dtype=np.int64) % int(k), None
         col = Xa[:, self.schema_.index(self.guest_column, negative=True)]
         held = ~np.isnan(col)
-        if fit:
-            if not held.any():
-                raise ParameterError(f"guest_column {self.guest_column!r} names no guest for any row")
-            self.guest_values_ = np.unique(col[held])
-        values = self.guest_values_
+        if fit and not held.any():
+            raise ParameterError(f"guest_column {self.guest_column!r} names no guest for any row")
+        values = np.unique(col[held]) if fit else self.guest_values_
         idx = np.minimum(np.searchsorted(values, col[held]), values.size - 1)
         if np.any(values[idx] != col[held]):
             raise ParameterError(f"guest_column {self.guest_column!r} holds a value that names no guest of the fit")
         owner = np.full(n, -1, dtype=np.int64)
         owner[held] = idx
-        return owner
+        return owner, values
 
     def _categorical_mask(self, guest_col: int | None) -> list[bool]:
         """One flag per column of X: string or ``category`` columns, and ``categorical_features``
@@ -311,7 +310,7 @@ class _HybridTree(Estimator):
         params = self._params()
         n, d = Xa.shape
         guest_col = None if self.guest_column is None else self.schema_.index(self.guest_column, negative=True)
-        owner = self._owners(Xa, fit=True)
+        owner, guest_values = self._owners(Xa, fit=True)
         n_owners = int(owner.max()) + 1
         rows = list(shared_rows) if shared_rows is not None else [
             np.flatnonzero(owner == u).astype(np.int64) for u in range(n_owners)]
@@ -343,8 +342,8 @@ class _HybridTree(Estimator):
         self.base_score_ = host.base_score_
         self.n_outputs_ = host.n_outputs_
         self.guest_column_index_ = guest_col
-        if shared_rows is not None and guest_col is not None:
-            self.guest_values_ = np.arange(len(rows), dtype=np.float64)  # the owners' indexes
+        if guest_values is not None:  # with shared rows, the owners' indexes name the guests
+            self.guest_values_ = guest_values if shared_rows is None else np.arange(len(rows), dtype=np.float64)
         kept = [j for j in range(d) if j != guest_col]
         self.feature_schema_ = TabularSchema(tuple(self.schema_.columns[j] for j in kept), self.schema_.named)
         self.n_guests_ = len(rows)
@@ -374,7 +373,7 @@ class _HybridTree(Estimator):
                           "host's features only", UserWarning, stacklevel=4)
             return np.insert(features, gc, np.nan, axis=1), np.full(features.shape[0], -1, dtype=np.int64)
         Xa = self._validate_X(X, reset=False)
-        return Xa, self._owners(Xa, fit=False)
+        return Xa, self._owners(Xa, fit=False)[0]
 
     def decision_function(self, X: object) -> FloatArray:
         """Raw scores by the inference protocol (Section 4.2): each guest loads its rows of X
