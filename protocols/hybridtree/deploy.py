@@ -73,8 +73,9 @@ __all__ = ["PARAMETERS", "PREDICT_ONLY", "DeployedGuest", "DeployedHost", "estim
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "host_features", "guest_features", "host_public_key")
-_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state")
-"""Facade parameters that are no run parameter (objects, or in-process bookkeeping)."""
+_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state", "guest_column", "n_guests")
+"""Facade parameters that are no run parameter (objects, in-process bookkeeping, or the one-process
+table's guest column: each deployed guest holds its own rows)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
@@ -282,7 +283,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_featur
             guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike], *,
             X_test: npt.ArrayLike, test_rows: Sequence[npt.ArrayLike], y_test: npt.ArrayLike | None = None,
             params: dict[str, Any], keypair: tuple[PublicKey, PrivateKey] | None = None, base_port: int = 0) -> Path:
-    """A local trial, the layout of the facade's ``fit(X, y, host_features, guest_features, guest_rows)``:
+    """A local trial from a row layout (as ``testing.fit_layout``: each guest's row indexes of ``X``):
     the host's columns, labels and sealed key pair (``keypair``, else a fresh ``key_bits`` key), each
     guest's rows of the guest columns and the agreed bins, ``run.toml``.  ``X_test`` and ``test_rows``
     give the test rows the same way; ``y_test`` (optional) goes to the host."""

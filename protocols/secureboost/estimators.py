@@ -27,9 +27,17 @@ from securetrees.runtime import InProcessNetwork
 from securetrees.trees import check_partition
 from securetrees.trees.forest import sigmoid, softmax
 
-__all__ = ["SecureBoostClassifier", "SecureBoostRegressor"]
+__all__ = ["SecureBoostClassifier", "SecureBoostRegressor", "probabilities"]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def probabilities(raw: FloatArray) -> FloatArray:
+    """Class probabilities from raw scores: sigmoid for one output (two classes), else softmax."""
+    if raw.shape[1] == 1:
+        p = sigmoid(raw[:, 0])
+        return np.column_stack([1.0 - p, p])
+    return softmax(raw)
 
 
 def _categorical(cols: Sequence[int] | None, n_features: int) -> set[int]:
@@ -154,11 +162,7 @@ class SecureBoostClassifier(_SecureBoost):
         return codes.astype(np.float64), int(self.classes_.size)
 
     def predict_proba(self, X: npt.ArrayLike) -> FloatArray:
-        raw = self.decision_function(X)
-        if raw.shape[1] == 1:
-            p = sigmoid(raw[:, 0])
-            return np.column_stack([1.0 - p, p])
-        return softmax(raw)
+        return probabilities(self.decision_function(X))
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[Any]:
         return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])

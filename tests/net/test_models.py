@@ -277,7 +277,8 @@ def test_hybridtree_predict_only_run_matches_the_facade(tmp_path: Path, checkout
     predict-only run from the host's and guests' model parts equals the fitted facade's."""
     from securetrees.protocols.hybridtree import deploy as ht_deploy
     from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
-    from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+    from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
+    from securetrees.protocols.hybridtree.testing import fit_layout
 
     data = adult_hybrid(n_guests=3, rows=300)
     s = data.split
@@ -289,7 +290,7 @@ def test_hybridtree_predict_only_run_matches_the_facade(tmp_path: Path, checkout
                             params=settings)
     launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
     clf = HybridTreeClassifier(**settings, keypair=keys)
-    clf.fit(data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows)
+    fit_layout(clf, data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows)
     assert sum(r.n_guest_splits for r in clf.host_.records) > 0  # the guests' parts matter
 
     idx = np.arange(0, data.X_test.shape[0], 2)[::-1]  # the new batch: new row i is old test row idx[i]
@@ -310,9 +311,9 @@ def test_hybridtree_predict_only_run_matches_the_facade(tmp_path: Path, checkout
     predict_cfg = tmp_path / "predict.toml"
     predict_cfg.write_text(text, encoding="utf-8")
     got = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
-    want = clf.predict_proba(data.X_test[idx], new_rows)
-    np.testing.assert_array_equal(np.load(tmp_path / "out" / "host.proba.npy"), want)
-    assert float(got["score"][0]) == clf.score(data.X_test[idx], data.y_test[idx], new_rows)
+    X_new = with_guest_column(data.X_test[idx], new_rows)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "host.proba.npy"), clf.predict_proba(X_new))
+    assert float(got["score"][0]) == clf.score(X_new, data.y_test[idx])
 
 
 def test_a_protocol_without_model_parts_refuses_a_predict_only_run(tmp_path: Path) -> None:

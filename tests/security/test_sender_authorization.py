@@ -45,7 +45,7 @@ from securetrees.protocols.federated_forest.testing import mixed_data, small_key
 from securetrees.protocols.histogram_forest import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.protocols.hybridtree import HybridTreeClassifier
-from securetrees.protocols.hybridtree.testing import hybrid_data
+from securetrees.protocols.hybridtree.testing import fit_layout, hybrid_data
 from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.protocols.revfrf.messages import PathReply, PathRequest, TestReply
 from securetrees.protocols.revfrf.participant import Participant
@@ -134,7 +134,7 @@ def _federated_forest() -> Run:
 def _hybridtree() -> Run:
     d = hybrid_data(120, 3)
     model = HybridTreeClassifier(1, host_depth=2, guest_depth=1, max_bins=8, keypair=small_keypair(512))
-    return _run(_fit_capturing(ht_estimators, lambda: model.fit(d.X, d.y, d.host_features, d.guest_features,
+    return _run(_fit_capturing(ht_estimators, lambda: fit_layout(model, d.X, d.y, d.host_features, d.guest_features,
                                                                 d.guest_rows)))
 
 

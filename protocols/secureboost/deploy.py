@@ -1,0 +1,297 @@
+"""SecureBoost as networked services: the active party and each passive party in its own process.
+
+Roles: ``active`` (the label holder: its own columns, the labels and the Paillier key pair, sealed in
+its key file) and ``passive0 … passive{k-1}`` (``k >= 1``: each its own columns).  Every party reads
+its own table (``securetrees.net.tables``: ``data`` and ``test_data`` in its configuration section,
+an id column, the active party's ``label`` column).  Before training, the parties align their rows by
+private set intersection led by the active party (``securetrees.net.alignment``); each party's columns
+and categories stay on its machine.  The operator drives the roles with control requests
+(``securetrees.net.control``):
+
+* ``align_use`` / ``align_run`` / ``align_done``: the alignment phase (training ids, then test ids);
+* ``fit`` (active): set up the passive parties and run every boosting round (``specs/secureboost.md``);
+* ``load_test`` (each passive party): load its columns of the aligned test rows;
+* ``predict`` (active): the inference protocol on the aligned test rows; the active party writes
+  ``out/active.predictions.npy`` (class names, or values for regression) and, for classification,
+  ``out/active.proba.npy``, in the agreed order of the test rows (its own row indices of that order
+  are in ``out/active.rows.npz``).  The operator receives the number of rows, never a prediction.
+
+Parameters come from ``[protocol]``: the facade's settings (:class:`SecureBoostClassifier`, or with
+``task = "regression"`` :class:`SecureBoostRegressor`), ``task``, ``passives`` (the passive parties'
+names, in provider order) and ``active_public_key`` (hex: every passive party pins it, and the
+active party checks that its key file holds that key).  Unknown keys are refused.
+
+:func:`prepare` makes a local trial from one table (each party's columns, labels and test rows
+written to its own CSV files), the run the one-process facade makes on the aligned rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.errors import ParameterError
+from securetrees.net import alignment
+from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
+from securetrees.net.config import RunConfig
+from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.deployment import check_protocol_keys, open_paillier, save_output, seal_paillier
+from securetrees.net.tables import PartyTable, party_tables
+from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
+from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
+from securetrees.protocols.secureboost.active import ActiveParty
+from securetrees.protocols.secureboost.estimators import (
+    _PARAM_NAMES,
+    SecureBoostClassifier,
+    SecureBoostRegressor,
+    _SecureBoost,
+    probabilities,
+)
+from securetrees.protocols.secureboost.params import SecureBoostParams
+from securetrees.protocols.secureboost.passive import PassiveParty
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.runtime import Party
+from securetrees.runtime.network import Network
+
+__all__ = ["ACTIVE", "PARAMETERS", "DeployedActive", "DeployedPassive", "alignment_plan", "estimator_from", "fit",
+           "make_role", "predict", "prepare", "run_job", "trial"]
+
+FloatArray = npt.NDArray[np.float64]
+ACTIVE = "active"
+"""The active party's name (and role) in a deployed run."""
+
+_ESTIMATORS: dict[str, type[_SecureBoost]] = {"classification": SecureBoostClassifier,
+                                              "regression": SecureBoostRegressor}
+_RUN_KEYS = ("task", "passives", "active_public_key")
+_NOT_SETTINGS = ("partition", "keypair", "record_payloads", "categorical_features", "rng")
+"""Facade parameters that are no run parameter (the layout is each party's table; objects)."""
+_SETTINGS = tuple(n for n in _PARAM_NAMES if n not in _NOT_SETTINGS)
+
+PARAMETERS = frozenset({*_RUN_KEYS, *_SETTINGS, *alignment.PARAMETERS})
+"""The ``[protocol]`` keys of a SecureBoost run."""
+
+
+def estimator_from(params: Mapping[str, Any], protocol: str = "secureboost") -> tuple[_SecureBoost, SecureBoostParams]:
+    """The facade whose settings ``params`` (a ``[protocol]`` table) gives, its keys and values checked,
+    and the protocol parameters (checked with two classes for a classification: the active party
+    counts its own)."""
+    check_protocol_keys(params, PARAMETERS, protocol, required=("passives", "active_public_key"))
+    task = params.get("task", "classification")
+    if task not in _ESTIMATORS:
+        raise ParameterError(f"task must be one of {sorted(_ESTIMATORS)}, got {task!r}")
+    est = _ESTIMATORS[str(task)]((), **{k: params[k] for k in _SETTINGS if k in params})
+    return est, est._params(2 if task == "classification" else 0)
+
+
+def _passives(params: Mapping[str, Any]) -> list[str]:
+    names = params["passives"]
+    if (not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names)
+            or len(set(names)) != len(names) or ACTIVE in names):
+        raise ParameterError("passives must list one or more distinct party names (not 'active')")
+    return list(names)
+
+
+def _pinned_key(params: Mapping[str, Any], insecure: bool) -> PublicKey:
+    try:
+        raw = bytes.fromhex(str(params["active_public_key"]))
+    except ValueError:
+        raise ParameterError("active_public_key must be the active party's public key in hex") from None
+    return PublicKey.from_bytes(raw, allow_insecure=insecure)
+
+
+def alignment_plan(config: RunConfig) -> AlignmentPlan:
+    """The active party leads the PSI of the training ids and of the test ids with every passive
+    party (it learns each pairwise intersection, ``specs/deployment.md``)."""
+    if alignment_mode(config) != "psi":
+        raise ParameterError("SecureBoost aligns its rows by PSI only (alignment = \"psi\")")
+    parties = (ACTIVE, *_passives(config.params))
+    sets = {"train": parties}
+    if all(config.party(p).test_data is not None for p in parties):
+        sets["test"] = parties
+    return AlignmentPlan(ACTIVE, sets)
+
+
+class DeployedActive(Controllable, ActiveParty):
+    run: RunConfig
+    classes: npt.NDArray[np.str_] | None = None
+    test: FloatArray | None = None
+
+    def control_state(self) -> dict[str, str]:
+        return {"trees": str(len(self.model.trees) if self.model is not None else 0)}
+
+    def control_fit(self, args: dict[str, str]) -> ControlReply:
+        model = self.fit()
+        splits = sum(len(r.records) for r in model.trees)
+        self.logger.info("%s trained %d trees (%d passive splits)", self.name, len(model.trees), splits)
+        return ControlReply(info={"trees": str(len(model.trees)), "passive_splits": str(splits)})
+
+    def control_predict(self, args: dict[str, str]) -> ControlReply:
+        if self.test is None:
+            raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
+        raw = self.decision_function(self.test)
+        if self.classes is not None:
+            proba = probabilities(raw)
+            save_output(self.run, self.name, "proba", proba)
+            pred: npt.NDArray[Any] = self.classes[np.argmax(proba, axis=1)]
+        else:
+            pred = raw[:, 0]
+        path = save_output(self.run, self.name, "predictions", pred)
+        self.logger.info("%s predicted %d test rows into %s", self.name, self.test.shape[0], path)
+        return ControlReply(info={"rows": str(self.test.shape[0])})
+
+
+class DeployedPassive(Controllable, PassiveParty):
+    test: FloatArray | None = None
+
+    def control_load_test(self, args: dict[str, str]) -> ControlReply:
+        if self.test is None:
+            raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
+        self.load_queries(self.test)
+        self.logger.info("%s loaded %d test rows", self.name, self.test.shape[0])
+        return ControlReply(info={"rows": str(self.test.shape[0])})
+
+
+def _labels(table: PartyTable, task: str) -> tuple[FloatArray, npt.NDArray[np.str_] | None]:
+    """The active party's labels as the facade encodes them: codes over the sorted class names, or
+    regression targets."""
+    if table.labels is None:
+        raise ParameterError("the active party names its label column (label = ...) in its section")
+    if task == "regression":
+        try:
+            return np.asarray(table.labels, dtype=np.float64), None
+        except ValueError:
+            raise ParameterError("a regression label column holds a value that is not a number") from None
+    classes, codes = np.unique(np.asarray(table.labels).astype(str), return_inverse=True)
+    if classes.size < 2:
+        raise ParameterError("a classification needs at least two classes in the label column")
+    return codes.astype(np.float64), classes
+
+
+def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
+              data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
+    """Build ``role``: its parameters and keys are checked first, then it serves the alignment phase
+    (blocking until the operator ends it), then its protocol role on the aligned rows."""
+    p = config.params
+    est, _ = estimator_from(p, f"{config.protocol} ({config.path})")
+    passives = _passives(p)
+    insecure = bool(est.allow_insecure)
+    pinned = _pinned_key(p, insecure)
+    if role != ACTIVE and role not in passives:
+        raise ParameterError(f"{role!r} is not a role of this SecureBoost run")
+    keypair = None
+    if role == ACTIVE:
+        keypair = open_paillier(secrets, "paillier_key", passphrase, role=role, allow_insecure=insecure)
+        if keypair[0] != pinned:
+            raise ParameterError("the active party's key file holds another key than [protocol] active_public_key")
+    plan = alignment_plan(config)
+    train, test = party_tables(config.party(role))
+    task = "classification" if isinstance(est, SecureBoostClassifier) else "regression"
+    if role == ACTIVE:
+        _labels(train, task)  # a bad label column is refused before the alignment phase
+    elif train.labels is not None:
+        raise ParameterError(f"{role} is a passive party: it names no label column")
+    train, test = align_party(config, role, network, plan, train, test)
+    categorical = tuple(train.schema.categorical_mask())
+    X_test = test.X if test is not None else None
+    if keypair is not None:
+        y, classes = _labels(train, task)
+        params = est._params(int(classes.size) if classes is not None else 0)
+        active = DeployedActive(role, network, X=train.X, y=y, passives=passives, params=params, keypair=keypair,
+                                categorical=categorical)
+        active.run, active.classes, active.test = config, classes, X_test
+        return active
+    passive = DeployedPassive(role, network, X=train.X, categorical=categorical, active_key=pinned,
+                              allow_insecure=insecure)
+    passive.test = X_test
+    return passive
+
+
+def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """The alignment phase (the parties wait in it since they started), then training (the active
+    party drives every passive party); reports the aligned sizes and the number of passive splits."""
+    plan = alignment_plan(config)
+    with operator.step("align"):
+        sizes = run_alignment(operator, plan)
+        finish_alignment(operator, plan)
+    with operator.step("fit"):
+        info = dict(operator.control(ACTIVE, "fit").info)
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
+
+
+def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """Each passive party loads its aligned test rows, the active party predicts them and keeps the
+    predictions (``out/``); the operator receives their number."""
+    if method is not None:
+        raise ParameterError("SecureBoost has one prediction method")
+    with operator.step("predict"):
+        operator.control_many(_passives(config.params), "load_test")
+        reply = operator.control(ACTIVE, "predict").info
+    return {"test_rows": np.asarray([int(reply["rows"])])}
+
+
+def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
+    """Align (PSI), train, predict the test rows at the active party (:func:`fit`, :func:`predict`);
+    returns the number of passive splits and of predicted rows."""
+    fitted = fit(operator, config)
+    return {"passive_splits": np.asarray([int(fitted["passive_splits"])]), **predict(operator, config)}
+
+
+def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
+            X_test: npt.ArrayLike, params: dict[str, Any], keypair: tuple[PublicKey, PrivateKey] | None = None,
+            names: Sequence[str] | None = None, categories: Mapping[str, Sequence[str]] | None = None,
+            lacking: int = 0, shuffle: bool = True, base_port: int = 0, rng: RandomSource = SYSTEM_RANDOM) -> Path:
+    """A local trial, the layout of the facade's ``partition``: ``partition[0]`` are the active party's
+    columns, ``partition[u]`` passive party ``u - 1``'s (``passive{u-1}``).
+
+    Each party's table (CSV: an ``id`` column, its columns of ``X`` named ``names``, else ``x0, x1 ...``;
+    a column in ``categories`` holds codes, written as category names) holds all but ``lacking`` rows
+    of its own choosing, in its own random order (unless not ``shuffle``); so do its test rows (ids
+    ``test-i``).  The active party's table adds the column ``label`` (``y``) and its key file the sealed
+    key pair (``keypair``, else a fresh ``key_bits`` key), whose public key goes to ``run.toml``."""
+    Xa, Xt, ya = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64), np.asarray(y)
+    if len(partition) < 2:
+        raise ParameterError("SecureBoost needs the active party and at least one passive party")
+    passives = [f"passive{u}" for u in range(len(partition) - 1)]
+    est, _ = estimator_from({**params, "passives": passives, "active_public_key": ""})
+    keys = keypair or generate_keypair(est.key_bits, allow_insecure=est.allow_insecure)
+    parties = [ACTIVE, *passives]
+    cols = list(names) if names is not None else [f"x{j}" for j in range(Xa.shape[1])]
+    ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
+    rows = deal_rows(Xa.shape[0], parties, lacking=lacking, rng=rng)
+    test_rows = deal_rows(Xt.shape[0], parties, lacking=min(lacking, (Xt.shape[0] - 1) // len(parties)), rng=rng)
+    if not shuffle:
+        rows, test_rows = ({c: np.sort(r) for c, r in rr.items()} for rr in (rows, test_rows))
+    plan = TrialPlan(protocol="secureboost", params={**params, "passives": passives,
+                                                     "active_public_key": keys[0].to_bytes().hex()})
+    for name, part in zip(parties, partition, strict=True):
+        c, r, rt = list(part), rows[name], test_rows[name]
+        mine = [cols[j] for j in c]
+        cats = {n: v for n, v in (categories or {}).items() if n in mine}
+        label = ("label", ya[r].tolist()) if name == ACTIVE else None
+        tables = {"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=cats, label=label),
+                  "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=cats)}
+        items: dict[str, Secret] | None = {"paillier_key": seal_paillier(keys[1])} if name == ACTIVE else None
+        plan.add(name, role=ActiveParty.role if name == ACTIVE else PassiveParty.role, tables=tables,
+                 secrets=items, options={"label": "label"} if name == ACTIVE else None)
+    return write_trial(out_dir, plan, base_port=base_port)
+
+
+def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
+    """``securetrees federation init secureboost``: the demo's vertical split of Adult's first ``rows``
+    training rows (the active party: the labels, as text, and 5 columns; two passive parties sharing
+    the other 9), CSV files with string categories and empty cells for missing values, each party
+    lacking a few of the others' ids, 500 test rows; aligned by PSI when the federation is launched."""
+    from securetrees.datasets import load_adult
+    from securetrees.protocols.secureboost.demo import MAX_BINS, adult_partition
+
+    data = load_adult()
+    params: dict[str, Any] = {"n_estimators": trees, "max_depth": 3, "learning_rate": 0.3, "max_bins": MAX_BINS,
+                              "key_bits": 1024 if insecure else 2048, "allow_insecure": insecure}
+    labels = np.where(data.y_train[:rows] == 1, ">50K", "<=50K")
+    return prepare(out_dir, data.X_train[:rows], labels, adult_partition(2, data.X_train.shape[1]),
+                   X_test=data.X_test[:500], params=params, names=data.feature_names, categories=data.categories,
+                   lacking=max(1, rows // 50))
