@@ -148,7 +148,7 @@ def _histogram_forest(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
 
 def _hybridtree(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
     from securetrees.protocols.hybridtree import HybridTreeClassifier
-    from securetrees.protocols.hybridtree.testing import hybrid_data
+    from securetrees.protocols.hybridtree.testing import fit_layout, hybrid_data
     from securetrees.testing.paillier import small_keypair
 
     d = hybrid_data()
@@ -156,7 +156,7 @@ def _hybridtree(monkeypatch: pytest.MonkeyPatch) -> InProcessNetwork:
                                  min_node_size=0, min_bin_size=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(d.X, d.y, d.host_features, d.guest_features, d.guest_rows)
+        fit_layout(model, d.X, d.y, d.host_features, d.guest_features, d.guest_rows)
     return model.network_  # type: ignore[no-any-return]
 
 

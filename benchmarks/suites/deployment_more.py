@@ -36,7 +36,7 @@ from securetrees.protocols.histogram_forest.experiment import adult_schema, stra
 from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.protocols.hybridtree import deploy as ht_deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
-from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
 
 Run = Callable[[Path], tuple[float, int, Callable[[Path], bool]]]
 """Prepare a trial in the folder; return the facade's seconds and protocol bytes, and a check of the outputs."""
@@ -53,8 +53,9 @@ def _hybridtree(rows: int, trees: int, bits: int) -> Run:
     def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
         t0 = time.perf_counter()
         clf = HybridTreeClassifier(**settings, keypair=keys)
-        clf.fit(data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows)
-        want = clf.predict_proba(data.X_test, s.test_rows)
+        clf.set_params(host_features=s.host_features, guest_features=s.guest_features, guest_column=-1)
+        clf.fit(with_guest_column(data.X_train, s.train_rows), data.y_train)
+        want = clf.predict_proba(with_guest_column(data.X_test, s.test_rows))
         seconds = time.perf_counter() - t0
         ht_deploy.prepare(tmp, data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows,
                           X_test=data.X_test, test_rows=s.test_rows, y_test=data.y_test, params=settings,

@@ -34,6 +34,7 @@ from securetrees._nt import mpz
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey, generate_keypair
 from securetrees.paillier.batch import encrypt_many
 from securetrees.protocols.hybridtree.demo import AdultHybrid, adult_hybrid, baseline_accuracies, hybridtree
+from securetrees.protocols.hybridtree.estimators import with_guest_column
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
 
 PAPER = {"HybridTree": 0.832, "ALL-IN": 0.853, "SOLO": 0.653}
@@ -104,11 +105,11 @@ def run(report: Report, quick: bool) -> None:
     paper = hybridtree(data, "paper", n_trees, learning_rate=lr)
     mark = secure.network_.transcript.mark()
     t0 = time.perf_counter()
-    acc_secure = secure.score(data.X_test, data.y_test, data.split.test_rows)
+    acc_secure = secure.score(with_guest_column(data.X_test, data.split.test_rows), data.y_test)
     infer_wall = time.perf_counter() - t0
     infer = secure.network_.transcript.since(mark)
-    acc_plain = plain.score(data.X_test, data.y_test, data.split.test_rows)
-    acc_paper = paper.score(data.X_test, data.y_test, data.split.test_rows)
+    acc_plain = plain.score(with_guest_column(data.X_test, data.split.test_rows), data.y_test)
+    acc_paper = paper.score(with_guest_column(data.X_test, data.split.test_rows), data.y_test)
     base = baseline_accuracies(data, n_trees, 7, learning_rate=lr)
     skl = _sklearn(data, n_trees, lr)
     majority = float(max(np.mean(data.y_test), 1.0 - np.mean(data.y_test)))
@@ -172,7 +173,7 @@ def run(report: Report, quick: bool) -> None:
         m = secure if n_guests == 5 else hybridtree(d, "secure", 1, keypair=keys,
                                                     encryption=encryption, learning_rate=lr)
         acc_g = acc_plain if n_guests == 5 else hybridtree(d, "plaintext", n_trees, learning_rate=lr).score(
-            d.X_test, d.y_test, d.split.test_rows)
+            with_guest_column(d.X_test, d.split.test_rows), d.y_test)
         scale.add(n_guests, round(statistics.median(m.tree_cpu_seconds_), 2),
                   round(m.network_.transcript.bytes_sent("host") / len(m.host_.records)),
                   round(m.fallback_nodes_ / len(m.host_.records), 1), round(acc_g, 4))

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from harness import Report, Timing, measure
 from threadpoolctl import threadpool_limits
 
@@ -167,22 +166,19 @@ def _histogram_forest(d: SyntheticTable, trees: int, depth: int, parties: int) -
                                      categorical_features=d.categorical).fit(d.X, d.y)
 
 
-def _hybrid_layout(d: SyntheticTable, guests: int) -> tuple[list[int], list[int], list[Any], list[int]]:
-    n, f = d.X.shape
-    rows = np.arange(n)
-    cat = [j for j, c in enumerate(d.categorical) if c]
-    return list(range(0, f, 2)), list(range(1, f, 2)), [rows[u::guests] for u in range(guests)], cat
-
-
 def _hybridtree(d: SyntheticTable, trees: int, depth: int, guests: int, **kw: Any) -> Any:
+    """Even columns to the host, odd ones to the guests; row ``i`` to guest ``i mod guests`` (the
+    facade's simulation default without ``guest_column``)."""
     from securetrees.protocols.hybridtree import HybridTreeClassifier
 
-    host, guest, guest_rows, cat = _hybrid_layout(d, max(3, guests))
+    f = d.X.shape[1]
+    cat = [j for j, c in enumerate(d.categorical) if c]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParameterWarning)
-        model = HybridTreeClassifier(trees, host_depth=max(1, depth - 2), guest_depth=2, categorical_features=cat,
-                                     **kw)
-        return model.fit(d.X, d.y, host, guest, guest_rows)
+        model = HybridTreeClassifier(trees, host_features=list(range(0, f, 2)), guest_features=list(range(1, f, 2)),
+                                     n_guests=max(3, guests), host_depth=max(1, depth - 2), guest_depth=2,
+                                     categorical_features=cat, **kw)
+        return model.fit(d.X, d.y)
 
 
 def _hybridtree_plain(d: SyntheticTable, trees: int, depth: int, parties: int) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import (
@@ -37,6 +37,7 @@ from securetrees.protocols.federated_forest.encrypted_stats import (
 )
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
 from securetrees.protocols.federated_forest.label_holder import LabelHolderDuties
+from securetrees.protocols.federated_forest.model import ClientModel
 from securetrees.protocols.federated_forest.skeleton import (
     LayerState,
     OwnSplit,
@@ -495,6 +496,33 @@ class Client(LabelHolderDuties):
             self.reference.append(np.asarray(self._ref, dtype=bool))
         self._state, self._skeleton, self._weighted = None, None, []
         return m.Ack()
+
+    # ------------------------------------------------------------------ model part
+    def model_state(self) -> ClientModel:
+        """What this client keeps of the fitted forest: its partial trees (its own splits'
+        features and thresholds), the run's settings and, label holder, the reference flags (local)."""
+        setup = self._require_setup()
+        if not self.trees:
+            raise UnexpectedMessage(f"{self.name} holds no trained trees")
+        return ClientModel(setup, self._feature_ids, tuple(TreeState.of(t) for t in self.trees),
+                           tuple(self.reference), self.is_label_holder)
+
+    def restore_model(self, model: ClientModel) -> None:
+        """Adopt a saved part instead of training (a predict-only run, built without rows; local)."""
+        setup = model.setup
+        if not np.array_equal(np.asarray(model.feature_ids, dtype=np.int64), self._feature_ids) \
+                or self.name not in setup.client_names:
+            raise ProtocolError(f"the saved part is not {self.name}'s over its columns")
+        trees = [t.tree() for t in model.trees]
+        reference = [np.asarray(r, dtype=bool) for r in model.reference]
+        holder = setup.label_holder == self.name
+        if not trees or model.label_holder != holder or any(t.n_features != self._feature_ids.size for t in trees) \
+                or (holder and (len(reference) != len(trees) or any(
+                    r.shape != (t.n_nodes,) for r, t in zip(reference, trees, strict=True)))):
+            raise DecodeError("inconsistent partial trees in a model file")
+        self._setup, self._index = setup, setup.client_names.index(self.name)
+        self._criterion = make_criterion(setup.criterion)
+        self.trees, self.reference, self._holds_labels = trees, reference, holder
 
     # ------------------------------------------------------------------ prediction
 

@@ -182,12 +182,13 @@ class ClientBase(Party):
         # prediction
         self._test_hashed: tuple[bytes, ...] = ()
         self._X_test = np.empty((0, 0))
+        self._holds_labels = False  # a label holder restored from its model part (no labels then)
 
     # ------------------------------------------------------------------ properties
 
     @property
     def is_label_holder(self) -> bool:
-        return self._labels_spec is not None
+        return self._labels_spec is not None or self._holds_labels
 
     @property
     def feature_ids(self) -> tuple[int, ...]:

@@ -14,7 +14,14 @@ the roles with control requests (``securetrees.net.control``):
 * ``load_test`` (each client): load its columns of the test rows from its own data;
   the reply carries the canonical order of those rows (sorted HMAC of the sample ids);
 * ``predict`` (master): align the test ids, one-round (or classical) prediction,
-  forest output in canonical order.
+  forest output in canonical order; with ``encrypted`` labels the label holder, which computes
+  that output, also writes it beside its own test ids (``out/NAME.predictions.npy``,
+  ``out/NAME.proba.npy``, ``out/NAME.test_ids.npy``);
+* ``save_model`` / ``model_id`` (every role): after ``fit``, each party seals its part of the
+  forest into ``models/NAME.model`` (``securetrees.net.models``: the master its skeleton, each
+  client its partial trees and its table's schema, the label holder also the leaf values and
+  class names).  A run with ``[run] job = "predict"`` loads those parts instead of training,
+  reads only each client's ``test_data`` and aligns those rows by PSI as in training.
 
 :func:`prepare` makes a local trial from one table (the column split, labels and
 test rows written to each party's own CSV files), the same run the one-process
@@ -24,36 +31,52 @@ test rows written to each party's own CSV files), the same run the one-process
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, TableError
+from securetrees.errors import ParameterError, ProtocolError, TableError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
+from securetrees.net.alignment import (
+    AlignmentPlan,
+    align_party,
+    align_test,
+    alignment_mode,
+    finish_alignment,
+    run_alignment,
+)
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import open_paillier, seal_paillier
-from securetrees.net.tables import encode_labels, party_tables
+from securetrees.net.deployment import open_paillier, save_output, seal_paillier
+from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
+from securetrees.net.tables import PartyTable, encode_labels, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.client import Client, LabelSpec
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
 from securetrees.protocols.federated_forest.master import Master
+from securetrees.protocols.federated_forest.model import ClientModel, MasterModel
 from securetrees.protocols.federated_forest.params import ForestParams
+from securetrees.psi.messages import LEADER_ROLE
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Party
+from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
-__all__ = ["PARAMETERS", "DeployedClient", "DeployedMaster", "fit", "make_role", "predict", "prepare", "run_job"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
+           "predict", "prepare", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
                 "feature_sampling", "bootstrap", "random_state", "checkpoint")
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
                         "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",
@@ -78,15 +101,17 @@ def _store(config: RunConfig, role: str, secrets: dict[str, bytes]) -> Checkpoin
     return CheckpointStore(config.path.parent / str(directory), role, key)
 
 
-class DeployedMaster(Controllable, Master):
+class DeployedMaster(SavesModel, Controllable, Master):
     def control_state(self) -> dict[str, str]:
         return {"trees": str(len(self.trees))}
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        refuse_training(self.run)
         self.fit()
         return ControlReply(info={"trees": str(len(self.trees))})
 
     def control_resume(self, args: dict[str, str]) -> ControlReply:
+        refuse_training(self.run)
         self.resume()
         return ControlReply(info={"trees": str(len(self.trees))})
 
@@ -98,16 +123,61 @@ class DeployedMaster(Controllable, Master):
         leaves = self.leaf_of_one_round() if how == "one-round" else self.leaf_of_classical()
         return ControlReply(arrays={"output": self.aggregate(leaves)})
 
+    def model_part(self) -> Message:
+        return self.model_state()
 
-class DeployedClient(Controllable, Client):
+
+@message("federated_forest.model.client_part")
+@dataclass(frozen=True)
+class ClientPart(Message):
+    """A deployed client's model file body: its partial trees (:class:`ClientModel`), the schema of
+    its table (so new rows are encoded as the training rows were) and, label holder of a
+    classification run, the class names its codes stand for (else empty)."""
+
+    client: ClientModel
+    schema: SchemaState
+    classes: tuple[str, ...]
+
+
+class DeployedClient(SavesModel, Controllable, Client):
     _test: tuple[FloatArray, list[str]] | None = None
+    _own_test_ids: tuple[str, ...] = ()
+    """This client's own ids of its test rows (aligned order), for the label holder's predictions."""
+    _canonical_ids: tuple[str, ...] = ()
+    """The same ids in the canonical order of the loaded test rows (the forest output's order)."""
+    schema: SchemaState | None = None
+    classes: tuple[str, ...] = ()
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self._test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
         X, ids = self._test
         self.load_test(X, ids)
-        return ControlReply(arrays={"order": canonical_order(hash_ids(self._id_key, ids))})
+        order = canonical_order(hash_ids(self._id_key, ids))
+        self._canonical_ids = tuple(self._own_test_ids[k] for k in order) if self._own_test_ids else ()
+        return ControlReply(arrays={"order": order})
+
+    def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
+        """``Client.on_leaf_values``; the label holder also keeps the forest output it computes
+        (its own file, beside its own ids of the rows: it is the party entitled to it)."""
+        reply = super().on_leaf_values(sender, msg)
+        if not isinstance(reply, m.ForestOutput):  # pragma: no cover - Client's handler always answers
+            raise ProtocolError("no forest output")
+        out = np.asarray(reply.output)
+        ids = self._canonical_ids
+        if len(ids) == out.shape[0]:
+            save_output(self.run, self.name, "test_ids", np.asarray(ids, dtype=str))
+        if self.classes:
+            save_output(self.run, self.name, "proba", out)
+            save_output(self.run, self.name, "predictions", np.asarray(self.classes)[np.argmax(out, axis=1)])
+        else:
+            save_output(self.run, self.name, "predictions", out[:, 0])
+        return reply
+
+    def model_part(self) -> Message:
+        if self.schema is None:  # pragma: no cover - set by make_role
+            raise ParameterError(f"{self.name} has no table schema")
+        return ClientPart(self.model_state(), self.schema, self.classes)
 
 
 POSITION_KEY = b"securetrees.federated_forest.psi-positions"
@@ -118,15 +188,22 @@ anything, so the key need not be secret."""
 
 def alignment_plan(config: RunConfig) -> AlignmentPlan:
     """The label holder leads the PSI of the training ids and of the test ids with every client
-    (it learns each pairwise intersection, ``specs/deployment.md``)."""
+    (it learns each pairwise intersection, ``specs/deployment.md``); a predict-only run aligns
+    the test ids only."""
     clients = [str(c) for c in config.params["clients"]]
     holders = [c for c in clients if config.party(c).table.get("label")]
     if len(holders) != 1:
         raise ParameterError(f"exactly one client names its label column (label = ...); found {holders}")
-    sets = {"train": tuple(clients)}
+    sets = {} if config.job == "predict" else {"train": tuple(clients)}
     if all(config.party(c).test_data is not None for c in clients):
         sets["test"] = tuple(clients)
+    if not sets:
+        raise ParameterError("a predict-only run needs every client's test_data")
     return AlignmentPlan(holders[0], sets)
+
+
+def _keep(party: SavesModel, config: RunConfig, passphrase: bytes) -> None:
+    party.run, party.passphrase = config, passphrase
 
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
@@ -134,12 +211,20 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     p = config.params
     clients = [str(c) for c in p["clients"]]
     if role == "master":
-        return DeployedMaster(role, network, clients, _forest_params(p),
-                              label_protection=str(p.get("label_protection", "encrypted")),
-                              criterion=p.get("criterion"), max_bins=int(p.get("max_bins", 255)),
-                              checkpoint=_store(config, role, secrets))
+        master = DeployedMaster(role, network, clients, _forest_params(p),
+                                label_protection=str(p.get("label_protection", "encrypted")),
+                                criterion=p.get("criterion"), max_bins=int(p.get("max_bins", 255)),
+                                checkpoint=None if config.job == "predict" else _store(config, role, secrets))
+        _keep(master, config, passphrase)
+        if config.job == "predict":
+            part = load_model(config, role, Master.role, passphrase, MasterModel)
+            master.restore_model(part.body)  # type: ignore[arg-type]
+            master.loaded(part)
+        return master
     if role not in clients:
         raise ParameterError(f"{role!r} is not a role of this Federated Forest run")
+    if config.job == "predict":
+        return _predicting_client(role, config, network, secrets, passphrase)
     train, test = party_tables(config.party(role))
     if alignment_mode(config) == "psi":
         train, test = align_party(config, role, network, alignment_plan(config), train, test)
@@ -147,14 +232,10 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         id_key = secrets.get("id_key", POSITION_KEY)
     else:  # hmac-trusted: every client holds the same ids and a shared key (specs/deployment.md)
         ids, test_ids = list(train.ids), list(test.ids) if test is not None else []
-        if "id_key" not in secrets:
-            raise ParameterError(f"alignment 'hmac-trusted' needs the shared id_key in {role}'s key file")
-        id_key = secrets["id_key"]
-    feature_ids = [int(f) for f in p["feature_ids"][clients.index(role)]]
-    if len(feature_ids) != train.X.shape[1]:
-        raise TableError(f"{role} has {train.X.shape[1]} feature columns but [protocol] feature_ids lists "
-                         f"{len(feature_ids)} for it")
+        id_key = _shared_id_key(secrets, role)
+    feature_ids = _feature_ids(config, role, train.X.shape[1])
     labels = None
+    classes: tuple[str, ...] = ()
     if train.labels is not None:
         keypair = None
         if "paillier_key" in secrets:
@@ -164,25 +245,80 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         labels = LabelSpec(encode_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
                            allow_insecure=bool(p.get("allow_insecure", False)), keypair=keypair,
                            frac_bits=int(p.get("frac_bits", 32)))
+        if n_classes:
+            classes = tuple(str(c) for c in np.unique(np.asarray(train.labels).astype(str)))
+    client = _client(role, config, network, train.X, ids, feature_ids, id_key, train, labels,
+                     _store(config, role, secrets))
+    client.classes = classes
+    if test is not None:
+        client._test, client._own_test_ids = (test.X, test_ids), test.ids
+    _keep(client, config, passphrase)
+    return client
+
+
+def _shared_id_key(secrets: dict[str, bytes], role: str) -> bytes:
+    if "id_key" not in secrets:
+        raise ParameterError(f"alignment 'hmac-trusted' needs the shared id_key in {role}'s key file")
+    return secrets["id_key"]
+
+
+def _feature_ids(config: RunConfig, role: str, n_columns: int) -> list[int]:
+    clients = [str(c) for c in config.params["clients"]]
+    feature_ids = [int(f) for f in config.params["feature_ids"][clients.index(role)]]
+    if len(feature_ids) != n_columns:
+        raise TableError(f"{role} has {n_columns} feature columns but [protocol] feature_ids lists "
+                         f"{len(feature_ids)} for it")
+    return feature_ids
+
+
+def _client(role: str, config: RunConfig, network: Network, X: FloatArray, ids: Sequence[str],
+            feature_ids: list[int], id_key: bytes, table: PartyTable, labels: LabelSpec | None,
+            checkpoint: CheckpointStore | None = None) -> DeployedClient:
+    p = config.params
     insecure = bool(p.get("allow_insecure", False))
 
     def loader(b: bytes) -> PublicKey:
         return PublicKey.from_bytes(b, allow_insecure=insecure)
 
     client = DeployedClient(
-        role, network, train.X, ids, feature_ids, id_key, categorical=train.schema.categorical_mask(),
+        role, network, X, ids, feature_ids, id_key, categorical=table.schema.categorical_mask(),
         labels=labels, paillier_mode=p.get("paillier_mode", "djn"), public_key_loader=loader,
-        checkpoint=_store(config, role, secrets), executor=process_pool(p.get("n_jobs")),
+        checkpoint=checkpoint, executor=process_pool(p.get("n_jobs")),
         trusted_workers=check_trusted(p.get("trusted_workers", False)),
     )
-    if test is not None:
-        client._test = (test.X, test_ids)
+    client.schema = SchemaState.of(table.schema)
+    return client
+
+
+def _predicting_client(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
+                       passphrase: bytes) -> DeployedClient:
+    """A client of a predict-only run: its saved part, its new rows (``test_data`` only, encoded with
+    the saved schema) aligned by PSI like training's (or in the trusted setting, by HMAC)."""
+    part = load_model(config, role, Client.role, passphrase, ClientPart)
+    body: ClientPart = part.body  # type: ignore[assignment]
+    schema = body.schema.schema()
+    test = test_table(config.party(role), schema)
+    if alignment_mode(config) == "psi":
+        test = align_test(config, role, network, alignment_plan(config), test)
+        test_ids, id_key = [f"test-{j}" for j in range(len(test))], secrets.get("id_key", POSITION_KEY)
+    else:
+        test_ids, id_key = list(test.ids), _shared_id_key(secrets, role)
+    feature_ids = _feature_ids(config, role, schema.n_columns)
+    client = _client(role, config, network, np.empty((0, schema.n_columns)), [], feature_ids, id_key, test, None)
+    client.restore_model(body.client)
+    client.classes = body.classes
+    client._test, client._own_test_ids = (test.X, test_ids), test.ids
+    client.schema = body.schema
+    _keep(client, config, passphrase)
+    client.loaded(part)
     return client
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     """The alignment phase (with ``psi``: the clients wait in it since they started), then
-    training (the master drives every client)."""
+    training (the master drives every client), then every party saves its model part
+    (``models/NAME.model``; the reply's ``model_id`` names the fit)."""
+    refuse_training(config)
     sizes: dict[str, int] = {}
     if alignment_mode(config) == "psi":
         plan = alignment_plan(config)
@@ -191,15 +327,31 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
             finish_alignment(operator, plan)
     with operator.step("fit"):
         info = dict(operator.control("master", "fit").info)
-    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
+    model_id = save_models(operator, ["master", *[str(c) for c in config.params["clients"]]])
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
+
+
+def _align_new_rows(operator: Operator, config: RunConfig) -> None:
+    """A predict-only run: the PSI of the clients' test ids, unless done already (the leader
+    then serves its protocol role)."""
+    plan = alignment_plan(config)
+    if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
+        with operator.step("align"):
+            run_alignment(operator, plan)
+            finish_alignment(operator, plan)
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """The forest's output on the clients' test rows, in their agreed order (with
     ``hmac-trusted``: the clients' own test row order); ``method`` is ``one-round`` or
-    ``classical`` (default: ``[protocol] prediction``, else one-round)."""
+    ``classical`` (default: ``[protocol] prediction``, else one-round).  In a predict-only run the
+    test ids are aligned first and every role's model part must come from the same fit."""
     clients = [str(c) for c in config.params["clients"]]
     how = method or str(config.params.get("prediction", "one-round"))
+    if config.job == "predict":
+        if alignment_mode(config) == "psi":
+            _align_new_rows(operator, config)
+        check_models(operator, ["master", *clients])
     with operator.step(f"predict {how}"):
         orders = operator.control_many(clients, "load_test")
         out = operator.control("master", "predict", method=how).arrays["output"]
@@ -210,8 +362,10 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Align the clients' rows (PSI), train, then predict the test rows (:func:`fit`, :func:`predict`)."""
-    fit(operator, config)
+    """Align the clients' rows (PSI), train, save the model parts, then predict the test rows
+    (:func:`fit`, :func:`predict`); a predict-only run predicts only."""
+    if config.job != "predict":
+        fit(operator, config)
     return predict(operator, config)
 
 

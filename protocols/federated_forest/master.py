@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.progress import progress as progress_bar
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import (
@@ -30,6 +30,7 @@ from securetrees.protocols.federated_forest.checkpoint import (
     set_rng_state,
 )
 from securetrees.protocols.federated_forest.ids import check_aligned, split_digests
+from securetrees.protocols.federated_forest.model import MasterModel
 from securetrees.protocols.federated_forest.params import LABEL_MODES, ForestParams
 from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton, forest_output
 from securetrees.runtime import Network, Party
@@ -322,6 +323,26 @@ class Master(Party):
                 w not in {i for _, _, i in offers[p]} for p, w in zip(positions, won.tolist(), strict=True)):
             raise ProtocolError("the label holder named a winner that offered no candidate")
         return dict(zip(positions, won.tolist(), strict=True))
+
+    # ------------------------------------------------------------------ model part
+    def model_state(self) -> MasterModel:
+        """What the master keeps of the fitted forest: the layout and its skeletons (local)."""
+        self._require_model()
+        return MasterModel(self.clients, self.label_holder, self.n_classes, self.n_features, self.label_protection,
+                           str(self._criterion_name), self._owner, tuple(TreeState.of(t) for t in self.trees))
+
+    def restore_model(self, model: MasterModel) -> None:
+        """Adopt a saved skeleton instead of training (a predict-only run; local)."""
+        if tuple(model.clients) != self.clients or model.label_protection != self.label_protection:
+            raise ProtocolError("the saved forest was fitted with other clients or another label protection")
+        trees = [t.tree() for t in model.trees]
+        owner = np.asarray(model.owner, dtype=np.int64)
+        if not trees or owner.shape != (model.n_features,) or model.label_holder not in self.clients or any(
+                t.n_features != model.n_features for t in trees) or (owner.size and (
+                owner.min() < 0 or owner.max() >= len(self.clients))):
+            raise DecodeError("inconsistent forest skeleton in a model file")
+        self.trees, self.n_features, self._owner = trees, model.n_features, owner
+        self.n_classes, self.label_holder, self._criterion_name = model.n_classes, model.label_holder, model.criterion
 
     # ------------------------------------------------------------------ prediction
     def align_test(self) -> int:

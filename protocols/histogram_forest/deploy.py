@@ -11,7 +11,12 @@ more clients with ``secure_aggregation``).  The operator drives them with contro
 * ``predict`` (each client, ``model`` = that document): predict the client's own test rows, write
   ``out/CLIENT.predictions.npy`` (labels or values) and, for classification, ``out/CLIENT.proba.npy``;
   the reply carries the row count and, when the client's data file holds test labels, the score
-  (accuracy, or R² for regression).
+  (accuracy, or R² for regression);
+* ``save_model`` / ``model_id`` (every role, ``securetrees.net.models``): after ``fit`` the server
+  seals the forest into ``models/server.model``; a client's part holds the run's task and feature
+  count only (it receives the forest for each prediction).  A run with ``[run] job = "predict"``
+  loads them instead of training; each client reads its rows to predict from its ``test_data``
+  (an ``.npz`` with ``X_test`` and optionally ``y_test``) and never opens its ``data``.
 
 The clients are the parties entitled to predictions on their rows, and the model is theirs (they
 see it grow, spec "Message flow"); the operator relays it, so it sees what the model shows: splits,
@@ -29,6 +34,7 @@ categorical; :func:`prepare` declares them from the table as the facade would in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +45,20 @@ from securetrees.errors import ParameterError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_output
+from securetrees.net.models import SavesModel, check_models, load_model, refuse_training, save_models
 from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
 from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
 from securetrees.protocols.histogram_forest.server import Server
-from securetrees.runtime import Party
+from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 from securetrees.trees import persistence
 from securetrees.trees.forest import Forest
 
-__all__ = ["PARAMETERS", "DeployedClient", "DeployedServer", "estimator_from", "fit", "make_role", "predict",
-           "prepare", "run_job", "trial"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedServer", "ServerPart",
+           "estimator_from", "fit", "make_role", "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
@@ -59,6 +66,9 @@ _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
 _RUN_KEYS = ("task", "clients", "n_features")
 _NOT_SETTINGS = ("progress", "client_column", "n_clients")
 """Facade parameters that are no run parameter (how one table is dealt to simulated clients, progress bars)."""
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
                                      if n not in _NOT_SETTINGS)})
@@ -105,12 +115,38 @@ def _clients(params: dict[str, Any]) -> list[str]:
     return list(clients)
 
 
-class DeployedServer(Controllable, Server):
-    run: RunConfig
+@message("histogram_forest.model.server")
+@dataclass(frozen=True)
+class ServerPart(Message):
+    """The server's model file body: the forest's JSON document (``securetrees.trees.persistence``)."""
+
+    forest: str
+
+
+@message("histogram_forest.model.client")
+@dataclass(frozen=True)
+class ClientPart(Message):
+    """A client's model file body: the run's task and feature count (the forest is the server's
+    to hand out; a client keeps no state of its own between predictions)."""
+
+    task: str
+    n_features: int
+
+
+def _forest(document: str, task: str, n_features: int) -> Forest:
+    """A forest document checked (persistence loader), of ``task`` over ``n_features`` features."""
+    forest = persistence.loads(document)
+    if not isinstance(forest, Forest) or forest.task != task or forest.n_features != n_features:
+        raise ParameterError(f"the model is not a {task} forest over {n_features} features")
+    return forest
+
+
+class DeployedServer(SavesModel, Controllable, Server):
     estimator: HistogramForestBase
     forest: Forest | None = None
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        refuse_training(self.run)
         trees = self.train()
         self.forest = self.estimator._forest(tuple(trees))
         path = output_path(self.run, self.name, "model.json")
@@ -126,18 +162,21 @@ class DeployedServer(Controllable, Server):
             raise ParameterError("the server has not grown a forest yet (control 'fit' first)")
         return ControlReply(info={"model": persistence.dumps(self.forest)})
 
+    def model_part(self) -> Message:
+        if self.forest is None:
+            raise ParameterError("the server has not grown a forest yet (control 'fit' first)")
+        return ServerPart(persistence.dumps(self.forest))
 
-class DeployedClient(Controllable, Client):
-    run: RunConfig
+
+class DeployedClient(SavesModel, Controllable, Client):
     test: tuple[FloatArray, npt.NDArray[Any] | None] | None = None
+    n_features = 0
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
         if self.test is None:
             raise ParameterError(f"{self.name} has no test rows in its data file")
-        forest = persistence.loads(args["model"])
         X, y = self.test
-        if not isinstance(forest, Forest) or forest.task != self._task or forest.n_features != X.shape[1]:
-            raise ParameterError(f"the model is not a {self._task} forest over {X.shape[1]} features")
+        forest = _forest(args["model"], self._task, X.shape[1])
         pred = forest.predict(X)
         save_output(self.run, self.name, "predictions", pred)
         info = {"rows": str(X.shape[0])}
@@ -148,48 +187,82 @@ class DeployedClient(Controllable, Client):
         self.logger.info("%s predicted its %d test rows", self.name, X.shape[0])
         return ControlReply(info=info)
 
+    def model_part(self) -> Message:
+        return ClientPart(self._task, self.n_features)
+
+
+def _test_rows(data: dict[str, npt.NDArray[Any]]) -> tuple[FloatArray, npt.NDArray[Any] | None] | None:
+    if "X_test" not in data:
+        return None
+    return np.asarray(data["X_test"], dtype=np.float64), np.asarray(data["y_test"]) if "y_test" in data else None
+
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
+    """Build ``role``; in a predict-only run from its model part (``data`` is then its ``test_data``'s
+    arrays: no training row is read)."""
     est = estimator_from(dict(config.params), f"{config.protocol} ({config.path})")
     p = config.params
     clients = _clients(p)
     est._check_params(len(clients))
     server_seed, client_seeds = est.party_seeds(len(clients))
+    d = int(p["n_features"])
     party: DeployedServer | DeployedClient
     if role == "server":
-        d = int(p["n_features"])
         est._numeric_table(d)
         forest_config = est.forest_config(d, est._schema(d, None), est._task_config([], [0] * len(clients)))
         party = DeployedServer(role, network, clients, forest_config, random_state=server_seed)
         party.estimator = est
+        if config.job == "predict":
+            part = load_model(config, role, Server.role, passphrase, ServerPart)
+            party.forest = _forest(part.body.forest, est.task, d)  # type: ignore[attr-defined]
+            party.loaded(part)
+    elif role in clients and config.job == "predict":
+        part = load_model(config, role, Client.role, passphrase, ClientPart)
+        body: ClientPart = part.body  # type: ignore[assignment]
+        if (body.task, body.n_features) != (est.task, d):
+            raise ParameterError(f"{role}'s model part is a {body.task} run over {body.n_features} features")
+        # the Client needs rows to exist: it holds its test rows, never trains (fit is refused)
+        test = _test_rows(data)
+        if test is None:
+            raise ParameterError(f"{role} has no X_test in its test_data (the rows to predict)")
+        placeholder = np.zeros(1, dtype=np.int64 if est.task == "classification" else np.float64)
+        party = DeployedClient(role, network, test[0][:1], placeholder, task=est.task)
+        party.test = test
+        party.loaded(part)
     elif role in clients:
         X, y = np.asarray(data["X"], dtype=np.float64), np.asarray(data["y"])
         est._check_parts([(X, y)])
         est._task_config([y], [X.shape[0]])  # the client's labels or targets against the declared ones
         party = DeployedClient(role, network, X, est._client_targets(y), seed=client_seeds[clients.index(role)],
                                max_epsilon=est.client_max_epsilon, task=est.task)
-        if "X_test" in data:
-            party.test = (np.asarray(data["X_test"], dtype=np.float64),
-                          np.asarray(data["y_test"]) if "y_test" in data else None)
+        party.test = _test_rows(data)
     else:
         raise ParameterError(f"{role!r} is not a role of this histogram forest run")
-    party.run = config
+    if isinstance(party, DeployedClient):
+        party.n_features = d
+    party.run, party.passphrase = config, passphrase
     return party
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
-    """Train at the server from the clients' (noisy) histograms; reports the ε spent."""
+    """Train at the server from the clients' (noisy) histograms; reports the ε spent.  Then every
+    role saves its model part (``models/NAME.model``)."""
+    refuse_training(config)
     with operator.step("fit"):
-        return dict(operator.control("server", "fit").info)
+        info = dict(operator.control("server", "fit").info)
+    return {**info, "model_id": save_models(operator, config.roles)}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """Hand the model to every client; each predicts its own test rows into its own file (``out/``).
-    The operator receives each client's score (accuracy, or R² for regression) when all report one."""
+    The operator receives each client's score (accuracy, or R² for regression) when all report one.
+    In a predict-only run every role's model part must come from the same fit."""
     if method is not None:
         raise ParameterError("the histogram forest has one prediction method")
     clients = _clients(config.params)
+    if config.job == "predict":
+        check_models(operator, config.roles)
     with operator.step("predict"):
         model = operator.control("server", "model").info["model"]
         replies = operator.control_many(clients, "predict", {c: {"model": model} for c in clients})
@@ -200,7 +273,10 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
     """Train; hand the model to every client; each predicts its own test rows into its own file.
-    Returns the ε spent and each client's score (accuracy, or R² for regression)."""
+    Returns the ε spent and each client's score (accuracy, or R² for regression).  A predict-only
+    run predicts only (no ε is spent)."""
+    if config.job == "predict":
+        return predict(operator, config)
     fitted = fit(operator, config)
     return {"epsilon_spent": np.asarray([float(fitted["epsilon_spent"])]), **predict(operator, config)}
 

@@ -46,10 +46,11 @@ import numpy.typing as npt
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.protocols.hybridtree.coarsen import base_ends, group_bounds
-from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor, with_guest_column
 from securetrees.protocols.hybridtree.host import Host, TreeRecord
 from securetrees.protocols.hybridtree.messages import SplitChoice
 from securetrees.protocols.hybridtree.params import MIN_BIN_SIZE, MIN_GROUP_WIDTH, MIN_NODE_SIZE
+from securetrees.protocols.hybridtree.testing import fit_layout
 
 __all__ = ["DEFAULTS", "OFF", "LeakageReport", "RecordingHost", "Setting", "SplitObservation", "SubsetSumAttack",
            "attack", "baseline_predictable", "main", "measure"]
@@ -463,14 +464,14 @@ def fit_recorded(task: Task, n_trees: int, **kw: Any) -> Any:
                 categorical_features=task.categorical, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(task.X_train, task.y_train, task.host_features, task.guest_features,
-                  task.train_rows)
+        fit_layout(model, task.X_train, task.y_train, task.host_features, task.guest_features,
+                   task.train_rows)
     return model
 
 
 def quality(model: Any, task: Task) -> float:
     """Test accuracy (classifier) or RMSE (regressor)."""
-    pred = model.predict(task.X_test, task.test_rows)
+    pred = model.predict(with_guest_column(task.X_test, task.test_rows))
     if task.classifier:
         return float(np.mean(pred == task.y_test))
     return float(np.sqrt(np.mean((pred - task.y_test) ** 2)))

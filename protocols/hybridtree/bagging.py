@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import NotFittedError, ParameterError
-from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, HybridTreeRegressor, with_guest_column
 
 __all__ = ["HybridTreeBagging"]
 
@@ -60,8 +60,9 @@ class HybridTreeBagging:
             if r.size == 0 or r.min() < 0 or r.max() >= Xa.shape[0]:
                 raise ParameterError("host_rows must be non-empty sets of existing rows")
             sub = [g for g in _restrict(r, guest_rows) if g.size]
-            model = cls(**self.params)
-            model.fit(Xa[r], ya[r], host_features, guest_features, sub)
+            model = cls(**{**self.params, "host_features": list(host_features),
+                           "guest_features": list(guest_features), "guest_column": -1})
+            model.fit(with_guest_column(Xa[r], sub), ya[r])
             self.models_.append((r, model))
         if self.kind == "classifier":
             self.classes_ = np.unique(ya)
@@ -70,17 +71,16 @@ class HybridTreeBagging:
     def _each(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike], proba: bool) -> list[Any]:
         if not hasattr(self, "models_"):
             raise NotFittedError("fit the model before predicting")
-        Xa = np.asarray(X, dtype=np.float64)
-        rows = [np.asarray(r, dtype=np.int64) for r in guest_rows]
+        Xa = with_guest_column(X, guest_rows)
         out = []
         for _, model in self.models_:
             if proba and isinstance(model, HybridTreeClassifier):
-                p = model.predict_proba(Xa, rows)
+                p = model.predict_proba(Xa)
                 full = np.zeros((Xa.shape[0], self.classes_.size))
                 full[:, np.searchsorted(self.classes_, model.classes_)] = p
                 out.append(full)
             else:
-                out.append(model.predict(Xa, rows))
+                out.append(model.predict(Xa))
         return out
 
     def predict_proba(self, X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> npt.NDArray[Any]:

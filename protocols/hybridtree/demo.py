@@ -34,7 +34,7 @@ from securetrees.datasets import load_adult
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.hybridtree.boosting import FitProgress
 from securetrees.protocols.hybridtree.data import ADULT_SEED, HybridSplit, hybrid_split
-from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
 from securetrees.trees import GradientBoostingClassifier
 
 ABOUT = "HybridTree on Adult's hybrid split, host and 5 guests"
@@ -105,15 +105,15 @@ def hybridtree(
 ) -> HybridTreeClassifier:
     """Fit HybridTree in ``mode`` on the split (insecure modes are asked for explicitly here)."""
     model = HybridTreeClassifier(
-        n_trees, categorical_features=data.categorical, max_bins=MAX_BINS, mode=mode,  # type: ignore[arg-type]
+        n_trees, host_features=data.split.host_features, guest_features=data.split.guest_features,
+        guest_column=-1, categorical_features=data.categorical, max_bins=MAX_BINS, mode=mode,  # type: ignore[arg-type]
         allow_insecure=mode != "secure", keypair=keypair, key_bits=key_bits,
         encryption=encryption, learning_rate=learning_rate, progress=progress,  # type: ignore[arg-type]
     )
     with warnings.catch_warnings():
         if mode != "secure":
             warnings.simplefilter("ignore")
-        model.fit(data.X_train, data.y_train, data.split.host_features,
-                  data.split.guest_features, data.split.train_rows)
+        model.fit(with_guest_column(data.X_train, data.split.train_rows), data.y_train)
     return model
 
 
@@ -160,7 +160,7 @@ def main(argv: Sequence[str]) -> int:
                        learning_rate=lr, progress=show)
     train, train_cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
-    acc = model.score(data.X_test, data.y_test, data.split.test_rows)
+    acc = model.score(with_guest_column(data.X_test, data.split.test_rows), data.y_test)
     infer = time.perf_counter() - t0
     _say(f"HybridTree ({args.mode}, E_h=5, E_g=2, {trees} trees, learning rate {lr}): accuracy "
          f"{acc:.4f}; training {train:.1f} s ({train_cpu:.1f} s CPU), inference {infer:.2f} s; "

@@ -10,7 +10,13 @@ the masked sums would expose a guest).  The operator drives them with control re
 * ``predict`` (host): the inference protocol on the test rows; the host writes
   ``out/host.predictions.npy`` (labels, or values for regression) and, for classification,
   ``out/host.proba.npy``; the reply carries the row count and, as the host holds the test labels,
-  the score (accuracy, or R² for regression).  The operator gets the score, never a prediction.
+  the score (accuracy, or R² for regression).  The operator gets the score, never a prediction;
+* ``save_model`` / ``model_id`` (every role, ``securetrees.net.models``): after ``fit`` the host
+  seals its trees (guest splits withheld), leaf values, base score and classes into
+  ``models/host.model``, each guest the guest splits and the agreed bins.  A run with
+  ``[run] job = "predict"`` loads them instead of training; each party reads its rows to predict
+  from its ``test_data`` (``.npz``: the host's ``X_test``, ``owner_test``, optionally ``y_test``; a
+  guest's ``test_ids``, ``X_test``) and never opens its ``data``.
 
 Parameters come from ``[protocol]``: the facade's settings (:class:`HybridTreeClassifier`, or with
 ``task = "regression"`` :class:`HybridTreeRegressor`) plus ``task``, ``guests``, ``host_features``,
@@ -43,6 +49,7 @@ from securetrees.net.deployment import (
     save_output,
     seal_paillier,
 )
+from securetrees.net.models import SavesModel, check_models, load_model, refuse_training, save_models
 from securetrees.net.trial import TrialPlan, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.hybridtree.boosting import Loss, probabilities
@@ -55,19 +62,25 @@ from securetrees.protocols.hybridtree.estimators import (
 )
 from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import Host, check_matrix, owners
+from securetrees.protocols.hybridtree.model import GuestModel, HostModel
 from securetrees.protocols.hybridtree.params import HybridTreeParams
-from securetrees.runtime import Party
+from securetrees.runtime import Message, Party
 from securetrees.runtime.network import Network
 from securetrees.trees import BinMapper
 
-__all__ = ["PARAMETERS", "DeployedGuest", "DeployedHost", "estimator_from", "fit", "make_role", "predict", "prepare",
-           "run_job", "trial"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "DeployedGuest", "DeployedHost", "estimator_from", "fit", "make_role",
+           "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "host_features", "guest_features", "host_public_key")
-_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state", "executor")
-"""Facade parameters that are no run parameter (objects, or in-process bookkeeping)."""
+_NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state", "guest_column", "n_guests",
+                 "executor")
+"""Facade parameters that are no run parameter (objects, in-process bookkeeping, or the one-process
+table's guest column: each deployed guest holds its own rows)."""
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
                                      if n not in _NOT_SETTINGS)})
@@ -124,8 +137,7 @@ def _mapper_from(data: dict[str, npt.NDArray[Any]], max_bins: int) -> BinMapper:
     return BinMapper(max_bins, tuple(bool(c) for c in cat), edges, tuple(int(k) for k in n_bins))
 
 
-class DeployedHost(Controllable, Host):
-    run: RunConfig
+class DeployedHost(SavesModel, Controllable, Host):
     task: str = "classification"
     y: npt.NDArray[Any]
     test: tuple[FloatArray, npt.NDArray[np.int64], npt.NDArray[Any] | None] | None = None
@@ -133,6 +145,7 @@ class DeployedHost(Controllable, Host):
     base_score: str = "prior"
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        refuse_training(self.run)
         loss: Loss = "logistic" if self.task == "classification" else "squared"
         self.fit(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score)
         splits = sum(r.n_guest_splits for r in self.records)
@@ -158,9 +171,16 @@ class DeployedHost(Controllable, Host):
             info["score"] = repr(prediction_score(self.task, y, pred))
         return ControlReply(info=info)
 
+    def model_part(self) -> Message:
+        return self.model_state()
 
-class DeployedGuest(Controllable, Guest):
+
+class DeployedGuest(SavesModel, Controllable, Guest):
     test: tuple[npt.NDArray[np.int64], FloatArray] | None = None
+    bins: dict[str, npt.NDArray[Any]]
+
+    def model_part(self) -> Message:
+        return self.model_state(self.bins)
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self.test is None:
@@ -172,57 +192,80 @@ class DeployedGuest(Controllable, Guest):
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
+    """Build ``role``; in a predict-only run from its model part (``data`` is then its
+    ``test_data``'s arrays, its only rows: they stand in for the training rows, which are never read)."""
     p = config.params
     est = estimator_from(dict(p), f"{config.protocol} ({config.path})")
     hp = est._params()
     guests = _guests(p, hp)
     insecure = bool(est.allow_insecure)
+    predicting = config.job == "predict"
+    party: DeployedHost | DeployedGuest
     if role == "host":
         keypair = None
         if hp.mode == "secure":
             keypair = open_paillier(secrets, "paillier_key", passphrase, role=role, allow_insecure=insecure)
-        X = check_matrix(data["X"])
+        X = check_matrix(data["X_test" if predicting else "X"])
         host_cols = _columns("host_features", p["host_features"], 1 << 30)
         cat = set(_columns("categorical_features", est.categorical_features or [], 1 << 30))
         if X.shape[1] != len(host_cols):
             raise ParameterError(f"the host's data has {X.shape[1]} columns, host_features {len(host_cols)}")
-        host = DeployedHost(role, network, params=hp, guests=guests, X=X, owner=data["owner"],
-                            categorical=[c in cat for c in host_cols], keypair=keypair,
-                            executor=process_pool(est.n_jobs), trusted_workers=check_trusted(est.trusted_workers))
-        host.run, host.y = config, np.asarray(data["y"])
-        host.task = "classification" if isinstance(est, HybridTreeClassifier) else "regression"
-        host.n_estimators, host.base_score = int(est.n_estimators), str(est.base_score)
+        party = DeployedHost(role, network, params=hp, guests=guests, X=X,
+                             owner=data["owner_test" if predicting else "owner"],
+                             categorical=[c in cat for c in host_cols], keypair=keypair,
+                             executor=process_pool(est.n_jobs), trusted_workers=check_trusted(est.trusted_workers))
+        party.task = "classification" if isinstance(est, HybridTreeClassifier) else "regression"
+        party.n_estimators, party.base_score = int(est.n_estimators), str(est.base_score)
+        if predicting:
+            part = load_model(config, role, Host.role, passphrase, HostModel)
+            party.restore_model(part.body)  # type: ignore[arg-type]
+            party.loaded(part)
+        else:
+            party.y = np.asarray(data["y"])
         if "X_test" in data:
-            host.test = (check_matrix(data["X_test"]), np.asarray(data["owner_test"], dtype=np.int64),
-                         np.asarray(data["y_test"]) if "y_test" in data else None)
-        return host
-    if role not in guests:
+            party.test = (check_matrix(data["X_test"]), np.asarray(data["owner_test"], dtype=np.int64),
+                          np.asarray(data["y_test"]) if "y_test" in data else None)
+    elif role in guests:
+        pinned = None
+        if hp.mode == "secure":
+            if "host_public_key" not in p:
+                raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
+            pinned = PublicKey.from_bytes(bytes.fromhex(str(p["host_public_key"])), allow_insecure=insecure)
+        model = load_model(config, role, Guest.role, passphrase, GuestModel) if predicting else None
+        bins = dict(model.body.bins) if model is not None else data  # type: ignore[attr-defined]
+        ids, X = (data["test_ids"], data["X_test"]) if predicting else (data["ids"], data["X"])
+        party = DeployedGuest(role, network, params=hp, ids=ids, X=X, mapper=_mapper_from(bins, hp.max_bins),
+                              host_key=pinned, allow_insecure=insecure, executor=process_pool(est.n_jobs))
+        party.bins = {k: np.asarray(v) for k, v in bins.items() if k.startswith("bins_")}
+        if model is not None:
+            party.restore_model(model.body)  # type: ignore[arg-type]
+            party.loaded(model)
+        if "X_test" in data:
+            party.test = (np.asarray(data["test_ids"], dtype=np.int64), np.asarray(data["X_test"], dtype=np.float64))
+    else:
         raise ParameterError(f"{role!r} is not a role of this HybridTree run")
-    pinned = None
-    if hp.mode == "secure":
-        if "host_public_key" not in p:
-            raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
-        pinned = PublicKey.from_bytes(bytes.fromhex(str(p["host_public_key"])), allow_insecure=insecure)
-    guest = DeployedGuest(role, network, params=hp, ids=data["ids"], X=data["X"],
-                          mapper=_mapper_from(data, hp.max_bins), host_key=pinned, allow_insecure=insecure,
-                          executor=process_pool(est.n_jobs))
-    if "X_test" in data:
-        guest.test = (np.asarray(data["test_ids"], dtype=np.int64), np.asarray(data["X_test"], dtype=np.float64))
-    return guest
+    party.run, party.passphrase = config, passphrase
+    return party
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
-    """Train (the host drives every guest); reports the number of guest splits."""
+    """Train (the host drives every guest); reports the number of guest splits.  Then every role
+    saves its model part (``models/NAME.model``)."""
+    refuse_training(config)
     with operator.step("fit"):
-        return dict(operator.control("host", "fit").info)
+        info = dict(operator.control("host", "fit").info)
+    return {**info, "model_id": save_models(operator, config.roles)}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """Each guest loads its test rows, the host predicts and keeps the predictions (``out/``); the
-    operator receives the host's score on the test rows when the host holds their labels."""
+    operator receives the host's score on the test rows when the host holds their labels.  In a
+    predict-only run every role's model part must come from the same fit."""
     if method is not None:
         raise ParameterError("HybridTree has one prediction method")
     guests = [str(g) for g in config.params["guests"]]
+    if config.job == "predict":
+        check_models(operator, config.roles)
     with operator.step("predict"):
         operator.control_many(guests, "load_test")
         reply = operator.control("host", "predict").info
@@ -231,7 +274,10 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
     """Train, let each guest load its test rows, predict at the host (who keeps the predictions);
-    returns the number of guest splits and the host's score on the test rows."""
+    returns the number of guest splits and the host's score on the test rows.  A predict-only run
+    predicts only."""
+    if config.job == "predict":
+        return predict(operator, config)
     fitted = fit(operator, config)
     return {"guest_splits": np.asarray([int(fitted["guest_splits"])]), **predict(operator, config)}
 
@@ -240,7 +286,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_featur
             guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike], *,
             X_test: npt.ArrayLike, test_rows: Sequence[npt.ArrayLike], y_test: npt.ArrayLike | None = None,
             params: dict[str, Any], keypair: tuple[PublicKey, PrivateKey] | None = None, base_port: int = 0) -> Path:
-    """A local trial, the layout of the facade's ``fit(X, y, host_features, guest_features, guest_rows)``:
+    """A local trial from a row layout (as ``testing.fit_layout``: each guest's row indexes of ``X``):
     the host's columns, labels and sealed key pair (``keypair``, else a fresh ``key_bits`` key), each
     guest's rows of the guest columns and the agreed bins, ``run.toml``.  ``X_test`` and ``test_rows``
     give the test rows the same way; ``y_test`` (optional) goes to the host."""

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees._nt import mpz
-from securetrees.errors import ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.executors import scatter_products
 from securetrees.paillier import Mode, PublicKey
 from securetrees.paillier.batch import obfuscators
@@ -42,11 +42,12 @@ from securetrees.protocols.hybridtree.messages import (
     SplitDecision,
     Values,
 )
+from securetrees.protocols.hybridtree.model import GuestModel, SplitState
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
-from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree
+from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree, persistence
 
 __all__ = ["Guest", "GuestSplit", "agree_bins", "guest_matrix"]
 
@@ -391,6 +392,35 @@ class Guest(Party):
             self.paper_trees[(msg.tree, leaf)] = tree
             out.append(tree.leaf_values(self._X[pos])[:, 0])
         return Values(msg.tree, tuple(out))
+
+    # -- model part ------------------------------------------------------------------------
+    def model_state(self, bins: dict[str, np.ndarray]) -> GuestModel:
+        """What this guest keeps of the fitted model, with the agreed ``bins`` (local; :mod:`.model`)."""
+        splits = tuple(SplitState(t, node, s.feature, s.threshold, s.categorical, s.missing_left, s.left, s.right,
+                                  s.low)
+                       for t, table in sorted(self.splits.items()) for node, s in sorted(table.items()))
+        keys = sorted(self.paper_trees)
+        return GuestModel(splits, np.asarray(keys, dtype=np.int64).reshape(len(keys), 2),
+                          tuple(persistence.dumps(self.paper_trees[k]) for k in keys), dict(bins))
+
+    def restore_model(self, model: GuestModel) -> None:
+        """Adopt a saved model instead of training (a predict-only run; local)."""
+        splits: dict[int, dict[int, GuestSplit]] = {}
+        for s in model.splits:
+            if not 0 <= s.feature < self._mapper.n_features or s.node in splits.get(s.tree, {}):
+                raise DecodeError("inconsistent HybridTree guest split")
+            splits.setdefault(s.tree, {})[s.node] = GuestSplit(s.feature, s.threshold, s.categorical,
+                                                                 s.missing_left, s.left, s.right, s.low)
+        keys = np.asarray(model.paper_keys)
+        if keys.shape != (len(model.paper_trees), 2) or keys.dtype.kind not in "iu":
+            raise DecodeError("inconsistent HybridTree guest subtrees")
+        paper: dict[tuple[int, int], Tree] = {}
+        for (t, leaf), doc in zip(keys.tolist(), model.paper_trees, strict=True):
+            tree = persistence.loads(doc)
+            if not isinstance(tree, Tree):
+                raise DecodeError("a HybridTree guest subtree is not a tree")
+            paper[(int(t), int(leaf))] = tree
+        self.splits, self.paper_trees = splits, paper
 
     # -- inference -------------------------------------------------------------------------
     def _test_positions(self, ids: IntArray) -> IntArray:

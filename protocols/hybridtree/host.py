@@ -29,6 +29,7 @@ import numpy.typing as npt
 from securetrees._nt import mpz
 from securetrees.encoding import FixedPoint
 from securetrees.errors import (
+    DecodeError,
     EncodingOverflowError,
     NotFittedError,
     ParameterError,
@@ -68,10 +69,11 @@ from securetrees.protocols.hybridtree.messages import (
     SplitDecision,
     Values,
 )
+from securetrees.protocols.hybridtree.model import HostModel, RecordState
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party
-from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree
+from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree, persistence
 
 __all__ = ["ENCRYPT_CHUNK", "Host", "TreeRecord", "owners", "sigmoid", "softmax"]
 
@@ -769,6 +771,49 @@ class Host(Party):
                     raise ProtocolError("paper-mode values do not match the request")
                 values[sel] = v
         return rec, values
+
+    # -- model part ------------------------------------------------------------------------
+    def model_state(self) -> HostModel:
+        """What the host keeps of the fitted model (local; see :mod:`.model`)."""
+        if self._targets is None:
+            raise NotFittedError("fit the host first")
+        classes = self._targets.classes
+        numeric = classes is None or classes.dtype.kind in "biuf"
+        i64 = np.int64
+        records = tuple(RecordState(persistence.dumps(r.host_tree), np.asarray(r.left, dtype=i64),
+                                    np.asarray(r.right, dtype=i64), np.asarray(r.missing_left, dtype=bool),
+                                    np.asarray(r.guest_feature, dtype=i64), np.asarray(r.guest_bin, dtype=i64),
+                                    np.asarray(r.value, dtype=np.float64), np.asarray(r.host_leaf, dtype=i64),
+                                    r.paper) for r in self.records)
+        return HostModel(records, self._targets.base, self._loss, classes if numeric else None,
+                         () if numeric or classes is None else tuple(str(c) for c in classes.tolist()),
+                         tuple(g for g in self.guests if g in self._active))
+
+    def restore_model(self, model: HostModel) -> None:
+        """Adopt a saved model instead of training (a predict-only run; local)."""
+        if model.loss not in ("logistic", "squared") or not set(model.active) <= set(self.guests):
+            raise DecodeError("inconsistent HybridTree host model")
+        records = []
+        for r in model.records:
+            tree = persistence.loads(r.host_tree)
+            arrays = [np.asarray(a) for a in (r.left, r.right, r.missing_left, r.guest_feature, r.guest_bin,
+                                              r.value, r.host_leaf)]
+            n = arrays[0].shape
+            if not isinstance(tree, Tree) or len(n) != 1 or any(a.shape != n for a in arrays) \
+                    or n[0] < tree.n_nodes:
+                raise DecodeError("inconsistent HybridTree tree record")
+            records.append(TreeRecord(tree, arrays[0].astype(np.int64).tolist(), arrays[1].astype(np.int64).tolist(),
+                                      arrays[2].astype(bool).tolist(), arrays[3].astype(np.int64).tolist(),
+                                      arrays[4].astype(np.int64).tolist(), arrays[5].astype(np.float64).tolist(),
+                                      arrays[6].astype(np.int64).tolist(), bool(r.paper)))
+        base = np.asarray(model.base, dtype=np.float64)
+        classes = model.classes if model.classes is not None else (
+            np.asarray(model.class_names) if model.class_names else None)
+        if base.ndim != 1 or base.size < 1:
+            raise DecodeError("inconsistent HybridTree base score")
+        self.records, self._loss = records, model.loss  # type: ignore[assignment]
+        self._targets = Targets(np.zeros((0, base.size)), base, classes)
+        self._active = set(model.active)
 
     # -- inference -------------------------------------------------------------------------
     def decision_function(self, X: npt.ArrayLike, owner: npt.ArrayLike) -> FloatArray:

@@ -1,17 +1,26 @@
-"""Test-only data for HybridTree: a small synthetic hybrid layout (numpy only).
+"""Test-only data and simulation helpers for HybridTree.
 
-The label depends on host and guest columns, so guest layers matter; a few
-values are missing.  Machine-learning randomness from a seeded numpy Generator.
+:func:`hybrid_data`: a small synthetic hybrid layout (numpy only): the label depends on host and
+guest columns, so guest layers matter; a few values are missing.  Machine-learning randomness from
+a seeded numpy Generator.  :func:`fit_layout`: fit a facade from a row layout (each guest's row
+indexes), the way the histogram forest's ``fit_parts`` fits from one part per client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["HybridData", "hybrid_data"]
+from securetrees.errors import ParameterError
+from securetrees.protocols.hybridtree.estimators import _HybridTree, check_layout, with_guest_column
+
+__all__ = ["HybridData", "fit_layout", "hybrid_data", "with_guest_column"]
+
+Model = TypeVar("Model", bound=_HybridTree)
 
 
 @dataclass(frozen=True)
@@ -40,3 +49,26 @@ def hybrid_data(n: int = 240, n_guests: int = 4, *, seed: int = 0) -> HybridData
     X[missing] = np.nan
     rows = [np.sort(r).astype(np.int64) for r in np.array_split(rng.permutation(n), n_guests)]
     return HybridData(X, y, y_reg, y_multi, [0, 1, 2], [3, 4, 5], rows)
+
+
+def fit_layout(
+    model: Model, X: npt.ArrayLike, y: npt.ArrayLike, host_features: Sequence[int],
+    guest_features: Sequence[int] | Sequence[Sequence[int]], guest_rows: Sequence[npt.ArrayLike],
+) -> Model:
+    """``model`` fitted on a row layout: the host holds ``host_features`` of every row, guest ``u``
+    holds the rows ``guest_rows[u]`` (row indexes of ``X``, a numeric array) of ``guest_features``.
+    ``X`` gets the guest column of :func:`with_guest_column` as its last column, named by
+    ``guest_column=-1``; predict from ``with_guest_column(X_test, test_rows)``.  Rows held by
+    several guests (Appendix C.4; the guest column names the lowest-numbered one, the owner) are
+    given to the facade explicitly, as no guest column can say them."""
+    Xa = np.asarray(X, dtype=np.float64)
+    if Xa.ndim != 2:
+        raise ParameterError("X must be two-dimensional")
+    _, _, _, rows = check_layout(Xa.shape[0], Xa.shape[1], host_features, guest_features, guest_rows)
+    model.set_params(host_features=list(host_features), guest_features=guest_features, guest_column=-1)
+    table = with_guest_column(Xa, rows)
+    if sum(r.size for r in rows) == np.unique(np.concatenate(rows)).size:
+        model.fit(table, y)
+    else:
+        model._fit_rows(model._validate_X(table, reset=True), y, rows)
+    return model

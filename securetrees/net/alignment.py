@@ -31,9 +31,8 @@ from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
 from securetrees.runtime.network import Network
 
-__all__ = ["ALIGNMENTS", "PARAMETERS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "aligned_tables",
-           "alignment_mode",
-           "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
+__all__ = ["ALIGNMENTS", "PARAMETERS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "align_test",
+           "aligned_tables", "alignment_mode", "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
 
 ALIGNMENTS = ("psi", "hmac-trusted")
 """``[protocol] alignment``: ``psi`` (the default) or the trusted setting's shared-key HMAC."""
@@ -216,6 +215,14 @@ def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentP
         sets["test"] = test.ids
     rows = serve_alignment(config, role, network, plan, sets)
     return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows else None)
+
+
+def align_test(config: RunConfig, role: str, network: Network, plan: AlignmentPlan, test: PartyTable) -> PartyTable:
+    """Party ``role``'s test rows in the agreed order, alone (a predict-only run: the plan's only
+    set is ``test``; :func:`serve_alignment`)."""
+    if set(plan.sets) != {"test"}:
+        raise ParameterError("a predict-only alignment aligns the test ids only")
+    return test.take(serve_alignment(config, role, network, plan, {"test": test.ids})["test"])
 
 
 def aligned_tables(config: RunConfig, name: str) -> tuple[PartyTable, PartyTable | None]:

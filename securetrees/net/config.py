@@ -6,6 +6,8 @@
     protocol = "revfrf"            # which protocol module serves the roles
     operator = "operator"          # the only identity allowed to send control requests (role "operator")
     deadline = 600.0               # seconds per call (TransportOptions)
+    job = "fit"                    # or "predict": load each party's model part, predict only
+    model_dir = "models"           # where each party keeps its model part (NAME.model)
     retries = 3
 
     [tls]
@@ -63,14 +65,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "PartyConfig", "RunConfig", "check_keys",
+__all__ = ["JOBS", "PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "PartyConfig", "RunConfig", "check_keys",
            "dump_toml", "load_config", "protocol_parameters", "read_passphrase"]
 
 PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, not a secret
 
 SECTIONS: Final = frozenset({"run", "tls", "parties", "protocol"})
 """The tables a run configuration may hold."""
-RUN_KEYS: Final = frozenset({"protocol", "operator", "deadline", "retries", "backoff", "keepalive"})
+RUN_KEYS: Final = frozenset({"protocol", "operator", "deadline", "retries", "backoff", "keepalive", "job",
+                             "model_dir"})
+JOBS: Final = ("fit", "predict")
+"""``[run] job``: train (the default; each party saves its model part), or load those parts and
+predict only (``securetrees.net.models``)."""
 TLS_KEYS: Final = frozenset({"ca"})
 _TABLE_KEYS = ("id_column", "label", "columns", "categories")
 PARTY_KEYS: Final = frozenset({"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer",
@@ -130,6 +136,14 @@ class RunConfig:
     parties: dict[str, PartyConfig]
     transport: TransportOptions
     params: dict[str, Any] = field(default_factory=dict)
+    job: str = "fit"
+    """``fit`` (train, then save each party's model part) or ``predict`` (load the parts, predict)."""
+    models: Path | None = None
+    """``[run] model_dir``: where each party keeps its model part (default ``models/`` beside the file)."""
+
+    @property
+    def model_dir(self) -> Path:
+        return self.models if self.models is not None else self.path.parent / "models"
 
     def roster(self) -> dict[str, Peer]:
         return {n: Peer(p.address, p.fingerprint, p.issuer, p.role) for n, p in self.parties.items()}
@@ -222,7 +236,11 @@ def load_config(path: str | Path) -> RunConfig:
         raise ParameterError(f"{p}: [protocol] must be a table")
     protocol = str(_str(run, "protocol", f"{p} [run]"))
     check_keys(params, protocol_parameters(protocol), "protocol", str(p))
-    return RunConfig(p, protocol, operator, ca, parties, transport, dict(params))
+    job = str(_str(run, "job", f"{p} [run]", required=False) or "fit")
+    if job not in JOBS:
+        raise ParameterError(f"{p}: [run] job is one of {JOBS}, not {job!r}")
+    return RunConfig(p, protocol, operator, ca, parties, transport, dict(params), job,
+                     path_of(run, "model_dir", f"{p} [run]", False))
 
 
 def read_passphrase(role: str, passphrase_file: str | Path | None) -> bytes:

@@ -32,7 +32,7 @@ from securetrees.errors import ParameterError, PartyUnavailable, UnsupportedActi
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
-from securetrees.net.service import network_for, protocol_module
+from securetrees.net.service import job_module, network_for
 
 __all__ = ["ACTIONS", "connect", "run_step", "status", "write_csv"]
 
@@ -72,7 +72,7 @@ def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None,
     answers (within ``timeout`` seconds); returns what the step returns."""
     if action not in ("fit", "predict", "revoke"):
         raise ParameterError(f"the operator's steps are fit, predict and revoke, not {action!r}")
-    module = protocol_module(config.protocol)
+    module = job_module(config)
     step = getattr(module, action, None)
     if not callable(step):
         raise UnsupportedActionError(f"the protocol {config.protocol!r} has no {action!r} step")

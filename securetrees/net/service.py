@@ -26,7 +26,14 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees import plugins
-from securetrees.errors import OutputExistsError, ParameterError, PartyUnavailable, PeerTimeout, SecureTreesError
+from securetrees.errors import (
+    OutputExistsError,
+    ParameterError,
+    PartyUnavailable,
+    PeerTimeout,
+    SecureTreesError,
+    UnsupportedActionError,
+)
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
@@ -34,8 +41,8 @@ from securetrees.net.keyfile import open_key_file
 from securetrees.net.tls import load_identity
 from securetrees.net.transport import GrpcNetwork
 
-__all__ = ["await_roles", "default_log_dir", "launch", "load_data", "log_tail", "network_for", "protocol_module",
-           "spawn_role", "start_role"]
+__all__ = ["await_roles", "default_log_dir", "job_module", "launch", "load_data", "log_tail", "network_for",
+           "protocol_module", "spawn_role", "start_role"]
 
 TAIL_LINES: Final = 20
 """How many last lines of a failed role's log :func:`launch` prints."""
@@ -45,6 +52,16 @@ _log = get_logger("net.service")
 def protocol_module(name: str) -> ModuleType:
     """The deployment module of protocol ``name`` (a ``securetrees.deployments`` entry point)."""
     return plugins.load_deployment(name)
+
+
+def job_module(config: RunConfig) -> ModuleType:
+    """The run's deployment module, refusing a predict-only run (``[run] job = "predict"``) of a
+    protocol whose module does not declare ``PREDICT_ONLY = True`` (it keeps no model parts)."""
+    module = protocol_module(config.protocol)
+    if config.job == "predict" and getattr(module, "PREDICT_ONLY", False) is not True:
+        raise UnsupportedActionError(f"the protocol {config.protocol!r} has no predict-only job: its parties keep "
+                                     "no model parts (a new batch of rows means a new run)")
+    return module
 
 
 def load_data(path: Path | None) -> dict[str, npt.NDArray[Any]]:
@@ -71,12 +88,14 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     """Build ``role`` (its TLS identity, key file and data) and start serving it."""
     if role == config.operator:
         raise ParameterError("the operator is not a served role (it runs the launcher's job)")
-    module = protocol_module(config.protocol)
+    module = job_module(config)
     p = config.party(role)
     secrets = open_key_file(p.secrets, role, passphrase) if p.secrets is not None else {}
     net = network_for(config, role, passphrase)
     try:
-        module.make_role(role, config, net, secrets, load_data(p.data), passphrase)
+        # a predict-only run reads no training data: its arrays (.npz) are the test_data's
+        data = load_data(p.test_data if config.job == "predict" else p.data)
+        module.make_role(role, config, net, secrets, data, passphrase)
     except SecureTreesError:
         raise
     except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
@@ -198,6 +217,7 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
     ``stats``: each role's received messages, bytes and rounds (protocol and control).
     """
     config = load_config(config_path)
+    module = job_module(config)  # before any role is started
     pdir = Path(passphrase_dir)
     folder = Path(log_dir) if log_dir is not None else default_log_dir(config.path)
     logs = {role: folder / f"{role}.log" for role in config.roles}
@@ -210,7 +230,7 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
             operator = Operator(config.operator, net)
             await_roles(net, procs, startup_timeout)
             t0, lo0 = time.perf_counter(), loopback_bytes()
-            results: dict[str, npt.NDArray[Any]] = protocol_module(config.protocol).run_job(operator, config)
+            results: dict[str, npt.NDArray[Any]] = module.run_job(operator, config)
             if report is not None:
                 report["job_seconds"] = time.perf_counter() - t0
                 report["loopback_bytes"] = loopback_bytes() - lo0

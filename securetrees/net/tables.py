@@ -33,7 +33,7 @@ from securetrees.errors import DuplicateIdError, MissingDependencyError, Paramet
 from securetrees.net.config import PartyConfig
 from securetrees.schema import TabularSchema, is_dataframe
 
-__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table"]
+__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table", "test_table"]
 
 FloatArray = npt.NDArray[np.float64]
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -219,6 +219,15 @@ def party_tables(party: PartyConfig) -> tuple[PartyTable, PartyTable | None]:
     test = (read_table(party.test_data, opt, schema=train.schema, name=f"{party.name}'s test data")
             if party.test_data is not None else None)
     return train, test
+
+
+def test_table(party: PartyConfig, schema: TabularSchema) -> PartyTable:
+    """The test table (``test_data``) alone, encoded with the ``schema`` saved at training: a
+    predict-only run reads no training data (``securetrees.net.models``)."""
+    if party.test_data is None:
+        raise TableError(f"party {party.name!r} names no test_data (the rows to predict) in its configuration section")
+    opt = TableOptions.from_config(party.table, f"[parties.{party.name}]")
+    return read_table(party.test_data, opt, schema=schema, name=f"{party.name}'s test data")
 
 
 def encode_labels(table: PartyTable, n_classes: int) -> npt.NDArray[Any]:

@@ -120,6 +120,9 @@ MANUAL: dict[str, Callable[[], dict[str, Any]]] = {
     "secureboost.histogram_reply": lambda: {
         "n_buckets": 3, "kinds": np.array([0, 1, 2], dtype=np.uint8), "packed": (5, 7)},
     "hybridtree.predict_request": lambda: {"batch": 0, "ids": np.arange(3), "host_leaves": _i64(3, 2)},
+    "securetrees.model.file": lambda: {  # its body is any registered message: here a schema
+        "version": 1, "protocol": "p", "party": "a", "role": "r", "model_id": b"\x01" * 16,
+        "body": LIBRARY_MESSAGES["securetrees.model.schema"](("x", "c"), (False, True), ((), ("u", "v")))},
     "federated_forest.winners_request": lambda: {
         "tree": 0, "layer": 1, "positions": np.array([0, 2]), "counts": np.array([1, 2]),
         "clients": np.array([1, 0, 1])},

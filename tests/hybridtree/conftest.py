@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from securetrees.protocols.hybridtree import HybridTreeClassifier, HybridTreeRegressor
-from securetrees.protocols.hybridtree.testing import HybridData, hybrid_data
+from securetrees.protocols.hybridtree.testing import HybridData, fit_layout, hybrid_data
 from securetrees.testing.paillier import small_keypair
 
 
@@ -29,10 +29,11 @@ def _make(kind: str = "clf", mode: str = "secure", **kw: Any) -> Any:
 
 
 def _fit_quiet(model: Any, *args: Any) -> Any:
-    """Fit, ignoring the InsecureParameterWarning of the insecure modes (tested separately)."""
+    """Fit, ignoring the InsecureParameterWarning of the insecure modes (tested separately):
+    ``(X, y)``, or a row layout ``(X, y, host_features, guest_features, guest_rows)`` (:func:`fit_layout`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return model.fit(*args)
+        return fit_layout(model, *args) if len(args) == 5 else model.fit(*args)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from securetrees.errors import (
     UnexpectedMessage,
 )
 from securetrees.protocols.hybridtree import Guest, HybridTreeParams, check_mode
-from securetrees.protocols.hybridtree.testing import HybridData
+from securetrees.protocols.hybridtree.testing import HybridData, fit_layout, with_guest_column
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.paillier import small_keypair
 from securetrees.trees import BinMapper
@@ -26,7 +26,7 @@ def _fit(make: Any, data: HybridData, **over: Any) -> Any:
     args = dict(X=data.X, y=data.y, host_features=data.host_features,
                 guest_features=data.guest_features, guest_rows=data.guest_rows)
     args.update(over)
-    return make("clf", "secure").fit(**args)
+    return fit_layout(make("clf", "secure"), **args)
 
 
 @pytest.mark.parametrize("over", [
@@ -82,7 +82,7 @@ def test_mode_and_key_policy(data: HybridData) -> None:
     from securetrees.protocols.hybridtree import HybridTreeClassifier
 
     with pytest.raises(ParameterError):  # 1024 bits without the insecure flag
-        HybridTreeClassifier(1, key_bits=1024).fit(data.X, data.y, data.host_features,
+        fit_layout(HybridTreeClassifier(1, key_bits=1024), data.X, data.y, data.host_features,
                                                    data.guest_features, data.guest_rows)
 
 
@@ -102,7 +102,7 @@ def test_params_rejected(kw: dict[str, Any]) -> None:
 @pytest.mark.parametrize("kw", [{"min_bin_size": -1}, {"min_group_width": 0}, {"min_node_size": -5}])
 def test_facade_rejects_mitigation_params(make: Any, data: HybridData, kw: dict[str, Any]) -> None:
     with pytest.raises(ParameterError):
-        make("clf", "secure", **kw).fit(data.X, data.y, data.host_features, data.guest_features,
+        fit_layout(make("clf", "secure", **kw), data.X, data.y, data.host_features, data.guest_features,
                                         data.guest_rows)
 
 
@@ -119,12 +119,14 @@ def test_facade_exposes_mitigation_params() -> None:
 
 def test_not_fitted_and_predict_layout(make: Any, data: HybridData) -> None:
     with pytest.raises(NotFittedError):
-        make("clf").predict(data.X, data.guest_rows)
+        make("clf").predict(with_guest_column(data.X, data.guest_rows))
     m = _fit(make, data)
     with pytest.raises(ParameterError):
-        m.predict(data.X[:, :4], data.guest_rows)
-    with pytest.raises(ParameterError):
-        m.predict(data.X, data.guest_rows[:3])
+        m.predict(with_guest_column(data.X[:, :4], data.guest_rows))
+    X = with_guest_column(data.X, data.guest_rows)
+    X[7, -1] = 4.0  # names no guest of the fit (guests 0..3)
+    with pytest.raises(ParameterError, match="names no guest"):
+        m.predict(X)
 
 
 def test_guest_refuses_other_key_and_strangers(data: HybridData) -> None:

@@ -16,7 +16,7 @@ import pytest
 from securetrees.errors import ParameterError
 from securetrees.protocols.hybridtree import HybridTreeClassifier
 from securetrees.protocols.hybridtree.host import Host
-from securetrees.protocols.hybridtree.testing import HybridData
+from securetrees.protocols.hybridtree.testing import HybridData, fit_layout, with_guest_column
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
 from tests.pickling_executor import PicklingExecutor, leaks
@@ -25,7 +25,7 @@ from tests.pickling_executor import PicklingExecutor, leaks
 def _fit(data: HybridData, make: Any, encryption: str = "key-owner", **kw: Any) -> Any:
     model = make("clf", "secure", n_estimators=2, record_payloads=True, encryption=encryption,
                  rng=DeterministicRandom("hybridtree/executor"), **kw)
-    return model.fit(data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
+    return fit_layout(model, data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
 
 
 def _wire(model: Any) -> list[bytes | None]:
@@ -52,8 +52,8 @@ def test_the_same_messages_with_and_without_an_executor(data: HybridData, make: 
     ex = PicklingExecutor()
     parallel = _fit(data, make, encryption, executor=ex)
     assert _wire(parallel) == _wire(serial)
-    assert np.array_equal(parallel.decision_function(data.X, data.guest_rows),
-                          serial.decision_function(data.X, data.guest_rows))
+    X = with_guest_column(data.X, data.guest_rows)
+    assert np.array_equal(parallel.decision_function(X), serial.decision_function(X))
     assert _key_kept(ex)
     globals_ = ex.globals
     assert "securetrees.executors._scatter" in globals_  # the guests' sums went to the workers
@@ -76,7 +76,7 @@ def test_a_host_that_ships_the_key_is_caught(data: HybridData, make: Any) -> Non
     honest = _fit(data, make, executor=PicklingExecutor())
     leaky = Leaky(2, **{k: v for k, v in honest.get_params().items() if k != "n_estimators"})
     leaky.set_params(executor=ex, rng=DeterministicRandom("hybridtree/executor"))
-    leaky.fit(data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
+    fit_layout(leaky, data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
     assert _wire(leaky) == _wire(honest)  # the same result: only the check below tells them apart
     assert not _key_kept(ex)
 

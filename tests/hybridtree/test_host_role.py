@@ -20,7 +20,7 @@ from securetrees.protocols.hybridtree import Guest, Host, HybridTreeParams
 from securetrees.protocols.hybridtree.boosting import FitProgress
 from securetrees.protocols.hybridtree.guest import agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import owners
-from securetrees.protocols.hybridtree.testing import HybridData
+from securetrees.protocols.hybridtree.testing import HybridData, fit_layout, with_guest_column
 from securetrees.runtime import InProcessNetwork
 from securetrees.testing.paillier import small_keypair
 
@@ -56,12 +56,12 @@ def test_host_alone_equals_the_facade(data: HybridData, make: Any, kind: str, ta
     host, guests = _parties(data, params)
     host.fit(y, n_estimators=3, loss=loss)  # type: ignore[arg-type]
     owner = _load_test(data, guests)
-    facade = make(kind, "secure", categorical_features=[5]).fit(
-        data.X, y, data.host_features, data.guest_features, data.guest_rows)
+    facade = fit_layout(make(kind, "secure", categorical_features=[5]), data.X, y, data.host_features,
+                        data.guest_features, data.guest_rows)
     np.testing.assert_array_equal(host.decision_function(data.X[:, data.host_features], owner),
-                                  facade.decision_function(data.X, data.guest_rows))
+                                  facade.decision_function(with_guest_column(data.X, data.guest_rows)))
     np.testing.assert_array_equal(host.predict(data.X[:, data.host_features], owner),
-                                  facade.predict(data.X, data.guest_rows))
+                                  facade.predict(with_guest_column(data.X, data.guest_rows)))
     assert sum(r.n_guest_splits for r in host.records) > 0  # the guest layers took part
     assert len(host.tree_cpu_seconds) == len(host.records)
 
@@ -95,16 +95,16 @@ def test_host_refuses_misuse(data: HybridData) -> None:
 def test_progress_after_every_step_and_every_chunk(data: HybridData, make: Any,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    caplog: pytest.LogCaptureFixture) -> None:
-    reference = make("clf", "secure", n_estimators=2).fit(
-        data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
+    reference = fit_layout(make("clf", "secure", n_estimators=2), data.X, data.y, data.host_features,
+                           data.guest_features, data.guest_rows)
     monkeypatch.setattr(host_module, "ENCRYPT_CHUNK", 16)
     events: list[FitProgress] = []
     with caplog.at_level(logging.DEBUG, logger="securetrees.hybridtree.host"):
-        m = make("clf", "secure", n_estimators=2, progress=events.append).fit(
-            data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
+        m = fit_layout(make("clf", "secure", n_estimators=2, progress=events.append), data.X, data.y,
+                       data.host_features, data.guest_features, data.guest_rows)
     # Chunked encryption computes the same model.
-    np.testing.assert_array_equal(m.decision_function(data.X, data.guest_rows),
-                                  reference.decision_function(data.X, data.guest_rows))
+    np.testing.assert_array_equal(m.decision_function(with_guest_column(data.X, data.guest_rows)),
+                                  reference.decision_function(with_guest_column(data.X, data.guest_rows)))
     assert {e.n_trees for e in events} == {2}
     for tree in range(2):
         steps = [e for e in events if e.tree == tree]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from securetrees.protocols.hybridtree.testing import HybridData
+from securetrees.protocols.hybridtree.testing import HybridData, fit_layout, with_guest_column
 
 
 @pytest.fixture
@@ -35,20 +35,20 @@ def test_secure_equals_plaintext(data: HybridData, fit: Any, kind: str, target: 
     plain = fit(kind, "plaintext", y)
     assert _records(sec) == _records(plain)  # same splits, same leaf values (exactly)
     assert sum(r.n_guest_splits for r in sec.host_.records) > 0  # type: ignore[attr-defined]
-    np.testing.assert_array_equal(sec.decision_function(data.X, data.guest_rows),
-                                  plain.decision_function(data.X, data.guest_rows))
+    np.testing.assert_array_equal(sec.decision_function(with_guest_column(data.X, data.guest_rows)),
+                                  plain.decision_function(with_guest_column(data.X, data.guest_rows)))
 
 
 def test_guest_layers_help_and_guests_share_splits(data: HybridData, fit: Any) -> None:
     m = fit("clf", "secure", data.y, n_estimators=6)
     solo = fit("clf", "secure", data.y, n_estimators=6, guest_depth=1)
-    assert m.score(data.X, data.y, data.guest_rows) >= 0.85  # type: ignore[attr-defined]
-    assert m.score(data.X, data.y, data.guest_rows) >= solo.score(  # type: ignore[attr-defined]
-        data.X, data.y, data.guest_rows)
+    X = with_guest_column(data.X, data.guest_rows)
+    assert m.score(X, data.y) >= 0.85  # type: ignore[attr-defined]
+    assert m.score(X, data.y) >= solo.score(X, data.y)  # type: ignore[attr-defined]
     tables = [g.splits for g in m.guests_]  # type: ignore[attr-defined]
     assert all(t == tables[0] for t in tables)  # guests grow the layers jointly
     # Inference agrees with the training-time leaf assignment of the host.
-    proba = m.predict_proba(data.X, data.guest_rows)  # type: ignore[attr-defined]
+    proba = m.predict_proba(with_guest_column(data.X, data.guest_rows))  # type: ignore[attr-defined]
     assert proba.shape == (data.X.shape[0], 2) and np.allclose(proba.sum(axis=1), 1.0)
 
 
@@ -56,20 +56,20 @@ def test_inference_rounds_and_unheld_instances(data: HybridData, fit: Any) -> No
     m = fit("clf", "secure", data.y)
     net = m.network_  # type: ignore[attr-defined]
     mark = net.transcript.mark()
-    m.predict(data.X, data.guest_rows)  # type: ignore[attr-defined]
+    m.predict(with_guest_column(data.X, data.guest_rows))  # type: ignore[attr-defined]
     assert net.transcript.since(mark).rounds == 1  # one call_many: request + reply
     # Rows no guest holds follow missing_left and still get a prediction.
     rows = [r[r % 2 == 0] for r in data.guest_rows]
-    p = m.predict_proba(data.X, rows)  # type: ignore[attr-defined]
+    p = m.predict_proba(with_guest_column(data.X, rows))  # type: ignore[attr-defined]
     assert np.all(np.isfinite(p))
 
 
 def test_paper_mode_runs_and_differs(data: HybridData, fit: Any) -> None:
     paper = fit("clf", "paper", data.y, n_estimators=4)
     joint = fit("clf", "plaintext", data.y, n_estimators=4)
-    assert paper.score(data.X, data.y, data.guest_rows) > 0.7  # type: ignore[attr-defined]
-    assert not np.array_equal(paper.decision_function(data.X, data.guest_rows),  # type: ignore[attr-defined]
-                              joint.decision_function(data.X, data.guest_rows))  # type: ignore[attr-defined]
+    assert paper.score(with_guest_column(data.X, data.guest_rows), data.y) > 0.7  # type: ignore[attr-defined]
+    assert not np.array_equal(paper.decision_function(with_guest_column(data.X, data.guest_rows)),  # type: ignore[attr-defined]
+                              joint.decision_function(with_guest_column(data.X, data.guest_rows)))  # type: ignore[attr-defined]
 
 
 def test_heterogeneous_and_overlapping_guests(data: HybridData, make: Any, fit_quiet: Any) -> None:
@@ -77,9 +77,10 @@ def test_heterogeneous_and_overlapping_guests(data: HybridData, make: Any, fit_q
     rows = [np.union1d(data.guest_rows[0], data.guest_rows[1][:10]), *data.guest_rows[1:]]
     feats = [[3, 4, 5], [3, 5], [4, 5], [3, 4]]
     m = make("clf", "secure")
-    m.fit(data.X, data.y, data.host_features, feats, rows)
+    fit_layout(m, data.X, data.y, data.host_features, feats, rows)
     plain = fit_quiet(make("clf", "plaintext"), data.X, data.y, data.host_features, feats, rows)
-    np.testing.assert_array_equal(m.decision_function(data.X, rows), plain.decision_function(data.X, rows))
+    Xg = with_guest_column(data.X, rows)
+    np.testing.assert_array_equal(m.decision_function(Xg), plain.decision_function(Xg))
 
 
 def test_few_guests_fall_back_or_raise(data: HybridData, make: Any) -> None:
@@ -87,13 +88,13 @@ def test_few_guests_fall_back_or_raise(data: HybridData, make: Any) -> None:
     rows = [np.concatenate([data.guest_rows[0], data.guest_rows[3][2:]]), data.guest_rows[1],
             data.guest_rows[2], data.guest_rows[3][:2]]
     m = make("clf", "secure", host_depth=3)
-    m.fit(data.X, data.y, data.host_features, data.guest_features, rows)
+    fit_layout(m, data.X, data.y, data.host_features, data.guest_features, rows)
     assert m.fallback_nodes_ > 0
     from securetrees.errors import ProtocolError
 
     with pytest.raises(ProtocolError):
-        make("clf", "secure", host_depth=3, few_guests="raise").fit(
-            data.X, data.y, data.host_features, data.guest_features, rows)
+        fit_layout(make("clf", "secure", host_depth=3, few_guests="raise"), data.X, data.y,
+                   data.host_features, data.guest_features, rows)
 
 
 def test_get_set_params(make: Any) -> None:
@@ -106,8 +107,8 @@ def test_get_set_params(make: Any) -> None:
 def test_encryption_modes_give_the_same_model(data: HybridData, fit: Any, encryption: str) -> None:
     ref = fit("clf", "plaintext", data.y, n_estimators=2)
     sec = fit("clf", "secure", data.y, n_estimators=2, encryption=encryption)
-    np.testing.assert_array_equal(sec.decision_function(data.X, data.guest_rows),
-                                  ref.decision_function(data.X, data.guest_rows))
+    np.testing.assert_array_equal(sec.decision_function(with_guest_column(data.X, data.guest_rows)),
+                                  ref.decision_function(with_guest_column(data.X, data.guest_rows)))
 
 
 def test_secure_equals_plaintext_with_merged_groups(data: HybridData, fit: Any) -> None:

@@ -74,8 +74,9 @@ def _run_in_process(cfg_path: Path) -> tuple[dict[str, Any], Operator, Any, list
     cfg = load_config(cfg_path)
     nets = []
     for role in cfg.roles:
-        net = network_for(cfg, role, read_passphrase(role, cfg_path.parent / "pki" / f"{role}.pass"))
-        deploy.make_role(role, cfg, net, {}, load_data(cfg.party(role).data), b"")
+        pw = read_passphrase(role, cfg_path.parent / "pki" / f"{role}.pass")
+        net = network_for(cfg, role, pw)
+        deploy.make_role(role, cfg, net, {}, load_data(cfg.party(role).data), pw)  # pw seals its model part
         net.start()
         nets.append(net)
     on = network_for(cfg, "operator", read_passphrase("operator", cfg_path.parent / "pki" / "operator.pass"))

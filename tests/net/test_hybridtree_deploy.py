@@ -26,7 +26,8 @@ from securetrees.net.transport import GrpcNetwork
 from securetrees.paillier import generate_keypair
 from securetrees.protocols.hybridtree import deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, AdultHybrid, adult_hybrid
-from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
+from securetrees.protocols.hybridtree.testing import fit_layout
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -57,16 +58,17 @@ def test_host_and_guests_as_processes_match_the_one_process_run(adult: AdultHybr
 
     s = adult.split
     clf = HybridTreeClassifier(**{**SETTINGS, "categorical_features": adult.categorical}, keypair=keys)
-    clf.fit(adult.X_train, adult.y_train, s.host_features, s.guest_features, s.train_rows)
+    fit_layout(clf, adult.X_train, adult.y_train, s.host_features, s.guest_features, s.train_rows)
     splits = sum(r.n_guest_splits for r in clf.host_.records)
     assert splits > 0  # the guests' layers took part, not the host's alone
     assert set(got) == {"guest_splits", "score"}  # the operator gets figures, no prediction
     assert int(got["guest_splits"][0]) == splits
-    assert float(got["score"][0]) == clf.score(adult.X_test, adult.y_test, s.test_rows)
+    assert float(got["score"][0]) == clf.score(with_guest_column(adult.X_test, s.test_rows), adult.y_test)
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["host.predictions.npy", "host.proba.npy"]
-    np.testing.assert_array_equal(np.load(out / "host.proba.npy"), clf.predict_proba(adult.X_test, s.test_rows))
-    np.testing.assert_array_equal(np.load(out / "host.predictions.npy"), clf.predict(adult.X_test, s.test_rows))
+    X_test = with_guest_column(adult.X_test, s.test_rows)
+    np.testing.assert_array_equal(np.load(out / "host.proba.npy"), clf.predict_proba(X_test))
+    np.testing.assert_array_equal(np.load(out / "host.predictions.npy"), clf.predict(X_test))
     assert "trained 2 trees" in (tmp_path / "host.log").read_text()  # each role logs through logging
     assert "loaded" in (tmp_path / "guest2.log").read_text()
 

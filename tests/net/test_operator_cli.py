@@ -70,7 +70,8 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
         assert fit.returncode == 0, fit.stderr
         assert re.search(r"fit: trees 2, train_rows 116, test_rows 11", fit.stdout), fit.stdout
         after = _operator(cfg, "status")
-        assert re.search(r"master: up; trees 2, role master, steps 1, last_step fit", after.stdout), after.stdout
+        # fit, then save_model (each party's model part)
+        assert re.search(r"master: up; trees 2, role master, steps 2, last_step save_model", after.stdout), after.stdout
         out = tmp_path / "predictions.csv"
         pred = _operator(cfg, "predict", "--out", str(out))
         assert pred.returncode == 0, pred.stderr
@@ -94,6 +95,30 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
     for step in ("align", "fit", "predict one-round"):
         assert re.search("operator " + STEP.format(step), operator), step
     assert "UnsupportedActionError" in operator  # the error that ended the command is in its log
+
+    # the same parties restarted predict-only, on the model parts the fit left and no training file
+    pcfg = tmp_path / "predict.toml"
+    pcfg.write_text(cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1),
+                    encoding="utf-8")
+    for name in ("client0", "client1"):
+        (tmp_path / "data" / f"{name}.csv").unlink()
+    pconfig = load_config(pcfg)
+    procs = {r: spawn_role(pconfig, r, tmp_path / "pki" / f"{r}.pass") for r in pconfig.roles}
+    try:
+        refit = _operator(pcfg, "fit")
+        assert refit.returncode == 1 and "predict-only" in refit.stderr, refit.stderr
+        again = tmp_path / "again.csv"
+        pred = _operator(pcfg, "predict", "--out", str(again))  # aligns the test rows first (PSI)
+        assert pred.returncode == 0, pred.stderr
+    finally:
+        for p in procs.values():
+            p.terminate()
+            p.wait(timeout=10)
+
+    def rows(a: np.ndarray) -> np.ndarray:  # a fresh PSI's agreed order is its own: compare row sets
+        return a[np.lexsort(a.T[::-1])]
+
+    np.testing.assert_array_equal(rows(_read_csv(again)), rows(ff.predict_proba(data.X_test)))
 
 
 def secrets_in_logs(folder: Path, secrets: dict[str, bytes]) -> list[str]:

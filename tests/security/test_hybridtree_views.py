@@ -21,7 +21,7 @@ from securetrees.errors import ProtocolError
 from securetrees.paillier import Ciphertext
 from securetrees.protocols.hybridtree import Guest, Host, HybridTreeClassifier, HybridTreeParams, HybridTreeRegressor
 from securetrees.protocols.hybridtree.messages import Gradients, HistogramRequest, MaskedHistogram
-from securetrees.protocols.hybridtree.testing import hybrid_data
+from securetrees.protocols.hybridtree.testing import fit_layout, hybrid_data, with_guest_column
 from securetrees.runtime import InProcessNetwork, Record, encode
 from securetrees.testing.canaries import assert_no_canaries, find_canaries
 from securetrees.testing.paillier import small_keypair
@@ -40,7 +40,7 @@ def _fit(cls: Any, mode: str, X: np.ndarray, y: np.ndarray, data: Any) -> Any:
             min_bin_size=0, allow_insecure=mode != "secure", record_payloads=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return m.fit(X, y, data.host_features, data.guest_features, data.guest_rows)
+        return fit_layout(m, X, y, data.host_features, data.guest_features, data.guest_rows)
 
 
 def _guest_views(m: Any) -> list[Any]:
@@ -73,7 +73,7 @@ def test_no_guest_feature_value_at_the_host() -> None:
     X[data.guest_rows[2][5], 4] = FEATURE
     m = _fit(HybridTreeClassifier, "secure", X, data.y, data)
     check_no_guest_feature_at_the_host(m.network_.transcript.view("host"))
-    m.predict(X, data.guest_rows)
+    m.predict(with_guest_column(X, data.guest_rows))
     check_no_guest_feature_at_the_host(m.network_.transcript.view("host"))
 
 
@@ -147,7 +147,7 @@ def check_views_match_the_spec_tables(received: dict[str, set[str]], senders: di
 def _spec_views() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     data = hybrid_data()
     m = _fit(HybridTreeClassifier, "secure", data.X, data.y, data)
-    m.predict(data.X, data.guest_rows)
+    m.predict(with_guest_column(data.X, data.guest_rows))
     t = m.network_.transcript
     received = {p: {r.type_name for r in t.view(p)} for p in ["host", *(g.name for g in m.guests_)]}
     senders = {g.name: {r.sender for r in t.view(g.name)} for g in m.guests_}

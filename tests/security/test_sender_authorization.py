@@ -26,13 +26,18 @@ import pytest
 import securetrees.dtpkc.twoserver
 import securetrees.net.control
 import securetrees.net.keyfile
+import securetrees.net.models
 import securetrees.protocols.federated_forest.checkpoint
+import securetrees.protocols.federated_forest.deploy
 import securetrees.protocols.federated_forest.estimators as ff_estimators
 import securetrees.protocols.federated_forest.messages
+import securetrees.protocols.federated_forest.model
+import securetrees.protocols.histogram_forest.deploy
 import securetrees.protocols.histogram_forest.facade as hf_facade
 import securetrees.protocols.histogram_forest.messages
 import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
+import securetrees.protocols.hybridtree.model
 import securetrees.protocols.revfrf.messages
 import securetrees.protocols.secureboost.estimators as sb_estimators
 import securetrees.protocols.secureboost.messages
@@ -45,7 +50,7 @@ from securetrees.protocols.federated_forest.testing import mixed_data, small_key
 from securetrees.protocols.histogram_forest import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.protocols.hybridtree import HybridTreeClassifier
-from securetrees.protocols.hybridtree.testing import hybrid_data
+from securetrees.protocols.hybridtree.testing import fit_layout, hybrid_data
 from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.protocols.revfrf.messages import PathReply, PathRequest, TestReply
 from securetrees.protocols.revfrf.participant import Participant
@@ -63,14 +68,18 @@ MODULES = (
     securetrees.protocols.federated_forest.checkpoint,
     securetrees.protocols.hybridtree.messages, securetrees.protocols.histogram_forest.messages,
     securetrees.psi.messages, securetrees.protocols.secureboost.messages,
+    securetrees.net.models, securetrees.protocols.federated_forest.model, securetrees.protocols.federated_forest.deploy,
+    securetrees.protocols.hybridtree.model, securetrees.protocols.histogram_forest.deploy,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
 REQUESTS = sorted(name for name, cls in LIBRARY.items() if cls.sent_by)
 OTHERS = sorted(name for name, cls in LIBRARY.items() if not cls.sent_by)
 STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_forest.state.client",
-          "federated_forest.state.journal"}
-"""Written to disk, never sent (a key file, checkpoints)."""
+          "federated_forest.state.journal", "securetrees.model.file", "federated_forest.model.master",
+          "federated_forest.model.client_part", "hybridtree.model.host", "hybridtree.model.guest",
+          "histogram_forest.model.server", "histogram_forest.model.client"}
+"""Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",
           "histogram_forest": "histogram_forest", "secagg": "secagg", "securetrees": "federated_forest",
@@ -134,7 +143,7 @@ def _federated_forest() -> Run:
 def _hybridtree() -> Run:
     d = hybrid_data(120, 3)
     model = HybridTreeClassifier(1, host_depth=2, guest_depth=1, max_bins=8, keypair=small_keypair(512))
-    return _run(_fit_capturing(ht_estimators, lambda: model.fit(d.X, d.y, d.host_features, d.guest_features,
+    return _run(_fit_capturing(ht_estimators, lambda: fit_layout(model, d.X, d.y, d.host_features, d.guest_features,
                                                                 d.guest_rows)))
 
 
@@ -200,6 +209,8 @@ def runs() -> Callable[[str], Run]:
 
 def _sample(tp: Any) -> Any:
     """A value of the annotated type (the receiver refuses before reading it)."""
+    if tp is Message:  # a model file's body: any registered message
+        return _synthetic(LIBRARY["securetrees.model.schema"])
     if isinstance(tp, type) and issubclass(tp, Message):
         return _synthetic(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
