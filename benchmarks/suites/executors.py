@@ -47,6 +47,7 @@ from securetrees.protocols.federated_forest import FederatedForestClassifier
 from securetrees.protocols.federated_forest.testing import small_key_options
 from securetrees.protocols.hybridtree import HybridTreeClassifier
 from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
+from securetrees.protocols.hybridtree.testing import fit_layout
 from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.protocols.secureboost import SecureBoostClassifier
 from securetrees.rand import DeterministicRandom
@@ -107,8 +108,8 @@ def _cases(quick: bool) -> list[Case]:
         model = HybridTreeClassifier(trees, categorical_features=hyb.categorical, max_bins=MAX_BINS,
                                      keypair=keys, allow_insecure=quick, record_payloads=True,
                                      rng=DeterministicRandom("bench/executors/hybridtree"), **kw)
-        return model.fit(hyb.X_train, hyb.y_train, hyb.split.host_features, hyb.split.guest_features,
-                         hyb.split.train_rows)
+        return fit_layout(model, hyb.X_train, hyb.y_train, hyb.split.host_features, hyb.split.guest_features,
+                          hyb.split.train_rows)
 
     def secureboost(**kw: Any) -> Any:
         model = SecureBoostClassifier(half, trees, max_depth=3, max_bins=MAX_BINS, keypair=keys, allow_insecure=True,
