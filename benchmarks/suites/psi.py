@@ -1,17 +1,21 @@
 """Private set intersection over mutual TLS (issue 16): per-id costs and whole two-party runs.
 
-Per-id costs, measured in this run on a batch of ids (median of repeats): hashing to the group
-(SHA-512 and two Elligator 2 maps added), blinding (one ``crypto_scalarmult_ed25519_noclamp``,
-subgroup check included), matching (the leader's table of ``a·b·H(y)`` and one lookup per id).
+Per-id costs, measured in this run on a batch of ids (median of repeats), just before each set
+size's runs: hashing to the group (SHA-512, two Elligator 2 maps added on Ed25519 and libsodium's
+map to the X25519 u-coordinate, whose subgroup check is included), blinding (one X25519
+``crypto_scalarmult``), matching (the leader's table of ``a·b·H(y)`` and one lookup per id).
 
 Whole run: two processes on loopback over gRPC with mutual TLS (``securetrees.psi.net``), the
 leader here and the member in a child process, ``n`` ids each with half shared, in chunks of at
 most 8192 points per message (at least 32 chunks); timed from the first message to the leader's
 result (the member already listening).  The floor counted from the per-id costs: each party
 hashes and blinds its own ids and blinds the other's, the two in parallel on this machine's two
-cores, then the leader matches: ``n·(hash + 2·blind) + n·match``.  ``--quick``: 10^3 ids, a
-smoke run (the ratio is reported, not checked: each round trip's fixed cost outweighs so little
-crypto); full: 10^5 and 10^6.
+cores, then the leader matches: ``n·(hash + 2·blind) + n·match``.  Each party's CPU time in the
+run, against the same count for one party, shows the overhead of chunking, serialisation and
+TLS apart from other users' load; "busy cores" is both parties' CPU time over the wall time
+(2 when both cores work throughout).  ``--quick``: 10^3 ids, a smoke run (the ratio is
+reported, not checked: each round trip's fixed cost outweighs so little crypto); full: 10^5
+(median of 3 runs) and 10^6 (one run).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from harness import Report, measure
 
 from securetrees.psi.group import blind, encode_id, hash_ids, random_scalar
-from securetrees.psi.net import run_two_process
+from securetrees.psi.net import TwoProcessRun, run_two_process
 
 BATCH = 2000
 CHUNK = 8192
@@ -50,36 +54,49 @@ def per_id_costs() -> dict[str, float]:
     }
 
 
+def _median_run(runs: list[TwoProcessRun]) -> TwoProcessRun:
+    return sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+
+
 def run(report: Report, quick: bool) -> None:
     sizes = [10**3] if quick else [10**5, 10**6]
-    costs = per_id_costs()
-    tab = report.table("PSI per-id costs (one core, libsodium through PyNaCl)", ["step", "µs per id"],
-                       note=f"median of 5 runs on {BATCH} ids")
-    for step, sec in costs.items():
-        tab.add(step, round(sec * 1e6, 2))
-    runs = report.table("Two-party PSI, two processes over gRPC + mutual TLS (loopback), half the ids shared",
-                        ["ids per party", "run (s)", "floor (s)", "run / floor", "leader bytes in / id", "target (s)"],
-                        note="floor = n·(hash + 2·blind) + n·match from the per-id costs of this run; "
-                             "median of the runs")
-    results: dict[str, Any] = {"per_id_seconds": costs, "runs": {}, "load_average_before": os.getloadavg()}
+    costs_tab = report.table("PSI per-id costs (one core, libsodium through PyNaCl)",
+                             ["ids per party (runs that follow)", "hash (µs)", "blind (µs)", "match (µs)"],
+                             note=f"median of 5 runs on {BATCH} ids, measured just before those runs")
+    runs_tab = report.table(
+        "Two-party PSI, two processes over gRPC + mutual TLS (loopback), half the ids shared",
+        ["ids per party", "run (s)", "floor (s)", "run / floor", "leader CPU / count", "member CPU / count",
+         "busy cores", "leader bytes in / id", "target (s)"],
+        note="floor = n·(hash + 2·blind) + n·match from the per-id costs measured just before; count = the "
+             "same for one party (the leader's with the match); median run of the repeats")
+    results: dict[str, Any] = {"runs": {}, "load_average_before": os.getloadavg()}
     for n in sizes:
+        costs = per_id_costs()
+        costs_tab.add(n, *(round(costs[k] * 1e6, 2) for k in ("hash", "blind", "match")))
         repeats = 3 if n <= 10**5 else 1
         chunk = min(CHUNK, max(64, n // 32))  # at least 32 rounds: the pipeline's fill and drain stay small
-        seconds: list[float] = []
-        received = 0
+        runs: list[TwoProcessRun] = []
         for _ in range(repeats):
             with tempfile.TemporaryDirectory() as tmp:
                 out = run_two_process(list(range(n)), list(range(n // 2, n + n // 2)), tmp, chunk_size=chunk)
             if len(out.leader.rows) != n // 2 or len(out.member_rows) != n // 2:
                 raise RuntimeError(f"the run found {len(out.leader.rows)} shared ids, not {n // 2}")
-            seconds.append(out.seconds)
-            received = out.bytes_received
-        wall = statistics.median(seconds)
-        floor = n * (costs["hash"] + 2 * costs["blind"]) + n * costs["match"]
+            runs.append(out)
+        mid = _median_run(runs)
+        wall = statistics.median(r.seconds for r in runs)
+        party = n * (costs["hash"] + 2 * costs["blind"])
+        floor = party + n * costs["match"]
         target = TARGETS.get(n)
-        runs.add(n, round(wall, 2), round(floor, 2), round(wall / floor, 3), round(received / n, 1),
-                 target if target is not None else "")
-        results["runs"][str(n)] = {"seconds": seconds, "floor_seconds": floor, "leader_received_bytes": received}
+        busy = (mid.leader_cpu_seconds + mid.member_cpu_seconds) / mid.seconds
+        runs_tab.add(n, round(wall, 2), round(floor, 2), round(wall / floor, 3),
+                     round(mid.leader_cpu_seconds / floor, 3), round(mid.member_cpu_seconds / party, 3),
+                     round(busy, 2), round(mid.bytes_received / n, 1), target if target is not None else "")
+        results["runs"][str(n)] = {
+            "per_id_seconds": costs, "seconds": [r.seconds for r in runs], "floor_seconds": floor,
+            "leader_cpu_seconds": [r.leader_cpu_seconds for r in runs],
+            "member_cpu_seconds": [r.member_cpu_seconds for r in runs],
+            "leader_received_bytes": mid.bytes_received, "chunk_size": chunk,
+            "load_average_after": os.getloadavg()}
         if n >= 10**5:  # at 10^3 ids the fixed cost of each gRPC round trip outweighs the crypto
             report.check(f"{n} ids: run / counted floor", wall / floor, "<=", 1.3)
         if target is not None:
