@@ -159,8 +159,8 @@ class TableError(ParameterError):
 
 
 class PointRefusedError(ProtocolError):
-    """libsodium refused a group element received from a peer (not canonical, not on the curve,
-    of small order, outside the prime-order subgroup, or giving the identity): the run aborts."""
+    """A group element from a peer is refused: a non-canonical encoding, or a point libsodium
+    refuses (of small order: an all-zero X25519 result); the run aborts, nothing is dropped."""
 
 
 class InsecureParameterWarning(UserWarning):

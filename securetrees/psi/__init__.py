@@ -1,4 +1,4 @@
-"""Private set intersection (ECDH over Ed25519's prime-order subgroup, through libsodium).
+"""Private set intersection (ECDH on Curve25519 through libsodium: X25519 blinding of hashed ids).
 
 Vertical protocols align their rows with it: every party ends with its rows of the
 intersection in one agreed order, learning the intersection and set sizes only

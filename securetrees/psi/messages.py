@@ -1,6 +1,6 @@
 """Wire messages of private set intersection (``specs/psi.md``); wire names ``psi.<step>``.
 
-Points travel as one ``bytes`` blob of 32-byte Ed25519 encodings per chunk, so a message
+Points travel as one ``bytes`` blob of 32-byte X25519 u-coordinates per chunk, so a message
 stays far below gRPC's limits whatever the set size (``chunk_size`` points per message).
 """
 

@@ -47,6 +47,10 @@ class TwoProcessRun:
     """Wall time of the leader's run (the member already listening), in seconds."""
     bytes_received: int
     """Protocol bytes the leader received (the member's replies)."""
+    leader_cpu_seconds: float
+    """CPU time of the leader's process during its run (every thread)."""
+    member_cpu_seconds: float
+    """CPU time of the member's process from listening to its result (every thread)."""
 
 
 def _roster(addresses: dict[str, str]) -> dict[str, Peer]:
@@ -75,13 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                       options=TransportOptions(deadline=600.0), keep_payloads=False)
     member = PsiMember(MEMBER, net, ids, max_set_size=args.max_set_size)
     net.start()
+    cpu = time.process_time()
     end = time.monotonic() + args.timeout
     try:
         while member.result is None:
             if time.monotonic() > end:
                 return 2
             time.sleep(0.02)
+        cpu = time.process_time() - cpu
         np.save(args.out, member.result.rows, allow_pickle=False)
+        np.save(args.out.with_suffix(".cpu.npy"), np.asarray(cpu), allow_pickle=False)
     finally:
         net.close()
     return 0
@@ -131,9 +138,9 @@ def run_two_process(leader_ids: Sequence[Id], member_ids: Sequence[int], work_di
             except PeerTimeout:
                 if time.monotonic() > end:
                     raise
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         result = leader.run()
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         proc.wait(timeout=60)
         received = net.transcript.bytes_received(LEADER)
     finally:
@@ -144,4 +151,5 @@ def run_two_process(leader_ids: Sequence[Id], member_ids: Sequence[int], work_di
     if proc.returncode != 0:
         raise PartyUnavailable(f"the member failed (code {proc.returncode}); see {work / 'member.log'}")
     rows = np.load(out, allow_pickle=False)
-    return TwoProcessRun(result, rows, seconds, received)
+    member_cpu = float(np.load(out.with_suffix(".cpu.npy"), allow_pickle=False))
+    return TwoProcessRun(result, rows, seconds, received, cpu, member_cpu)

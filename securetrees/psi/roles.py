@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,8 +100,14 @@ class PsiMember(Party):
         self._scalar: bytes | None = None
         self._perm: IntArray = np.zeros(0, dtype=np.int64)
         self._leader_size = self._chunk_size = self._next = 0
+        self._first: Future[list[bytes]] | None = None
         self.result: PsiResult | None = None
         super().__init__(name, network)
+
+    def _own_chunk(self, session: bytes, scalar: bytes, perm: IntArray, chunk_size: int, index: int) -> list[bytes]:
+        """Chunk ``index`` of ``b·H(y)`` over this party's ids in its shuffled order ``perm``."""
+        rows = _chunk(len(self._ids), chunk_size, index)
+        return blind(scalar, hash_ids(session, [self._ids[int(perm[k])] for k in rows]))
 
     def use_ids(self, ids: Sequence[Id]) -> None:
         """Intersect ``ids`` in the next run (a party aligning several tables, one run each).
@@ -123,6 +129,11 @@ class PsiMember(Party):
         self._perm = random_permutation(len(self._ids), self._rng)
         self._leader_size, self._chunk_size, self._next = msg.leader_size, msg.chunk_size, 0
         self.result = None
+        # chunk 0 of b·H(y) starts now, while the leader computes its own chunk 0 (libsodium
+        # releases the interpreter lock): the member's first exchange then only blinds
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="psi-first")
+        self._first = pool.submit(self._own_chunk, self._session, self._scalar, self._perm, self._chunk_size, 0)
+        pool.shutdown(wait=False)  # the thread ends with its one task
         self.logger.info("%s: PSI with %s (%d vs %d ids)", self.name, sender, msg.leader_size, len(self._ids))
         return m.HelloReply(len(self._ids))
 
@@ -136,8 +147,11 @@ class PsiMember(Party):
             raise ProtocolError(f"expected exchange chunk {self._next}, got {msg.index}")
         theirs = split_points(msg.points, len(_chunk(self._leader_size, self._chunk_size, msg.index)))
         double = blind(self._scalar, theirs)
-        mine = _chunk(len(self._ids), self._chunk_size, msg.index)
-        own = blind(self._scalar, hash_ids(self._session, [self._ids[int(self._perm[k])] for k in mine]))
+        first, self._first = self._first, None
+        if first is not None and msg.index == 0:
+            own = first.result()
+        else:
+            own = self._own_chunk(self._session, self._scalar, self._perm, self._chunk_size, msg.index)
         self._next += 1
         return m.ExchangeReply(msg.index, join_points(double), join_points(own))
 

@@ -17,7 +17,7 @@ from securetrees.psi import messages as m
 from securetrees.psi.net import run_two_process
 
 NAMES = ["alice", "bob", "mallory"]
-ORDER8 = bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+ORDER8 = bytes.fromhex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800")  # an X25519 u of order 8
 
 
 def test_two_processes_over_mutual_tls_end_aligned(tmp_path: Path) -> None:
