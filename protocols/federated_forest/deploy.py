@@ -43,18 +43,17 @@ from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import (
     AlignmentPlan,
+    align,
     align_party,
     align_test,
     alignment_mode,
-    finish_alignment,
-    run_alignment,
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import open_paillier, save_output, seal_paillier
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, encode_labels, party_tables, test_table
-from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
+from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
@@ -322,9 +321,7 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     sizes: dict[str, int] = {}
     if alignment_mode(config) == "psi":
         plan = alignment_plan(config)
-        with operator.step("align"):
-            sizes = run_alignment(operator, plan)
-            finish_alignment(operator, plan)
+        sizes = align(operator, plan)
     with operator.step("fit"):
         info = dict(operator.control("master", "fit").info)
     model_id = save_models(operator, ["master", *[str(c) for c in config.params["clients"]]])
@@ -336,9 +333,7 @@ def _align_new_rows(operator: Operator, config: RunConfig) -> None:
     then serves its protocol role)."""
     plan = alignment_plan(config)
     if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
-        with operator.step("align"):
-            run_alignment(operator, plan)
-            finish_alignment(operator, plan)
+        align(operator, plan)
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
@@ -399,12 +394,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     plan = TrialPlan(protocol="federated-forest", params={**params, "clients": clients,
                                                           "feature_ids": [[int(c) for c in p] for p in partition]})
     for i, (name, part) in enumerate(zip(clients, partition, strict=True)):
-        c, r, rt = list(part), rows[name], test_rows[name]
-        mine = [cols[j] for j in c]
-        cats = {n: v for n, v in (categories or {}).items() if n in mine}
-        label = ("label", ya[r].tolist()) if i == label_holder else None
-        tables = {"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=cats, label=label),
-                  "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=cats)}
+        tables, _ = vertical_tables(ids, test_ids, Xa, Xt, rows[name], test_rows[name], part, cols,
+                                    categories=categories, labels=ya if i == label_holder else None)
         items: dict[str, Secret] = {"id_key": key}
         if i == label_holder and paillier_keys is not None:
             items["paillier_key"] = seal_paillier(paillier_keys[1])

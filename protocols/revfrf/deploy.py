@@ -41,11 +41,11 @@ from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
 from securetrees.errors import ParameterError, TableError, UnsupportedActionError
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
+from securetrees.net.alignment import AlignmentPlan, align, align_party, alignment_mode
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.tables import encode_labels, party_tables
-from securetrees.net.trial import TrialPlan, deal_rows, table_frame, write_trial
+from securetrees.net.trial import TrialPlan, deal_rows, table_frame, vertical_tables, write_trial
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
@@ -243,9 +243,7 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     """The alignment phase (the CS and the participants wait in it since they started), then
     planting and growing the forest (the CS drives FLE-Expan / FOS-Find with every participant)."""
     plan = alignment_plan(config)
-    with operator.step("align"):
-        sizes = run_alignment(operator, plan)
-        finish_alignment(operator, plan)
+    sizes = align(operator, plan)
     with operator.step("fit"):
         info = dict(operator.control("cs", "fit").info)
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
@@ -341,12 +339,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
              secrets={"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session})
     plan.add("kgc", role=KeyCentre.role, secrets={"session": session})
     for u, part in zip(names_, parts, strict=True):
-        c, r, rt = list(part), rows[u], test_rows[u]
-        mine = [cols[j] for j in c]
-        own = {n: v for n, v in cats.items() if n in mine}
-        plan.add(u, role=Participant.role, options={"categories": own} if own else None,
-                 tables={"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=own),
-                         "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=own)},
+        tables, own = vertical_tables(ids, test_ids, Xa, Xt, rows[u], test_rows[u], part, cols, categories=cats)
+        plan.add(u, role=Participant.role, options={"categories": own} if own else None, tables=tables,
                  secrets={"weak": secret_key_bytes(weak[u]), "signing_seed": signing[u].seed(), "session": session})
     plan.add("requester", role=Requester.role, options={"categories": cats} if cats else None,
              tables={"data": table_frame(test_ids, Xt, cols, categories=cats)},

@@ -37,12 +37,12 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align_party, alignment_mode, finish_alignment, run_alignment
+from securetrees.net.alignment import AlignmentPlan, align, align_party, alignment_mode
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import check_protocol_keys, open_paillier, save_output, seal_paillier
 from securetrees.net.tables import PartyTable, party_tables
-from securetrees.net.trial import Secret, TrialPlan, deal_rows, table_frame, write_trial
+from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost.active import ActiveParty
 from securetrees.protocols.secureboost.estimators import (
@@ -216,9 +216,7 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     """The alignment phase (the parties wait in it since they started), then training (the active
     party drives every passive party); reports the aligned sizes and the number of passive splits."""
     plan = alignment_plan(config)
-    with operator.step("align"):
-        sizes = run_alignment(operator, plan)
-        finish_alignment(operator, plan)
+    sizes = align(operator, plan)
     with operator.step("fit"):
         info = dict(operator.control(ACTIVE, "fit").info)
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
@@ -270,12 +268,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     plan = TrialPlan(protocol="secureboost", params={**params, "passives": passives,
                                                      "active_public_key": keys[0].to_bytes().hex()})
     for name, part in zip(parties, partition, strict=True):
-        c, r, rt = list(part), rows[name], test_rows[name]
-        mine = [cols[j] for j in c]
-        cats = {n: v for n, v in (categories or {}).items() if n in mine}
-        label = ("label", ya[r].tolist()) if name == ACTIVE else None
-        tables = {"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=cats, label=label),
-                  "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=cats)}
+        tables, _ = vertical_tables(ids, test_ids, Xa, Xt, rows[name], test_rows[name], part, cols,
+                                    categories=categories, labels=ya if name == ACTIVE else None)
         items: dict[str, Secret] | None = {"paillier_key": seal_paillier(keys[1])} if name == ACTIVE else None
         plan.add(name, role=ActiveParty.role if name == ACTIVE else PassiveParty.role, tables=tables,
                  secrets=items, options={"label": "label"} if name == ACTIVE else None)

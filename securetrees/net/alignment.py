@@ -31,8 +31,22 @@ from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
 from securetrees.runtime.network import Network
 
-__all__ = ["ALIGNMENTS", "PARAMETERS", "AlignLeader", "AlignMember", "AlignmentPlan", "align_party", "align_test",
-           "aligned_tables", "alignment_mode", "finish_alignment", "rows_path", "run_alignment", "serve_alignment"]
+__all__ = [
+    "ALIGNMENTS",
+    "PARAMETERS",
+    "AlignLeader",
+    "AlignMember",
+    "AlignmentPlan",
+    "align",
+    "align_party",
+    "align_test",
+    "aligned_tables",
+    "alignment_mode",
+    "finish_alignment",
+    "rows_path",
+    "run_alignment",
+    "serve_alignment",
+]
 
 ALIGNMENTS = ("psi", "hmac-trusted")
 """``[protocol] alignment``: ``psi`` (the default) or the trusted setting's shared-key HMAC."""
@@ -184,6 +198,15 @@ def run_alignment(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
         members = [p for p in holders if p != plan.leader]
         operator.control_many(members, "align_use", {m: {"set": name} for m in members})
         sizes[name] = int(operator.control(plan.leader, "align_run", set=name).info["size"])
+    return sizes
+
+
+def align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
+    """The operator's alignment step: every set's PSI, then the end of the phase (each data
+    holder then serves its protocol role); returns each intersection's size."""
+    with operator.step("align"):
+        sizes = run_alignment(operator, plan)
+        finish_alignment(operator, plan)
     return sizes
 
 

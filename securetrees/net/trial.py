@@ -29,7 +29,7 @@ from securetrees.psi.roles import random_permutation
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime.messages import check_role
 
-__all__ = ["Secret", "TrialPlan", "deal_rows", "free_ports", "table_frame", "write_trial"]
+__all__ = ["Secret", "TrialPlan", "deal_rows", "free_ports", "table_frame", "vertical_tables", "write_trial"]
 
 Secret = bytes | Callable[[bytes], bytes]
 """A key-file item: bytes, or a function of the party's passphrase (for a key sealed in its own format)."""
@@ -161,3 +161,19 @@ def table_frame(ids: Sequence[str], X: npt.ArrayLike, names: Sequence[str], *,
     if label is not None:
         cols[label[0]] = list(label[1])
     return pd.DataFrame(cols)
+
+
+def vertical_tables(ids: Sequence[str], test_ids: Sequence[str], X: npt.ArrayLike, X_test: npt.ArrayLike,
+                    rows: npt.ArrayLike, test_rows: npt.ArrayLike, columns: Sequence[int], names: Sequence[str], *,
+                    categories: Mapping[str, Sequence[str]] | None = None,
+                    labels: npt.ArrayLike | None = None) -> tuple[dict[str, Any], dict[str, Sequence[str]]]:
+    """A vertical party's trial tables, ``data`` and ``test_data``: its ``columns`` of ``X`` and
+    ``X_test`` (named ``names[j]``) on its ``rows`` and ``test_rows``, with ``labels`` (one per row of
+    ``X``) as the training table's ``label`` column when given; also the categories of its columns."""
+    Xa, Xt = np.asarray(X, dtype=np.float64), np.asarray(X_test, dtype=np.float64)
+    c, r, rt = list(columns), np.asarray(rows, dtype=np.int64), np.asarray(test_rows, dtype=np.int64)
+    mine = [names[j] for j in c]
+    cats = {n: v for n, v in (categories or {}).items() if n in mine}
+    label = None if labels is None else ("label", np.asarray(labels)[r].tolist())
+    return ({"data": table_frame([ids[k] for k in r], Xa[r][:, c], mine, categories=cats, label=label),
+             "test_data": table_frame([test_ids[k] for k in rt], Xt[rt][:, c], mine, categories=cats)}, cats)

@@ -48,7 +48,7 @@ def make_table(n_rows: int, n_features: int = 50, *, n_categorical: int = 10, n_
             raise ParameterError(f"{name} must be an integer >= {low}")
     if n_categorical > n_features:
         raise ParameterError("n_categorical cannot exceed n_features")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # benchmark data, reproducible by seed: no secret is drawn here
     X = np.empty((n_rows, n_features), dtype=np.float64)
     n_num = n_features - n_categorical
     for j in range(n_num):
