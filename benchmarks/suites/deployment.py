@@ -51,27 +51,20 @@ from securetrees.testing.alignment import joined_view
 def timed_alignment() -> Iterator[list[float]]:
     """Time the operator's alignment phase of ``deploy.run_job`` (run in this process by ``launch``)."""
     seconds = [0.0]
-    run, finish = deploy.run_alignment, deploy.finish_alignment
+    align = deploy.align
 
-    def run_timed(*a: Any, **k: Any) -> Any:
+    def align_timed(*a: Any, **k: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return run(*a, **k)
+            return align(*a, **k)
         finally:
             seconds[0] += time.perf_counter() - t0
 
-    def finish_timed(*a: Any, **k: Any) -> None:
-        t0 = time.perf_counter()
-        try:
-            finish(*a, **k)
-        finally:
-            seconds[0] += time.perf_counter() - t0
-
-    deploy.run_alignment, deploy.finish_alignment = run_timed, finish_timed  # type: ignore[assignment]
+    deploy.align = align_timed  # type: ignore[assignment]
     try:
         yield seconds
     finally:
-        deploy.run_alignment, deploy.finish_alignment = run, finish  # type: ignore[assignment]
+        deploy.align = align  # type: ignore[assignment]
 
 
 def in_process(X: Any, y: Any, Xt: Any, part: list[list[int]], settings: dict[str, Any], bits: int,
