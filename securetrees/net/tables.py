@@ -179,7 +179,7 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
         features = list(opt.columns)
     else:
         features = [c for c in names if c not in (opt.id_column, label)]
-    unknown = [c for c in [*features, *(opt.categories or {})] if c not in names]
+    unknown = [c for c in dict.fromkeys([*features, *(opt.categories or {})]) if c not in names]
     if unknown:
         raise TableError(f"{where}: declared columns not in the table: {unknown}")
     extra = [c for c in names if c not in (opt.id_column, opt.label, *features)]
