@@ -81,14 +81,14 @@ def pooled_tables(run_toml: str | Path) -> PooledTables:
     return PooledTables(X, np.concatenate(labels) if labels else np.empty(0), tests, test_ids)
 
 
-def fit_tables(run_toml: str | Path) -> tuple[HistogramForestBase, PooledTables]:
+def fit_tables(run_toml: str | Path, pooled: PooledTables | None = None) -> tuple[HistogramForestBase, PooledTables]:
     """The facade of the run ``run_toml``'s ``[protocol]`` settings fitted in one process on its clients'
-    pooled tables (:func:`pooled_tables`, ``client_column`` naming each row's client): the forest the
-    deployed run grows without DP."""
+    pooled tables (``pooled``, else :func:`pooled_tables`; ``client_column`` naming each row's client): the
+    forest the deployed run grows without DP."""
     from securetrees.net.config import load_config
     from securetrees.protocols.histogram_forest.deploy import estimator_from
 
-    pooled = pooled_tables(run_toml)
+    pooled = pooled if pooled is not None else pooled_tables(run_toml)
     model = estimator_from(load_config(Path(run_toml)).params).set_params(client_column=CLIENT_COLUMN)
     model.fit(pooled.X, pooled.y)
     return model, pooled
