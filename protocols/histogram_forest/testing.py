@@ -50,6 +50,15 @@ def _features(frame: Any, columns: Sequence[str], categories: dict[str, list[str
                          else pd.to_numeric(frame[c]).astype("float64") for c in columns})
 
 
+def _read(path: Path) -> Any:
+    """A CSV file as text (empty cells missing), or a Parquet file with its own types."""
+    import pandas as pd
+
+    if path.suffix.lower() == ".csv":
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    return pd.read_parquet(path)
+
+
 def pooled_tables(run_toml: str | Path) -> PooledTables:
     """The clients' CSV tables of the run ``run_toml`` read with pandas alone (not through the
     deployment's reader), pooled as :func:`fit_tables` fits them: what the in-process facade sees of
@@ -68,15 +77,15 @@ def pooled_tables(run_toml: str | Path) -> PooledTables:
         party = config.party(name)
         id_column, label = str(party.table.get("id_column", "id")), str(party.table["label"])
         if party.data is not None and party.data.exists():
-            raw = pd.read_csv(party.data, dtype=str, keep_default_na=False, na_values=[""])
+            raw = _read(party.data)
             frame = _features(raw, columns, categories)
             frame[CLIENT_COLUMN] = float(i)
             frames.append(frame)
             labels.append(label_values(raw[label].tolist(), p, name))
         if party.test_data is not None:
-            raw = pd.read_csv(party.test_data, dtype=str, keep_default_na=False, na_values=[""])
+            raw = _read(party.test_data)
             tests[name] = _features(raw, columns, categories)
-            test_ids[name] = np.asarray(raw[id_column].tolist(), dtype=str)
+            test_ids[name] = np.asarray([str(v) for v in raw[id_column]], dtype=str)
     X = pd.concat(frames, ignore_index=True) if frames else None
     return PooledTables(X, np.concatenate(labels) if labels else np.empty(0), tests, test_ids)
 

@@ -176,6 +176,40 @@ def test_dp_parameters_reach_every_role(adult: tuple[list[ClientSplit], dict[str
         np.testing.assert_allclose(proba.sum(axis=1), 1.0)
 
 
+def test_regression_with_a_parquet_client_matches_the_facade(
+        adult: tuple[list[ClientSplit], dict[str, Any], Any], tmp_path: Path) -> None:
+    """``task = "regression"`` (the targets: hours per week), client2's tables in Parquet files."""
+    splits, _, data = adult
+    hours = data.feature_names.index("hours-per-week")
+    keep = [j for j in range(len(data.feature_names)) if j != hours]
+    names = [data.feature_names[j] for j in keep]
+    cats = {n: v for n, v in data.categories.items() if n in names}
+    cfg_path = deploy.prepare(tmp_path, [(s.X_train[:, keep], s.X_train[:, hours]) for s in splits],
+                              tests=[(s.X_test[:, keep], s.X_test[:, hours]) for s in splits],
+                              params={**SETTINGS, "task": "regression"}, names=names, categories=cats)
+    text = cfg_path.read_text()
+    for key in ("client2", "client2-test"):
+        pd.read_csv(tmp_path / "data" / f"{key}.csv", keep_default_na=False, na_values=[""],
+                    dtype={n: str for n in ["id", *cats]}).to_parquet(tmp_path / "data" / f"{key}.parquet")
+        (tmp_path / "data" / f"{key}.csv").unlink()
+        text = text.replace(f'"data/{key}.csv"', f'"data/{key}.parquet"')
+    cfg_path.write_text(text)
+    op, on, nets = _run_in_process(cfg_path)
+    try:
+        got = deploy.run_job(op, load_config(cfg_path))
+    finally:
+        on.close()
+        for net in nets:
+            net.close()
+    reg, pooled = fit_tables(cfg_path)
+    assert reg.task == "regression" and set(got) == {"epsilon_spent", "score"}
+    for c in CLIENTS:
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{c}.predictions.npy"), reg.predict(pooled.tests[c]))
+    written = pd.read_csv(tmp_path / "out" / "client2.predictions.csv", dtype={"id": str})
+    assert list(written.columns) == ["id", "prediction"]
+    assert written["id"].tolist() == pooled.test_ids["client2"].tolist()
+
+
 def _make(cfg_path: Path, role: str = "client0") -> None:
     cfg = load_config(cfg_path)
     deploy.make_role(role, cfg, InProcessNetwork(), {}, {}, b"")
