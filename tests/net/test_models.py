@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("grpc")
@@ -271,34 +272,37 @@ def test_job_and_model_dir_are_checked(tmp_path: Path, ff_fitted: dict[str, Any]
 
 
 def test_histogram_forest_predict_only_run_matches_the_facade(tmp_path: Path, checkout_deployments: Path) -> None:
-    """The histogram forest: after a fit, new rows at each client (``test_data``, an ``.npz``) are
+    """The histogram forest: after a fit, new rows at each client (``test_data``, its own CSV file) are
     scored by a predict-only run whose training files are gone, as the facade scores them."""
     from securetrees.protocols.histogram_forest import deploy as hf_deploy
-    from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
     from securetrees.protocols.histogram_forest.experiment import stratified_clients
-    from securetrees.protocols.histogram_forest.testing import fit_parts
+    from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_tables
 
     adult = load_adult()
     splits = stratified_clients(adult.X_train[:300], adult.y_train[:300], 3, seed=0)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 5, "secure_aggregation": True,
               "histogram": "fixed"}
     cfg = hf_deploy.prepare(tmp_path, [(s.X_train, s.y_train) for s in splits],
-                            tests=[(s.X_test, s.y_test) for s in splits], params=params)
+                            tests=[(s.X_test, s.y_test) for s in splits], params=params,
+                            names=adult.feature_names, categories=adult.categories)
     fitted = launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
-    facade = fit_parts(HistogramForestClassifier(**params), [(s.X_train, s.y_train) for s in splits])
-    np.testing.assert_array_equal(fitted["score"], [facade.score(s.X_test, s.y_test) for s in splits])
-    new = {f"client{i}": adult.X_test[50 * i:50 * i + 20] for i in range(3)}
-    text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for name, Xn in new.items():
-        np.savez(tmp_path / f"{name}-new.npz", X_test=Xn, y_test=adult.y_test[:20])
-        (tmp_path / "data" / f"{name}.npz").unlink()  # the training rows are gone
-        text = text.replace(f'data = "data/{name}.npz"', f'data = "data/{name}.npz"\ntest_data = "{name}-new.npz"')
-    predict_cfg = tmp_path / "predict.toml"
-    predict_cfg.write_text(text, encoding="utf-8")
+    facade, pooled = fit_tables(cfg)
+    labels = {c: pd.read_csv(tmp_path / "data" / f"{c}-test.csv")["label"].to_numpy() for c in pooled.tests}
+    np.testing.assert_array_equal(fitted["score"], [facade.score(pooled.tests[c], labels[c]) for c in pooled.tests])
+    new = {}
+    for i in range(3):
+        rows = slice(50 * i, 50 * i + 20)
+        frame = table_frame([f"new-{r}" for r in range(20)], adult.X_test[rows], adult.feature_names,
+                            categories=adult.categories, label=("label", adult.y_test[:20].tolist()))
+        frame.to_csv(tmp_path / f"client{i}-new.csv", index=False)
+        new[f"client{i}"] = f"client{i}-new.csv"
+    predict_cfg = _predict_only(cfg, new)
     got = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
-    np.testing.assert_array_equal(got["score"], [facade.score(Xn, adult.y_test[:20]) for Xn in new.values()])
-    for name, Xn in new.items():
-        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{name}.proba.npy"), facade.predict_proba(Xn))
+    rows_now = pooled_tables(predict_cfg)
+    np.testing.assert_array_equal(got["score"], [facade.score(rows_now.tests[c], adult.y_test[:20]) for c in new])
+    for name in new:
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{name}.proba.npy"),
+                                      facade.predict_proba(rows_now.tests[name]))
     with pytest.raises(ParameterError, match="predict-only"):
         hf_deploy.fit(None, load_config(predict_cfg))  # type: ignore[arg-type]
 
