@@ -75,7 +75,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     X, y = adult.X_train[:100], np.where(adult.y_train[:100] == 1, ">50K", "<=50K")
     d = X.shape[1]
     part = [list(range(i, d, 3)) for i in range(3)]
-    cfg = rev_deploy.prepare(tmp, X, y, part, X_test=adult.X_test[:8], settings=SETTINGS,
+    cfg = rev_deploy.prepare(tmp, X, y, part, X_test=adult.X_test[:5], settings=SETTINGS,
                              kgc=KGC.setup(1024, allow_insecure=True), names=adult.feature_names,
                              categories=adult.categories, lacking=2, rng=DeterministicRandom("rev trial"))
     fit_out = launch(cfg, tmp / "pki", log_dir=tmp / "logs")
@@ -85,7 +85,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     clf.set_params(partition=part).fit(data.X, data.y)
     schemas = {u: party_tables(config.party(u))[0].schema for u in PARTICIPANTS}
     # new rows: ids no training row had, each participant lacking one, in its own order
-    Xn = adult.X_test[200:216]
+    Xn = adult.X_test[200:210]
     new_ids = [f"new-{i}" for i in range(Xn.shape[0])]
     (tmp / "new").mkdir()
     new_tests: dict[str, str] = {}
@@ -96,7 +96,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         table_frame([new_ids[k] for k in keep], Xn[keep][:, cols], mine, categories=cats).to_csv(
             tmp / f"new/{name}.csv", index=False)
         new_tests[name] = f"new/{name}.csv"
-    table_frame(new_ids[:3], Xn[:3], adult.feature_names, categories=adult.categories).to_csv(
+    table_frame(new_ids[:2], Xn[:2], adult.feature_names, categories=adult.categories).to_csv(
         tmp / "new/requester.csv", index=False)
     new_tests["requester"] = "new/requester.csv"
     clf.revoke("u3", level=2)  # the fit run's job revoked u3 before its last save
@@ -119,7 +119,7 @@ def _joined_new_rows(fx: dict[str, Any], config_path: Path) -> np.ndarray:
             Xj, ids = np.full((len(aligned), fx["d"]), np.nan), aligned.ids
         assert aligned.ids == ids
         Xj[:, cols] = aligned.X
-    assert Xj is not None and len(ids) == 16 - 3
+    assert Xj is not None and len(ids) == 10 - 3
     return Xj
 
 
