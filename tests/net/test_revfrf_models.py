@@ -35,7 +35,8 @@ from securetrees.errors import (
 from securetrees.net import models
 from securetrees.net.alignment import rows_path
 from securetrees.net.config import load_config, read_passphrase
-from securetrees.net.service import launch, start_role
+from securetrees.net.operate import run_step
+from securetrees.net.service import launch, spawn_role, start_role
 from securetrees.net.tables import TableOptions, party_tables, read_table
 from securetrees.net.trial import table_frame
 from securetrees.protocols.revfrf import RevFRFClassifier
@@ -128,6 +129,8 @@ def _pw(fx: dict[str, Any], name: str) -> bytes:
 
 
 def test_fit_saves_parts_and_a_predict_only_run_matches_the_facade(fitted: dict[str, Any]) -> None:
+    """Every role restarted predict-only as a ``securetrees party`` process; the operator's steps
+    (``securetrees operator predict``, one connection each) score the new rows the three ways."""
     fx = fitted
     assert set(fx["fit_out"]) == {"vertical", "test", "encrypted", "after_revocation"}
     for name in ROLES:
@@ -135,14 +138,24 @@ def test_fit_saves_parts_and_a_predict_only_run_matches_the_facade(fitted: dict[
     assert not models.model_path(fx["config"], "requester").exists()  # it keeps no model state
     cfg = _predict_only(fx["cfg"], fx["new_tests"])
     assert not (fx["tmp"] / "data" / "u1.csv").exists() and not (fx["tmp"] / "data" / "cs.csv").exists()
-    got = launch(cfg, fx["tmp"] / "pki", log_dir=fx["tmp"] / "logs-predict")
+    pconfig, pki = load_config(cfg), fx["tmp"] / "pki"
+    procs = {r: spawn_role(pconfig, r, pki / f"{r}.pass", fx["tmp"] / "logs-predict" / f"{r}.log")
+             for r in pconfig.roles}
+    try:
+        got = {m: run_step(pconfig, "predict", pki / "operator.pass", method=m, timeout=60)[m]
+               for m in ("vertical", "test", "encrypted")}  # the first one aligns the new rows (PSI)
+        with pytest.raises(UnsupportedActionError, match="cannot revoke"):
+            run_step(pconfig, "revoke", pki / "operator.pass", party="u1", level=1)
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait(timeout=10)
     Xn = _joined_new_rows(fx, cfg)
     clf = fx["facade"]
     requester = read_table(fx["tmp"] / fx["new_tests"]["requester"],
-                           TableOptions.from_config(load_config(cfg).party("requester").table, "requester"))
+                           TableOptions.from_config(pconfig.party("requester").table, "requester"))
     want = {"vertical": clf.predict_proba(Xn), "test": clf.predict_proba(Xn, method="test"),
             "encrypted": clf.predict_proba(requester.X, method="encrypted")}
-    assert set(got) == set(want)
     for k, v in want.items():
         np.testing.assert_array_equal(got[k], v, err_msg=k)
     out = fx["tmp"] / "out"  # each output at the party that learns it
