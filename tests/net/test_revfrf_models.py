@@ -30,6 +30,7 @@ from securetrees.errors import (
     KeyMismatchError,
     ParameterError,
     ProtocolError,
+    TableError,
     UnsupportedActionError,
 )
 from securetrees.net import models
@@ -165,11 +166,16 @@ def test_fit_saves_parts_and_a_predict_only_run_matches_the_facade(fitted: dict[
 
 
 def test_a_predict_only_run_neither_trains_nor_revokes(fitted: dict[str, Any]) -> None:
+    """Refused steps; the companion of "no training file is read": the same deleted file stops a
+    fit run's participant at start-up, so a predict-only role that opened it would fail."""
     config = load_config(_predict_only(fitted["cfg"], fitted["new_tests"]))
     with pytest.raises(ParameterError, match="predict-only"):
         rev_deploy.fit(None, config)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedActionError, match="cannot revoke"):
         rev_deploy.revoke(None, config, "u1", 1)  # type: ignore[arg-type]
+    assert not (fitted["tmp"] / "data" / "u1.csv").exists()
+    with pytest.raises(TableError, match="cannot read"):
+        start_role(fitted["config"], "u1", _pw(fitted, "u1"))
 
 
 def _part(fx: dict[str, Any], name: str) -> models.ModelFile:
