@@ -37,7 +37,7 @@ from securetrees.testing.alignment import joined_view
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
-CLIENTS = ["client0", "client1"]
+CLIENTS = ["client0", "client1", "client2"]
 
 
 def _insecure_loader(b: bytes) -> PublicKey:
@@ -59,13 +59,14 @@ def _predict_only(cfg: Path, new_tests: dict[str, str]) -> Path:
 
 @pytest.fixture(scope="module")
 def ff_fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A PSI-aligned Federated Forest fit (two clients, the label holder client1, string categories),
+    """A PSI-aligned Federated Forest fit (three clients, the label holder client1, string categories,
+    empty cells, string labels, each client's rows in its own order with a few ids the others lack),
     the one-process facade fitted on the same aligned rows, and new rows for each client."""
     adult = load_adult()
     tmp = tmp_path_factory.mktemp("ff")
     X, y = adult.X_train[:120], adult.y_train[:120]
     d = X.shape[1]
-    part = [list(range(0, d, 2)), list(range(1, d, 2))]
+    part = [list(range(i, d, 3)) for i in range(3)]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
               "key_bits": 1024}
@@ -80,7 +81,7 @@ def ff_fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                    key_bits=1024, rng=DeterministicRandom("ff ids"), public_key_loader=_insecure_loader,
                                    categorical_features=data.categorical, label_holder=1)
     ff.set_params(partition=part).fit(data.X, data.y)
-    # new rows: ids no training row had, each client lacking one the other holds
+    # new rows: ids no training row had, each client lacking one the others hold
     Xn = adult.X_test[100:130]
     new_ids = [f"new-{i}" for i in range(Xn.shape[0])]
     schemas = {c: party_tables(config.party(c))[0].schema for c in CLIENTS}
@@ -125,7 +126,7 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     cfg = _predict_only(fx["cfg"], fx["new_tests"])
     got = launch(cfg, fx["tmp"] / "pki", log_dir=fx["tmp"] / "logs-predict")
     Xn, ids = _aligned_new_rows(fx, cfg)
-    assert len(ids) == 30 - 2
+    assert len(ids) == 30 - len(CLIENTS)
     want = fx["facade"].predict_proba(Xn)
     np.testing.assert_array_equal(got["output"], want)
     # the label holder's own file: the same output beside its own ids, its class names
@@ -135,6 +136,36 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     order = [ids.index(i) for i in own_ids]
     np.testing.assert_array_equal(proba, want[order])
     assert set(np.load(out / "client1.predictions.npy").tolist()) <= {">50K", "<=50K"}
+
+
+def test_hmac_trusted_predict_only_run_matches_the_facade(tmp_path: Path) -> None:
+    """The trusted setting (``alignment = "hmac-trusted"``: every client holds the same ids and a
+    shared HMAC key): a predict-only run scores new rows, in the clients' own (reversed) order,
+    from the saved parts as the facade does, with no PSI and no training file."""
+    adult = load_adult()
+    X, y = adult.X_train[:120], adult.y_train[:120]
+    d = X.shape[1]
+    part = [list(range(i, d, 3)) for i in range(3)]
+    keys = generate_keypair(1024, allow_insecure=True)
+    params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
+              "key_bits": 1024, "alignment": "hmac-trusted"}
+    cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=adult.X_test[:10], params=params, paillier_keys=keys,
+                            id_key=DeterministicRandom("ff ids").token_bytes(32), shuffle=False)
+    launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
+    ff = FederatedForestClassifier(2, max_depth=3, random_state=0, paillier_keys=keys, allow_insecure=True,
+                                   key_bits=1024, rng=DeterministicRandom("ff ids"), public_key_loader=_insecure_loader)
+    ff.set_params(partition=part).fit(X, y)
+    Xn = adult.X_test[200:215][::-1]
+    new_ids = [f"new-{i}" for i in range(Xn.shape[0])][::-1]
+    (tmp_path / "new").mkdir()
+    new_tests = {}
+    for name, cols in zip(CLIENTS, part, strict=True):
+        path = f"new/{name}.csv"
+        table_frame(new_ids, Xn[:, cols], [f"x{j}" for j in cols]).to_csv(tmp_path / path, index=False)
+        new_tests[name] = path
+    got = launch(_predict_only(cfg, new_tests), tmp_path / "pki", log_dir=tmp_path / "logs-predict")
+    assert not (tmp_path / "out" / "client0.rows.npz").exists()  # nothing was aligned by PSI
+    np.testing.assert_array_equal(got["output"], ff.predict_proba(Xn))
 
 
 def _part(fx: dict[str, Any], name: str) -> models.ModelFile:
