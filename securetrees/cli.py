@@ -11,7 +11,9 @@ status.
 ``securetrees party`` serves one role of a networked run; ``securetrees operator
 {status,fit,predict,revoke}`` drives the running roles from the operator's machine
 (:mod:`securetrees.net.operate`); ``securetrees federation init|launch`` makes and runs a trial
-with every role on this machine.
+with every role on this machine.  ``securetrees setup ...`` (:mod:`securetrees.setup_command`) makes
+a real run's files, one organisation's step per command: the CA, keys and certificates, protocol
+key material, ``run.toml``.
 
 The command configures :mod:`logging` (the library itself never does): records of the
 ``securetrees`` loggers at ``--log-level`` (default INFO) go to stderr; ``party`` and
@@ -33,6 +35,7 @@ from securetrees.errors import SecureTreesError
 from securetrees.log import configure as configure_logging
 from securetrees.log import get_logger
 from securetrees.log import reset as reset_logging
+from securetrees.setup_command import add_setup_parser
 
 __all__ = ["DEFAULT_DEMO", "LOG_LEVELS", "main"]
 
@@ -122,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--passphrase-dir", help="folder with NAME.pass files (default: pki/ beside the config)")
     launch.add_argument("--log-dir", help="folder of the roles' logs ROLE.log (default: logs/ beside the config)")
     launch.set_defaults(func=_fed_launch)
+    add_setup_parser(sub, logs)
     return parser
 
 
