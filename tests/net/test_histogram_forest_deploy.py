@@ -123,9 +123,11 @@ def test_parameters_are_checked(adult: tuple[list[ClientSplit], dict[str, Any]],
     cfg_path.write_text(text.replace("[protocol]\n", "[protocol]\nn_estimator = 3\n"))
     with pytest.raises(UnknownKeyError, match="unknown key 'n_estimator' in \\[protocol\\]"):
         load_config(cfg_path)  # refused before any role is built (the deployment's PARAMETERS)
-    for edit, match in [(("classes = [0, 1]\n", ""), "lacks \\['classes'\\]"),
+    classes = "classes = [\n    0,\n    1,\n]\n"  # as tomli-w writes it
+    for edit, match in [((classes, ""), "lacks \\['classes'\\]"),
                         (("max_depth = 4\n", "max_depth = 0\n"), "max_depth must be a positive int"),
-                        (("classes = [0, 1]\n", "classes = [0, 2]\n"), None)]:
+                        ((classes, "classes = [0, 2]\n"), None)]:
+        assert edit[0] in text
         cfg_path.write_text(text.replace(*edit))
         cfg = load_config(cfg_path)
         for role in ("server", "client0"):
