@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -288,6 +289,17 @@ def test_example_files_are_the_generators_output_and_are_not_overwritten(
         assert (run_dir / "data" / name).read_text(encoding="utf-8") == shipped
     assert _refused(["setup", "example", "--out", "data"], capsys) == "OutputExistsError"
     assert len(EXAMPLE_FILES) == 6
+
+
+def test_example_files_go_into_the_wheel() -> None:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "data/example/*" in data["tool"]["setuptools"]["package-data"]["securetrees"]
+    assert any(d.startswith("tomli-w") for d in data["project"]["optional-dependencies"]["net"])
 
 
 def test_example_tables_overlap_in_part_with_missing_values_and_text() -> None:
