@@ -2,7 +2,8 @@
 
 The protocols whose key set-up is one party's Paillier key pair:
 
-* Federated Forest: the label holder's key (its labels go out encrypted under it);
+* Federated Forest: the label holder's key (its labels go out encrypted under it); its public key is
+  ``[protocol] label_public_key``, which every client pins;
 * SecureBoost: the active party's key; its public key is ``[protocol] active_public_key``, which
   every passive party pins;
 * HybridTree: the host's key; its public key is ``[protocol] host_public_key``, which every
@@ -38,13 +39,13 @@ class PaillierHolder:
     role: str
     """The role that holds the key pair."""
     public_parameter: str | None
-    """The ``[protocol]`` key its public key goes under (``None``: the protocol sends it in-band)."""
+    """The ``[protocol]`` key its public key goes under (``None``: the protocol sends it in-band only)."""
     checkpoints: bool = False
     """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest)."""
 
 
 PAILLIER_HOLDERS: Final[Mapping[str, PaillierHolder]] = {
-    "federated-forest": PaillierHolder("client", None, checkpoints=True),
+    "federated-forest": PaillierHolder("client", "label_public_key", checkpoints=True),
     "secureboost": PaillierHolder("active", "active_public_key"),
     "hybridtree": PaillierHolder("host", "host_public_key"),
 }

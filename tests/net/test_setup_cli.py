@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from securetrees.cli import main
-from securetrees.errors import CollusionError, InsecureParameterWarning
+from securetrees.errors import CollusionError, InsecureParameterWarning, KeyMismatchError, ParameterError
 from securetrees.net.collusion import ASSUMPTIONS, check_layout
 from securetrees.net.config import load_config
 from securetrees.net.keyfile import open_key_file
@@ -170,6 +170,24 @@ def test_keys_refuse_unknown_protocols_weak_keys_and_overwrites(run_dir: Path,
     assert _refused(["setup", "keys", "federated-forest", "--party", "master", "--out", "k.keys", "--no-paillier",
                      "--checkpoint-key"], capsys) == "OutputExistsError"
     assert (run_dir / "k.keys").read_bytes() == b"existing"
+
+
+def test_federated_forest_clients_pin_the_published_label_key() -> None:
+    """With ``label_public_key`` (what ``setup keys federated-forest`` publishes) a client takes its
+    encrypted labels only under that key; the planted leak: without the pin, a substituted key is taken."""
+    from securetrees.protocols.federated_forest.deploy import public_key_loader
+    from securetrees.testing.paillier import small_keypair
+
+    pk, other = small_keypair(1024)[0], small_keypair(1026)[0]
+    pinned = {"label_public_key": pk.to_bytes().hex()}
+    with pytest.warns(InsecureParameterWarning):
+        assert public_key_loader(pinned, True)(pk.to_bytes()).n == pk.n
+    with pytest.raises(KeyMismatchError, match="label_public_key"):
+        public_key_loader(pinned, True)(other.to_bytes())
+    with pytest.warns(InsecureParameterWarning):
+        assert public_key_loader({}, True)(other.to_bytes()).n == other.n  # unpinned: any key passes
+    with pytest.raises(ParameterError, match="hex"):
+        public_key_loader({"label_public_key": "not hex"}, True)
 
 
 # -- run.toml ------------------------------------------------------------------------------------------
