@@ -9,9 +9,11 @@ demo function takes the remaining command-line arguments and returns an exit
 status.
 
 ``securetrees party`` serves one role of a networked run; ``securetrees operator
-{status,fit,predict,revoke}`` drives the running roles from the operator's machine
+{status,fit,predict,revoke,stop}`` drives the running roles from the operator's machine
 (:mod:`securetrees.net.operate`); ``securetrees federation init|launch`` makes and runs a trial
-with every role on this machine.
+with every role on this machine.  ``securetrees setup ...`` (:mod:`securetrees.setup_command`) makes
+a real run's files, one organisation's step per command: the CA, keys and certificates, protocol
+key material, ``run.toml``.
 
 The command configures :mod:`logging` (the library itself never does): records of the
 ``securetrees`` loggers at ``--log-level`` (default INFO) go to stderr; ``party`` and
@@ -33,6 +35,7 @@ from securetrees.errors import SecureTreesError
 from securetrees.log import configure as configure_logging
 from securetrees.log import get_logger
 from securetrees.log import reset as reset_logging
+from securetrees.setup_command import add_setup_parser
 
 __all__ = ["DEFAULT_DEMO", "LOG_LEVELS", "main"]
 
@@ -88,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     op = sub.add_parser("operator", parents=[logs], help="drive a running federation (needs the net extra)",
                         description="As the run's operator, act on the roles started by 'securetrees party' "
-                                    "on each machine: status, fit, predict (to --out as CSV), revoke (RevFRF).")
-    op.add_argument("action", choices=["status", "fit", "predict", "revoke"])
+                                    "on each machine: status, fit, predict (to --out as CSV), revoke (RevFRF), "
+                                    "stop (every role shuts down).")
+    op.add_argument("action", choices=["status", "fit", "predict", "revoke", "stop"])
     op.add_argument("--config", required=True, help="the run's TOML configuration")
     op.add_argument("--passphrase-file", help="file holding the passphrase of the operator's key "
                     "(else $SECURETREES_PASSPHRASE, else a prompt)")
@@ -122,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--passphrase-dir", help="folder with NAME.pass files (default: pki/ beside the config)")
     launch.add_argument("--log-dir", help="folder of the roles' logs ROLE.log (default: logs/ beside the config)")
     launch.set_defaults(func=_fed_launch)
+    add_setup_parser(sub, logs)
     return parser
 
 
@@ -158,9 +163,13 @@ def _party(args: argparse.Namespace) -> int:
 def _operator(args: argparse.Namespace) -> int:
     _net()
     from securetrees.net.config import load_config
-    from securetrees.net.operate import run_step, status, write_csv
+    from securetrees.net.operate import run_step, status, stop, write_csv
 
     config = load_config(args.config)
+    if args.action == "stop":
+        asked = stop(config, args.passphrase_file, timeout=5.0 if args.timeout is None else args.timeout)
+        print(f"stop: asked {', '.join(asked) or 'no role (none reachable)'} to shut down")
+        return 0
     if args.action == "status":
         report = status(config, args.passphrase_file, timeout=5.0 if args.timeout is None else args.timeout)
         for role, info in report.items():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 __all__ = [
     "AuthenticationError",
+    "CertificateRequestError",
+    "CollusionError",
     "DecodeError",
     "DuplicateIdError",
     "EncodingOverflowError",
@@ -150,6 +152,16 @@ class UnknownKeyError(ParameterError):
 
 class UnsupportedActionError(ParameterError):
     """An operator action the run's protocol does not offer (e.g. ``revoke`` outside RevFRF)."""
+
+
+class CollusionError(ParameterError):
+    """A run layout in which one organisation hosts two roles that the protocol's threat model
+    requires to be held by different organisations (e.g. RevFRF's CS and CC)."""
+
+
+class CertificateRequestError(ParameterError):
+    """A certificate signing request the run's CA refuses: its signature does not verify, or its
+    common name and single DNS name are not one and the same valid party name."""
 
 
 class TableError(ParameterError):

@@ -3,10 +3,12 @@
 Roles: ``master`` and ``client0 … client{k-1}``; each client reads its own table
 (``securetrees.net.tables``: ``data`` and ``test_data`` in its configuration section, the
 client naming ``label`` holds the labels; ``[protocol] feature_ids`` lists each client's global
-feature ids).  Before training, the clients align their rows by private set intersection led by
-the label holder (``securetrees.net.alignment``; ``alignment = "hmac-trusted"`` keeps the
-shared-key HMAC of the trusted setting instead, ``specs/deployment.md``).  The operator drives
-the roles with control requests (``securetrees.net.control``):
+feature ids; ``label_public_key``, optional, is the label holder's Paillier public key in hex, which
+every client then pins and the label holder checks against its key file).  Before training, the
+clients align their rows by private set intersection led by the label holder
+(``securetrees.net.alignment``; ``alignment = "hmac-trusted"`` keeps the shared-key HMAC of the
+trusted setting instead, ``specs/deployment.md``).  The operator drives the roles with control
+requests (``securetrees.net.control``):
 
 * ``align_use`` / ``align_run`` / ``align_done`` (clients): the alignment phase;
 * ``fit`` / ``resume`` (master): train, or finish an interrupted training from the
@@ -30,7 +32,7 @@ test rows written to each party's own CSV files), the same run the one-process
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, ProtocolError, TableError
+from securetrees.errors import KeyMismatchError, ParameterError, ProtocolError, TableError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import (
@@ -79,7 +81,8 @@ PREDICT_ONLY = True
 
 PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
                         "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",
-                        "paillier_mode", "checkpoint_dir", "prediction", "n_jobs", "trusted_workers"})
+                        "paillier_mode", "checkpoint_dir", "prediction", "n_jobs", "trusted_workers",
+                        "label_public_key"})
 """The ``[protocol]`` keys of a Federated Forest run."""
 
 
@@ -240,6 +243,11 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         if "paillier_key" in secrets:
             keypair = open_paillier(secrets, "paillier_key", passphrase, role=role,
                                     allow_insecure=bool(p.get("allow_insecure")))
+            pinned = _pinned(p)
+            if pinned is not None and keypair[0].to_bytes() != pinned:
+                raise KeyMismatchError(f"{role}'s key file holds another key than [protocol] label_public_key")
+        elif _pinned(p) is not None:
+            raise ParameterError(f"[protocol] label_public_key is set but {role}'s key file has no paillier_key")
         n_classes = int(p.get("n_classes", 0))
         labels = LabelSpec(encode_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
                            allow_insecure=bool(p.get("allow_insecure", False)), keypair=keypair,
@@ -253,6 +261,31 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         client._test, client._own_test_ids = (test.X, test_ids), test.ids
     _keep(client, config, passphrase)
     return client
+
+
+def _pinned(params: Mapping[str, Any]) -> bytes | None:
+    """``[protocol] label_public_key`` (hex), the label holder's published Paillier public key, or ``None``."""
+    value = params.get("label_public_key")
+    if value is None:
+        return None
+    try:
+        return bytes.fromhex(str(value))
+    except ValueError:
+        raise ParameterError("label_public_key must be the label holder's public key in hex") from None
+
+
+def public_key_loader(params: Mapping[str, Any], insecure: bool) -> Callable[[bytes], PublicKey]:
+    """How a client reads the label holder's public key from its encrypted labels: with ``[protocol]
+    label_public_key`` (``securetrees setup keys`` publishes it), only that key is accepted
+    (:class:`KeyMismatchError` otherwise, before any ciphertext is used)."""
+    pinned = _pinned(params)
+
+    def loader(raw: bytes) -> PublicKey:
+        if pinned is not None and raw != pinned:
+            raise KeyMismatchError("the label holder's public key is not [protocol] label_public_key")
+        return PublicKey.from_bytes(raw, allow_insecure=insecure)
+
+    return loader
 
 
 def _shared_id_key(secrets: dict[str, bytes], role: str) -> bytes:
@@ -276,9 +309,7 @@ def _client(role: str, config: RunConfig, network: Network, X: FloatArray, ids: 
     p = config.params
     insecure = bool(p.get("allow_insecure", False))
 
-    def loader(b: bytes) -> PublicKey:
-        return PublicKey.from_bytes(b, allow_insecure=insecure)
-
+    loader = public_key_loader(p, insecure)
     client = DeployedClient(
         role, network, X, ids, feature_ids, id_key, categorical=table.schema.categorical_mask(),
         labels=labels, paillier_mode=p.get("paillier_mode", "djn"), public_key_loader=loader,

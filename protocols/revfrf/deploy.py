@@ -1,6 +1,7 @@
 """RevFRF as networked services: CS, CC, KGC, each participant and a requester, one process each.
 
-Key set-up is offline (paper §5.2): :func:`prepare` plays the KGC once, seals each
+Key set-up is offline (paper §5.2, :func:`issue_keys`; across organisations ``securetrees setup kgc``,
+:func:`write_key_files`): :func:`prepare` plays the KGC once, seals each
 party's keys into its own key file (DT-PKC weak key, the CS's or CC's strong-key
 share, a participant's Ed25519 seed, the session id) and writes the public
 directory and the Ed25519 verification keys into ``run.toml``.  The KGC service
@@ -59,6 +60,7 @@ from securetrees.net.alignment import AlignmentPlan, align, align_party, align_t
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import save_output
+from securetrees.net.keyfile import write_key_file
 from securetrees.net.models import (
     ModelFile,
     SavesModel,
@@ -69,6 +71,7 @@ from securetrees.net.models import (
     save_models,
 )
 from securetrees.net.tables import encode_labels, party_tables, test_table
+from securetrees.net.tls import check_name
 from securetrees.net.trial import TrialPlan, deal_rows, table_frame, vertical_tables, write_trial
 from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
 from securetrees.protocols.revfrf.cc import ComputationServer
@@ -95,8 +98,8 @@ from securetrees.signing import SigningKey, make_roster
 from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
 
-__all__ = ["PARAMETERS", "PREDICT_ONLY", "fit", "make_role", "model_roles", "predict", "prepare", "revoke", "run_job",
-           "trial"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "fit", "issue_keys", "make_role", "model_roles", "predict", "prepare",
+           "revoke", "run_job", "trial", "write_key_files"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -524,6 +527,58 @@ def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]
     return results
 
 
+def issue_keys(kgc: KGC, participants: Sequence[str], requesters: Sequence[str]
+               ) -> tuple[dict[str, Any], dict[str, dict[str, bytes]]]:
+    """The KGC's offline key set-up (paper §5.2): each party's key-file items and the public
+    ``[protocol]`` parameters.
+
+    Every party (CS, CC, participants, requesters) gets a DT-PKC weak key; the CS and the CC each one
+    strong-key share (the KGC then forgets the strong key); each participant an Ed25519 signing seed;
+    the CS, CC, KGC and participants the run's session id.  Public: ``directory`` (every weak public
+    key) and ``verify_keys`` (the participants' Ed25519 verification keys).  Reveals nothing secret:
+    each party's items go only into its own key file."""
+    verify_keys, signing = make_roster(list(participants))
+    weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *participants, *requesters]}
+    s1, s2 = kgc.strong_shares()
+    kgc.forget_strong_key()
+    session = SYSTEM_RANDOM.token_bytes(16)
+    secrets: dict[str, dict[str, bytes]] = {
+        "cs": {"share": secret_key_bytes(s1), "weak": secret_key_bytes(weak["cs"]), "session": session},
+        "cc": {"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session},
+        "kgc": {"session": session},
+        **{u: {"weak": secret_key_bytes(weak[u]), "signing_seed": signing[u].seed(), "session": session}
+           for u in participants},
+        **{r: {"weak": secret_key_bytes(weak[r])} for r in requesters}}
+    public = {"directory": {k: encode_public_key(sk.public).hex() for k, sk in weak.items()},
+              "verify_keys": {u: v.hex() for u, v in verify_keys.items()}}
+    return public, secrets
+
+
+def write_key_files(out_dir: str | Path, participants: Sequence[str], requesters: Sequence[str],
+                    passphrases: Mapping[str, bytes], *, key_bits: int = 2048, allow_insecure: bool = False
+                    ) -> dict[str, Any]:
+    """``securetrees setup kgc``: a fresh KGC's set-up (:func:`issue_keys`), each party's items sealed
+    under its own passphrase into ``out_dir/NAME.keys``; returns the public ``[protocol]`` parameters
+    (with ``participants``, ``requesters`` and, for keys under 2048 bits, ``allow_insecure``)."""
+    names = [*participants, *requesters]
+    for name in names:
+        check_name(name)
+    if len(set(names)) != len(names) or {"cs", "cc", "kgc"} & set(names):
+        raise ParameterError("participants and requesters need distinct names other than cs, cc and kgc")
+    if not participants:
+        raise ParameterError("RevFRF needs at least one participant")
+    kgc = KGC.setup(key_bits, allow_insecure=allow_insecure)
+    public, secrets = issue_keys(kgc, participants, requesters)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, items in secrets.items():
+        write_key_file(out / f"{name}.keys", name, items, passphrases[name])
+    params = {"participants": list(participants), "requesters": list(requesters), **public}
+    if key_bits < 2048:
+        params["allow_insecure"] = True
+    return params
+
+
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: Sequence[Sequence[int]], *,
             X_test: npt.ArrayLike, settings: dict[str, Any], kgc: KGC | None = None, key_bits: int = 2048,
             allow_insecure: bool = False, base_port: int = 0, names: Sequence[str] | None = None,
@@ -547,35 +602,28 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     cols = list(names) if names is not None else [f"x{j}" for j in range(Xa.shape[1])]
     cats = {k: [str(v) for v in vs] for k, vs in (categories or {}).items()}
     kgc = kgc if kgc is not None else KGC.setup(key_bits, allow_insecure=allow_insecure)
-    verify_keys, signing = make_roster(names_)
-    weak = {name: kgc.issue_weak_key(name) for name in ["cs", "cc", *names_, "requester"]}
-    s1, s2 = kgc.strong_shares()
-    kgc.forget_strong_key()
-    session = SYSTEM_RANDOM.token_bytes(16)
+    public, secrets = issue_keys(kgc, names_, ["requester"])
     ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
     rows = deal_rows(Xa.shape[0], [*names_, "cs"], lacking=lacking, rng=rng)
     test_rows = deal_rows(Xt.shape[0], names_, lacking=min(lacking, (Xt.shape[0] - 1) // len(names_)), rng=rng)
 
     params = {**settings, "participants": names_, "columns": [list(c) for c in parts], "requesters": ["requester"],
-              "n_features": Xa.shape[1], "allow_insecure": allow_insecure or kgc.params.bits < 2048,
-              "directory": {k: encode_public_key(sk.public).hex() for k, sk in weak.items()},
-              "verify_keys": {u: v.hex() for u, v in verify_keys.items()}}
+              "n_features": Xa.shape[1], **public, "allow_insecure": allow_insecure or kgc.params.bits < 2048}
     plan = TrialPlan(protocol="revfrf", params=params)
     r = rows["cs"]
     plan.add("cs", role=CentralServer.role,
              tables={"data": table_frame([ids[k] for k in r], Xa[r][:, :0], [], label=("label", ya[r].tolist()))},
              options={"label": "label"},
-             secrets={"share": secret_key_bytes(s1), "weak": secret_key_bytes(weak["cs"]), "session": session})
-    plan.add("cc", role=ComputationServer.role,
-             secrets={"share": secret_key_bytes(s2), "weak": secret_key_bytes(weak["cc"]), "session": session})
-    plan.add("kgc", role=KeyCentre.role, secrets={"session": session})
+             secrets=secrets["cs"])
+    plan.add("cc", role=ComputationServer.role, secrets=secrets["cc"])
+    plan.add("kgc", role=KeyCentre.role, secrets=secrets["kgc"])
     for u, part in zip(names_, parts, strict=True):
         tables, own = vertical_tables(ids, test_ids, Xa, Xt, rows[u], test_rows[u], part, cols, categories=cats)
         plan.add(u, role=Participant.role, options={"categories": own} if own else None, tables=tables,
-                 secrets={"weak": secret_key_bytes(weak[u]), "signing_seed": signing[u].seed(), "session": session})
+                 secrets=secrets[u])
     plan.add("requester", role=Requester.role, options={"categories": cats} if cats else None,
              tables={"data": table_frame(test_ids, Xt, cols, categories=cats)},
-             secrets={"weak": secret_key_bytes(weak["requester"])})
+             secrets=secrets["requester"])
     return write_trial(out_dir, plan, base_port=base_port)
 
 

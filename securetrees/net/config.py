@@ -9,6 +9,8 @@
     job = "fit"                    # or "predict": load each party's model part, predict only
     model_dir = "models"           # where each party keeps its model part (NAME.model)
     retries = 3
+    assumption = "the CS and the CC do not collude; ..."   # informative: the protocol's non-collusion
+                                   # assumption (securetrees.net.collusion), written by `securetrees setup run`
 
     [tls]
     ca = "pki/ca.pem"              # the CA bundle: one CA, or several (e.g. one per organisation)
@@ -22,6 +24,8 @@
     data = "data/cs.csv"           # this party's own data (optional): CSV or Parquet with an id
                                    # column (securetrees.net.tables: test_data, id_column, label,
                                    # columns, categories), or arrays (.npz)
+    organisation = "bank-a"        # optional: who hosts the party; one organisation may not host two
+                                   # roles the protocol's non-collusion assumption holds apart
     issuer = "4c…"                 # the CA allowed to issue "cs" (SHA-256 of its DER); required
                                    # when ca.pem holds several CAs
     fingerprint = "9f…"            # optional: pin the certificate (SHA-256 of its DER)
@@ -53,8 +57,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import tomli_w
+
 from securetrees import plugins
 from securetrees.errors import ParameterError, TypeMismatchError, UnknownKeyError
+from securetrees.net.collusion import check_layout
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.tls import check_fingerprint, check_name
 from securetrees.net.transport import Peer, TransportOptions
@@ -73,14 +80,14 @@ PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, n
 SECTIONS: Final = frozenset({"run", "tls", "parties", "protocol"})
 """The tables a run configuration may hold."""
 RUN_KEYS: Final = frozenset({"protocol", "operator", "deadline", "retries", "backoff", "keepalive", "job",
-                             "model_dir"})
+                             "model_dir", "assumption"})
 JOBS: Final = ("fit", "predict")
 """``[run] job``: train (the default; each party saves its model part), or load those parts and
 predict only (``securetrees.net.models``)."""
 TLS_KEYS: Final = frozenset({"ca"})
 _TABLE_KEYS = ("id_column", "label", "columns", "categories")
 PARTY_KEYS: Final = frozenset({"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer",
-                               "test_data", *_TABLE_KEYS})
+                               "test_data", "organisation", *_TABLE_KEYS})
 """The keys of a roster entry (no secret: passphrases never go in the configuration)."""
 
 
@@ -124,6 +131,8 @@ class PartyConfig:
     test_data: Path | None = None
     table: dict[str, Any] = field(default_factory=dict)
     """How to read the data table: ``id_column``, ``label``, ``columns``, ``categories``."""
+    organisation: str | None = None
+    """Who hosts the party (``securetrees.net.collusion`` checks the protocol's assumption)."""
 
 
 
@@ -224,7 +233,8 @@ def load_config(path: str | Path) -> RunConfig:
                                     path_of(t, "secrets", where, False), path_of(t, "data", where, False),
                                     None if pin is None else check_fingerprint(pin, f"{where} fingerprint"),
                                     None if issuer is None else check_fingerprint(issuer, f"{where} issuer"),
-                                    path_of(t, "test_data", where, False), {k: t[k] for k in _TABLE_KEYS if k in t})
+                                    path_of(t, "test_data", where, False), {k: t[k] for k in _TABLE_KEYS if k in t},
+                                    _str(t, "organisation", where, required=False))
     operator = str(_str(run, "operator", f"{p} [run]"))
     if operator not in parties:
         raise ParameterError(f"{p}: the operator {operator!r} has no [parties.{operator}] entry")
@@ -236,6 +246,8 @@ def load_config(path: str | Path) -> RunConfig:
         raise ParameterError(f"{p}: [protocol] must be a table")
     protocol = str(_str(run, "protocol", f"{p} [run]"))
     check_keys(params, protocol_parameters(protocol), "protocol", str(p))
+    check_layout(protocol, {n: q.role for n, q in parties.items()},
+                 {n: q.organisation for n, q in parties.items() if q.organisation is not None})
     job = str(_str(run, "job", f"{p} [run]", required=False) or "fit")
     if job not in JOBS:
         raise ParameterError(f"{p}: [run] job is one of {JOBS}, not {job!r}")
@@ -262,32 +274,18 @@ def read_passphrase(role: str, passphrase_file: str | Path | None) -> bytes:
     return raw
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _without_none(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _without_none(x) for k, x in v.items() if x is not None}
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):  # an inline table
-        return "{" + ", ".join(f"{_toml_value(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    raise ParameterError(f"cannot write {type(v).__name__} to TOML")
+        return [_without_none(x) for x in v]
+    return v
 
 
 def dump_toml(doc: Mapping[str, Mapping[str, Any]]) -> str:
-    """TOML text for a two-level document (tables of scalars/lists; ``parties`` holds sub-tables)."""
-    lines: list[str] = []
-    for table, body in doc.items():
-        scalars = {k: v for k, v in body.items() if not isinstance(v, dict)}
-        subs = {k: v for k, v in body.items() if isinstance(v, dict)}
-        if scalars or not subs:
-            lines.append(f"[{table}]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items() if v is not None]
-            lines.append("")
-        for name, sub in subs.items():
-            lines.append(f"[{table}.{name}]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in sub.items() if v is not None]
-            lines.append("")
-    return "\n".join(lines)
+    """TOML text of a run configuration (tomli-w); keys whose value is ``None`` are left out (TOML
+    has no null).  :class:`ParameterError` for a value TOML cannot hold."""
+    try:
+        return tomli_w.dumps(_without_none(doc))
+    except TypeError as exc:
+        raise ParameterError(f"cannot write the configuration as TOML: {exc}") from exc

@@ -13,6 +13,10 @@ and runs one action per command:
     protocol without it refuses with :class:`UnsupportedActionError`.  The roles keep their state
     between commands, so ``fit`` then ``predict`` are two invocations.
 
+``stop``
+    every role's ``shutdown`` control action: each process stops serving and exits (the
+    graceful end of ``securetrees party``).
+
 Predictions are written as CSV (:func:`write_csv`).  The operator logs its steps (wall time,
 bytes, rounds) like every role.
 """
@@ -34,9 +38,9 @@ from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.service import job_module, network_for
 
-__all__ = ["ACTIONS", "connect", "run_step", "status", "write_csv"]
+__all__ = ["ACTIONS", "connect", "run_step", "status", "stop", "write_csv"]
 
-ACTIONS: Final = ("fit", "predict", "revoke", "status")
+ACTIONS: Final = ("fit", "predict", "revoke", "status", "stop")
 
 _log = get_logger("net.operate")
 
@@ -64,6 +68,22 @@ def status(config: RunConfig, passphrase_file: str | Path | None, *, timeout: fl
             except PartyUnavailable as exc:
                 out[role] = {"reachable": "no", "error": str(exc)}
     return out
+
+
+def stop(config: RunConfig, passphrase_file: str | Path | None, *, timeout: float = 5.0) -> list[str]:
+    """Ask every reachable role to shut down (its ``shutdown`` control action); returns the roles
+    asked.  A role that does not answer within ``timeout`` seconds is left alone (it may be down)."""
+    asked = []
+    with network_for(config, config.operator, read_passphrase(config.operator, passphrase_file)) as net:
+        operator = Operator(config.operator, net)
+        for role in config.roles:
+            try:
+                net.wait_for([role], timeout)
+            except PartyUnavailable:
+                continue
+            operator.control(role, "shutdown")
+            asked.append(role)
+    return asked
 
 
 def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None, *, method: str | None = None,

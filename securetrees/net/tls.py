@@ -32,8 +32,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from securetrees.errors import AuthenticationError, ParameterError
 
-__all__ = ["DEPLOYABLE_NAME", "TlsIdentity", "bind_issuers", "check_fingerprint", "fingerprint", "issued_by",
-           "load_ca_bundle", "load_identity", "make_test_pki"]
+__all__ = ["DEPLOYABLE_NAME", "TlsIdentity", "bind_issuers", "ca_certificate", "check_fingerprint", "encrypted_key",
+           "fingerprint", "issued_by", "load_ca_bundle", "load_identity", "make_test_pki", "party_certificate"]
 
 DEPLOYABLE_NAME: Final = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 """Names a networked party may have: one DNS label (the certificate's subject alternative name)."""
@@ -155,44 +155,66 @@ def _encrypted(key: ec.EllipticCurvePrivateKey, passphrase: bytes) -> bytes:
                              serialization.BestAvailableEncryption(passphrase))
 
 
+def ca_certificate(key: ec.EllipticCurvePrivateKey, name: str, *,
+                   validity: datetime.timedelta = _VALIDITY) -> x509.Certificate:
+    """A self-signed CA certificate for ``key`` (signs party certificates only: path length 0)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(name)).issuer_name(_name(name))
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+
+
+def party_certificate(name: str, public_key: ec.EllipticCurvePublicKey, ca_cert: x509.Certificate,
+                      ca_key: ec.EllipticCurvePrivateKey, *,
+                      validity: datetime.timedelta = _VALIDITY) -> x509.Certificate:
+    """The certificate of party ``name`` (CN and the one DNS SAN: the name; TLS server and client
+    use), signed directly by the CA."""
+    check_name(name)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(name)).issuer_name(ca_cert.subject)
+        .public_key(public_key).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + validity)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                              ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+
+def encrypted_key(key: ec.EllipticCurvePrivateKey, passphrase: bytes) -> bytes:
+    """``key`` as PKCS#8 PEM under ``passphrase`` (the best encryption pyca/cryptography offers)."""
+    return _encrypted(key, passphrase)
+
+
 def make_test_pki(names: list[str], out_dir: str | Path, passphrases: dict[str, bytes],
                   *, ca_name: str = "securetrees test CA") -> dict[str, tuple[Path, Path]]:
     """A fresh CA (``ca.pem``; its key is discarded) and, for each name, ``NAME.crt`` and
     ``NAME.key`` (encrypted under ``passphrases[NAME]``).  Returns ``{name: (cert, key)}``.
 
-    For local trials and tests only: a real federation's CA is kept by whoever runs it.
+    For local trials and tests only: a real federation's CA is kept by whoever runs it
+    (``securetrees setup ca``, :mod:`securetrees.net.pki`).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(ca_name)).issuer_name(_name(ca_name))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert = ca_certificate(ca_key, ca_name)
     (out / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     paths: dict[str, tuple[Path, Path]] = {}
     for name in names:
         check_name(name)
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name)).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
+        cert = party_certificate(name, key.public_key(), ca_cert, ca_key)
         cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path.write_bytes(_encrypted(key, passphrases[name]))

@@ -13,6 +13,8 @@ the outputs' form), not against the facade's figures.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ pytest.importorskip("grpc")
 from securetrees import cli
 from securetrees.datasets import load_adult
 from securetrees.errors import DecodeError, ParameterError, TableError, UnknownKeyError
-from securetrees.net.config import load_config, read_passphrase
+from securetrees.net.config import dump_toml, load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.service import launch, network_for
 from securetrees.net.trial import table_frame
@@ -36,6 +38,11 @@ from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_ta
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork
 from securetrees.trees import persistence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 SETTINGS: dict[str, Any] = {"n_estimators": 3, "max_depth": 4, "random_state": 5, "secure_aggregation": True,
                             "histogram": "fixed"}
@@ -230,11 +237,18 @@ def test_parameters_are_checked(adult: tuple[list[ClientSplit], dict[str, Any], 
     cfg_path.write_text(text.replace("[protocol]\n", "[protocol]\nn_estimator = 3\n"))
     with pytest.raises(UnknownKeyError, match="unknown key 'n_estimator' in \\[protocol\\]"):
         load_config(cfg_path)  # refused before any role is built (the deployment's PARAMETERS)
-    for edit, match in [(('classes = ["<=50K", ">50K"]\n', ""), "lacks \\['classes'\\]"),
-                        (("max_depth = 4\n", "max_depth = 0\n"), "max_depth must be a positive int"),
-                        (('sex = ["Female", "Male"]\n', 'sex = ["Female", "Female"]\n'), "not distinct"),
-                        (('sex = ["Female", "Male"]\n', 'gender = ["Female", "Male"]\n'), "'gender', which is not")]:
-        cfg_path.write_text(text.replace(*edit))
+    def rename_sex(protocol: dict[str, Any]) -> None:
+        protocol["categories"]["gender"] = protocol["categories"].pop("sex")
+
+    edits: list[tuple[Callable[[dict[str, Any]], None], str]] = [
+        (lambda protocol: protocol.pop("classes"), "lacks \\['classes'\\]"),
+        (lambda protocol: protocol.update(max_depth=0), "max_depth must be a positive int"),
+        (lambda protocol: protocol["categories"].update(sex=["Female", "Female"]), "not distinct"),
+        (rename_sex, "'gender', which is not")]
+    for edit, match in edits:
+        doc = tomllib.loads(text)
+        edit(doc["protocol"])
+        cfg_path.write_text(dump_toml(doc))
         for role in ("server", "client0"):
             with pytest.raises(ParameterError, match=match):
                 _make(cfg_path, role)

@@ -117,7 +117,9 @@ def test_parameters_are_checked(adult: AdultHybrid, keys: Any, tmp_path: Path) -
     for bad, match in [("mode = \"fast\"\n", "unknown mode"),
                        ("guests = [\"guest0\", \"guest1\"]\n", "at least 3 guests")]:
         if bad.startswith("guests"):
-            cfg_path.write_text(text.replace('guests = ["guest0", "guest1", "guest2"]\n', bad))
+            guests = 'guests = [\n    "guest0",\n    "guest1",\n    "guest2",\n]\n'  # as tomli-w writes it
+            assert guests in text
+            cfg_path.write_text(text.replace(guests, bad))
         else:
             cfg_path.write_text(text.replace("[protocol]\n", "[protocol]\n" + bad))
         cfg = load_config(cfg_path)

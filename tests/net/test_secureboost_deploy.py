@@ -204,7 +204,9 @@ def test_parameters_and_keys_are_checked(adult: Any, keys: Any, other: Any, tmp_
         for role in ("active", "passive0"):
             with pytest.raises(ParameterError, match=match):
                 build(role, cfg)
-    cfg_path.write_text(text.replace('passives = ["passive0", "passive1"]', "passives = []"))
+    passives = 'passives = [\n    "passive0",\n    "passive1",\n]'  # as tomli-w writes it
+    assert passives in text
+    cfg_path.write_text(text.replace(passives, "passives = []"))
     with pytest.raises(ParameterError, match="one or more distinct"):
         build("passive0", load_config(cfg_path))
     cfg_path.write_text(text)

@@ -1,0 +1,101 @@
+"""A party's protocol key material, sealed into its key file (``securetrees setup keys``).
+
+The protocols whose key set-up is one party's Paillier key pair:
+
+* Federated Forest: the label holder's key (its labels go out encrypted under it); its public key is
+  ``[protocol] label_public_key``, which every client pins;
+* SecureBoost: the active party's key; its public key is ``[protocol] active_public_key``, which
+  every passive party pins;
+* HybridTree: the host's key; its public key is ``[protocol] host_public_key``, which every
+  guest pins.
+
+:func:`paillier_keys` makes the pair (:func:`securetrees.paillier.generate_keypair`), seals the
+private key in the party's key file as ``paillier_key`` exactly as the deployments' trials do
+(:func:`securetrees.net.deployment.seal_paillier` inside :func:`securetrees.net.keyfile.write_key_file`),
+and returns the public ``[protocol]`` parameters to merge into ``run.toml`` (``securetrees setup run
+--params``).  RevFRF's set-up is the KGC's, for every party at once (``securetrees setup kgc``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from securetrees.errors import OutputExistsError, ParameterError
+from securetrees.net.config import dump_toml
+from securetrees.net.deployment import seal_paillier
+from securetrees.net.keyfile import write_key_file
+from securetrees.net.tls import check_name
+from securetrees.paillier import generate_keypair
+from securetrees.rand import SYSTEM_RANDOM
+
+__all__ = ["PAILLIER_HOLDERS", "PaillierHolder", "paillier_keys", "write_public"]
+
+
+@dataclass(frozen=True)
+class PaillierHolder:
+    role: str
+    """The role that holds the key pair."""
+    public_parameter: str | None
+    """The ``[protocol]`` key its public key goes under (``None``: the protocol sends it in-band only)."""
+    checkpoints: bool = False
+    """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest)."""
+
+
+PAILLIER_HOLDERS: Final[Mapping[str, PaillierHolder]] = {
+    "federated-forest": PaillierHolder("client", "label_public_key", checkpoints=True),
+    "secureboost": PaillierHolder("active", "active_public_key"),
+    "hybridtree": PaillierHolder("host", "host_public_key"),
+}
+
+
+def paillier_keys(protocol: str, party: str, out: str | Path, passphrase: bytes, *, bits: int = 2048,
+                  allow_insecure: bool = False, checkpoint_key: bool = False, paillier: bool = True,
+                  force: bool = False) -> dict[str, Any]:
+    """Make ``party``'s Paillier key pair for ``protocol`` and seal it into the key file ``out``
+    (with a fresh 32-byte ``checkpoint_key`` when asked and the protocol checkpoints); returns the
+    public ``[protocol]`` parameters (the public key in hex under the protocol's key, ``key_bits``,
+    and ``allow_insecure`` for a key under 2048 bits).  ``paillier=False`` writes the checkpoint key
+    alone (a Federated Forest party that holds no labels)."""
+    holder = PAILLIER_HOLDERS.get(protocol)
+    if holder is None:
+        raise ParameterError(f"{protocol!r} has no Paillier key set-up; the protocols that do: "
+                             f"{', '.join(sorted(PAILLIER_HOLDERS))} (RevFRF: securetrees setup kgc)")
+    check_name(party)
+    if checkpoint_key and not holder.checkpoints:
+        raise ParameterError(f"{protocol} keeps no checkpoints, so its key files hold no checkpoint_key")
+    if not paillier and not checkpoint_key:
+        raise ParameterError("nothing to write: no Paillier key and no checkpoint key")
+    target = Path(out)
+    if target.exists() and not force:
+        raise OutputExistsError(f"refusing to overwrite {target} (--force replaces it)")
+    if bits < 2048 and not allow_insecure:
+        raise ParameterError(f"a {bits}-bit key is insecure: use 2048 bits or more (--insecure-1024 for a trial)")
+    items: dict[str, bytes] = {}
+    params: dict[str, Any] = {}
+    if paillier:
+        public, private = generate_keypair(bits, allow_insecure=allow_insecure)
+        items["paillier_key"] = seal_paillier(private)(passphrase)
+        params["key_bits"] = bits
+        if bits < 2048:
+            params["allow_insecure"] = True
+        if holder.public_parameter is not None:
+            params[holder.public_parameter] = public.to_bytes().hex()
+    if checkpoint_key:
+        items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_key_file(target, party, items, passphrase)
+    return params
+
+
+def write_public(path: str | Path, params: Mapping[str, Any], *, force: bool = False) -> Path:
+    """Write public ``[protocol]`` parameters as a TOML file (``securetrees setup run --params`` reads it)."""
+    target = Path(path)
+    if target.exists() and not force:
+        raise OutputExistsError(f"refusing to overwrite {target} (--force replaces it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("# public [protocol] parameters: no secret; merge with securetrees setup run --params\n"
+                      + dump_toml({"protocol": dict(params)}), encoding="utf-8")
+    return target

@@ -1,0 +1,180 @@
+"""The run's certificate authority and the parties' certificates, as files (``securetrees setup``).
+
+A real federation's PKI in four steps, each one organisation's, no tool but this library:
+
+* :func:`make_ca`: the run's CA (or one organisation's own CA): ``ca.key`` (PKCS#8, encrypted under
+  the CA's passphrase) and ``ca.pem``; the CA's SHA-256 fingerprint is what every roster entry it
+  issues gives as ``issuer`` (:func:`securetrees.net.tls.bind_issuers`);
+* :func:`make_request`: a party makes its own key (encrypted under its passphrase; it never leaves
+  its machine) and a certificate signing request whose common name and one DNS name are its name;
+* :func:`sign_request`: the CA checks the request (its signature, and CN = DNS SAN = one valid party
+  name, else :class:`~securetrees.errors.CertificateRequestError`) and issues the certificate
+  (:func:`securetrees.net.tls.party_certificate`, the same form the test PKI makes);
+* :func:`issue`: for a party the CA's organisation hosts itself, key and certificate in one go.
+
+Keys are ECDSA P-256.  Nothing here overwrites a file (:class:`~securetrees.errors.OutputExistsError`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from securetrees.errors import CertificateRequestError, OutputExistsError, ParameterError
+from securetrees.net.tls import (
+    DEPLOYABLE_NAME,
+    ca_certificate,
+    check_name,
+    encrypted_key,
+    fingerprint,
+    party_certificate,
+)
+
+__all__ = ["DEFAULT_DAYS", "issue", "load_ca", "make_ca", "make_request", "request_name", "sign_request"]
+
+DEFAULT_DAYS = 365
+"""Validity of the certificates these commands make, in days (``--days``)."""
+
+
+def _fresh(*paths: Path) -> None:
+    taken = [str(p) for p in paths if p.exists()]
+    if taken:
+        raise OutputExistsError(f"refusing to overwrite {', '.join(taken)}")
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    path.chmod(0o600)
+
+
+def _write_public(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _days(days: int) -> datetime.timedelta:
+    if not isinstance(days, int) or not 1 <= days <= 3650:
+        raise ParameterError(f"certificate validity is 1 to 3650 days, got {days!r}")
+    return datetime.timedelta(days=days)
+
+
+def make_ca(out_dir: str | Path, passphrase: bytes, *, name: str = "securetrees run CA",
+            days: int = DEFAULT_DAYS) -> tuple[Path, Path, str]:
+    """Write ``ca.key`` (encrypted) and ``ca.pem`` into ``out_dir``; returns their paths and the
+    CA's fingerprint (the ``issuer`` of the names it issues)."""
+    if not name.strip():
+        raise ParameterError("the CA needs a name")
+    out = Path(out_dir)
+    cert_path, key_path = out / "ca.pem", out / "ca.key"
+    _fresh(cert_path, key_path)
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = encrypted_key(key, passphrase)
+    cert = ca_certificate(key, name, validity=_days(days)).public_bytes(serialization.Encoding.PEM)
+    _write_private(key_path, pem)
+    _write_public(cert_path, cert)
+    return cert_path, key_path, fingerprint(cert)
+
+
+def load_ca(cert_path: str | Path, key_path: str | Path, passphrase: bytes
+            ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """The CA's certificate and key; :class:`ParameterError` for unreadable files, a wrong passphrase,
+    a certificate that is not a CA, or a key that is not the certificate's."""
+    try:
+        cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
+        raw = Path(key_path).read_bytes()
+    except (OSError, ValueError) as exc:
+        raise ParameterError(f"cannot read the CA's certificate or key: {exc}") from exc
+    try:
+        key = serialization.load_pem_private_key(raw, password=passphrase)
+    except (ValueError, TypeError) as exc:
+        raise ParameterError("cannot open the CA's key (wrong passphrase?)") from exc
+    try:
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca or not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ParameterError(f"{cert_path} is not a CA certificate with an EC key")
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
+        raise ParameterError(f"{key_path} is not the key of {cert_path}")
+    return cert, key
+
+
+def make_request(name: str, out_dir: str | Path, passphrase: bytes) -> tuple[Path, Path]:
+    """A party's own key ``NAME.key`` (encrypted) and request ``NAME.csr`` (CN = DNS SAN = ``name``)."""
+    check_name(name)
+    out = Path(out_dir)
+    key_path, csr_path = out / f"{name}.key", out / f"{name}.csr"
+    _fresh(key_path, csr_path)
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = encrypted_key(key, passphrase)
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+           .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+           .sign(key, hashes.SHA256()))
+    _write_private(key_path, pem)
+    _write_public(csr_path, csr.public_bytes(serialization.Encoding.PEM))
+    return key_path, csr_path
+
+
+def request_name(csr: x509.CertificateSigningRequest) -> str:
+    """The party name a request asks for: its one CN, equal to its one DNS SAN and a valid name;
+    :class:`CertificateRequestError` otherwise (or when its signature does not verify)."""
+    if not csr.is_signature_valid:
+        raise CertificateRequestError("the request's signature does not verify")
+    cns = [str(a.value) for a in csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    try:
+        sans = csr.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+    except x509.ExtensionNotFound:
+        sans = []
+    if len(cns) != 1 or sans != cns:
+        raise CertificateRequestError(f"the request's common name {cns} and DNS names {sans} must be one and "
+                                      "the same party name")
+    if not DEPLOYABLE_NAME.match(cns[0]):
+        raise CertificateRequestError(f"{cns[0]!r} is not a party name (one lower-case DNS label)")
+    return cns[0]
+
+
+def sign_request(csr_path: str | Path, ca_cert: str | Path, ca_key: str | Path, ca_passphrase: bytes,
+                 out: str | Path | None = None, *, days: int = DEFAULT_DAYS) -> tuple[Path, str, str]:
+    """Issue the certificate a request asks for (``NAME.crt`` beside the request unless ``out``);
+    returns its path, the party's name and the CA's fingerprint (the entry's ``issuer``)."""
+    validity = _days(days)
+    try:
+        csr = x509.load_pem_x509_csr(Path(csr_path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CertificateRequestError(f"cannot read a certificate signing request from {csr_path}: {exc}") from exc
+    name = request_name(csr)
+    public = csr.public_key()
+    if not isinstance(public, ec.EllipticCurvePublicKey):
+        raise CertificateRequestError("the request's key is not an EC key")
+    cert_path = Path(out) if out is not None else Path(csr_path).with_name(f"{name}.crt")
+    _fresh(cert_path)
+    cacert, cakey = load_ca(ca_cert, ca_key, ca_passphrase)
+    cert = party_certificate(name, public, cacert, cakey, validity=validity)
+    _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, name, fingerprint(cacert.public_bytes(serialization.Encoding.PEM))
+
+
+def issue(name: str, out_dir: str | Path, ca_cert: str | Path, ca_key: str | Path, ca_passphrase: bytes,
+          passphrase: bytes, *, days: int = DEFAULT_DAYS) -> tuple[Path, Path]:
+    """Key (encrypted under ``passphrase``) and certificate of a party the CA's organisation hosts:
+    ``NAME.key`` and ``NAME.crt`` in ``out_dir``."""
+    check_name(name)
+    validity = _days(days)
+    out = Path(out_dir)
+    cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
+    _fresh(cert_path, key_path)
+    cacert, cakey = load_ca(ca_cert, ca_key, ca_passphrase)
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = encrypted_key(key, passphrase)
+    cert = party_certificate(name, key.public_key(), cacert, cakey, validity=validity)
+    _write_private(key_path, pem)
+    _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
