@@ -1,5 +1,5 @@
 """Model files and predict-only runs (issue 16, part 5): each trial of ``securetrees federation init``
-(Federated Forest, the histogram forest, HybridTree) launched as a fit run, then again as a predict-only
+(Federated Forest, the histogram forest, HybridTree, SecureBoost) launched as a fit run, then again as a predict-only
 run (``[run] job = "predict"``) with every training file deleted.
 
 Figures: the operator's job after every role is up (``launch``'s ``job_seconds``; process start-up
@@ -56,7 +56,8 @@ def _once(folder: Path, protocol: str, rows: int, trees: int) -> tuple[float, fl
 def run(report: Report, quick: bool) -> None:
     repeats = 1 if quick else 3
     trials = [("federated-forest", 100 if quick else 200, 2), ("histogram-forest", 500 if quick else 2000, 5),
-              ("hybridtree", 300 if quick else 1000, 2 if quick else 3)]
+              ("hybridtree", 300 if quick else 1000, 2 if quick else 3),
+              ("secureboost", 200 if quick else 1000, 2 if quick else 3)]
     table = report.table("Fit run against predict-only run (every role in its own process, mutual TLS)",
                          ["trial", "rows", "trees", "fit run job (s)", "predict-only job (s)", "ratio",
                           "model files (bytes)"],
