@@ -197,8 +197,10 @@ class ActiveParty(Party):
                 or state.n_own != self._X.shape[1] or not len(state.nodes) == len(state.records) == len(forest.trees)):
             raise DecodeError("the saved SecureBoost model does not fit this active party's run")
         trees = []
-        for tree, nodes, recs in zip(forest.trees, state.nodes, state.records, strict=True):
-            nodes, recs = np.asarray(nodes, dtype=np.int64), np.asarray(recs, dtype=np.int64)
+        for tree, saved_nodes, saved_recs in zip(forest.trees, state.nodes, state.records, strict=True):
+            if np.asarray(saved_nodes).dtype.kind not in "iu" or np.asarray(saved_recs).dtype.kind not in "iu":
+                raise DecodeError("a saved SecureBoost tree's record ids are not integers")
+            nodes, recs = np.asarray(saved_nodes, dtype=np.int64), np.asarray(saved_recs, dtype=np.int64)
             inner = np.flatnonzero(tree.left >= 0)
             hidden = inner[tree.withheld[inner]]
             own = inner[~tree.withheld[inner]]
