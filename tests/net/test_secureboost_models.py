@@ -257,13 +257,25 @@ class _Replies:
 
 def test_parts_of_different_fits_are_refused(fitted: dict[str, Any]) -> None:
     """passive1's part re-sealed with another fit's id opens, and the operator's model-id check
-    refuses the mix; the same check passes on the fit's own parts (as in the predict-only run)."""
+    refuses the mix, in processes (a predict-only run on a model folder holding it) and on the ids
+    alone; the same check passes on the fit's own parts (as in the predict-only run above)."""
     fx = fitted
     ids = {n: _part(fx, n).model_id for n in PARTIES}
     assert len(set(ids.values())) == 1
     assert models.check_models(_Replies(ids), PARTIES) == ids["active"].hex()  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="different fits"):
         models.check_models(_Replies({**ids, "passive1": bytes(16)}), PARTIES)  # type: ignore[arg-type]
+    tmp = fx["tmp"]
+    shutil.copytree(fx["config"].model_dir, tmp / "mixed")
+    pw = read_passphrase("passive1", tmp / "pki" / "passive1.pass")
+    part = _part(fx, "passive1")
+    (tmp / "mixed" / "passive1.model").write_bytes(models.seal_model(
+        models.ModelFile(part.version, part.protocol, part.party, part.role, bytes(16), part.body), pw))
+    mixed = tmp / "mixed.toml"
+    mixed.write_text(_predict_only(fx).read_text(encoding="utf-8").replace(
+        "[run]\n", '[run]\nmodel_dir = "mixed"\n', 1), encoding="utf-8")
+    with pytest.raises(ProtocolError, match="different fits"):
+        launch(mixed, tmp / "pki", log_dir=tmp / "logs-mixed")
 
 
 def test_a_predict_only_party_never_opens_training_data_and_a_fit_party_does(fitted: dict[str, Any]) -> None:
