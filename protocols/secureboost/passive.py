@@ -266,13 +266,12 @@ class PassiveParty(Party):
         """Adopt a saved lookup table (local).  :class:`DecodeError` unless it fits this party's
         columns: features in range, a number as every threshold, a category code as a categorical one."""
         arrays = [np.asarray(a) for a in (state.feature, state.threshold, state.categorical, state.missing_left)]
-        feature, threshold = arrays[0].astype(np.int64), arrays[1].astype(np.float64)
-        categorical, missing_left = arrays[2].astype(bool), arrays[3].astype(bool)
-        cat = threshold[categorical]
-        kinds = [a.dtype.kind for a in arrays]
         if (state.n_features != self.table_width or any(a.ndim != 1 or a.shape != arrays[0].shape for a in arrays)
-                or kinds[0] not in "iu" or kinds[1] != "f" or kinds[2] != "b" or kinds[3] != "b"
-                or np.any((feature < 0) | (feature >= self.table_width)) or np.any(np.isnan(threshold))
+                or [a.dtype.kind for a in arrays] not in (["i", "f", "b", "b"], ["u", "f", "b", "b"])):
+            raise DecodeError("the saved SecureBoost lookup table is malformed")
+        feature, threshold, categorical, missing_left = arrays
+        cat = threshold[categorical]
+        if (np.any((feature < 0) | (feature >= self.table_width)) or np.any(np.isnan(threshold))
                 or np.any(~np.isfinite(cat) | (cat < 0) | (cat != np.floor(cat)))):
             raise DecodeError("the saved SecureBoost lookup table does not fit this passive party's columns")
         self.table = [LookupRecord(int(f), float(v), bool(c), bool(m))
