@@ -1,17 +1,22 @@
-"""HybridTree and the histogram forest deployed (issue 16): one process per role over gRPC with mutual
-TLS on loopback against the one-process facade on the same data, settings and (HybridTree) key.
+"""HybridTree, the histogram forest and SecureBoost deployed (issues 16, 17): one process per role over
+gRPC with mutual TLS on loopback against the one-process facade on the same data, settings and
+(HybridTree, SecureBoost) key.
 
 Each run is what the deployment's ``run_job`` does: HybridTree trains, the guests load their test rows
 and the host predicts them; the histogram forest trains, the server hands the model to the clients and
-each predicts its own test rows (each client reads its own CSV tables).  The facade side times ``fit``
-plus the predictions (on the clients' tables pooled, read beforehand).  The networked
+each predicts its own test rows (each client reads its own CSV tables); SecureBoost aligns its three
+parties' CSV tables by PSI (every party holds every id, so the agreed rows are the facade's), trains,
+saves the model parts and predicts the test rows at the active party (its job time includes the PSI and
+the three sealed model files).  The facade side times ``fit`` plus the predictions (the histogram
+forest's on the clients' tables pooled, read beforehand).  The networked
 figure is the operator's job after every role is up (``launch``'s ``job_seconds``), so process
 start-up is excluded.  Bytes: the protocol messages of both transcripts (control messages, among them
-the model handed to the clients, excluded).  The outputs are checked equal to the facade's (the runs
+the model handed to the clients, excluded; SecureBoost's alignment phase runs on its own network and
+is not counted).  The outputs are checked equal to the facade's (the runs
 are deterministic without DP).  Medians over repeats; ``--quick``: one repeat, smaller runs.
 
 The roles find the deployments through the installed entry points: run it from an install whose
-metadata lists ``hybridtree`` and ``histogram-forest``.
+metadata lists ``hybridtree``, ``histogram-forest`` and ``secureboost``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_ta
 from securetrees.protocols.hybridtree import deploy as ht_deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
 from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
+from securetrees.protocols.secureboost import SecureBoostClassifier
+from securetrees.protocols.secureboost import deploy as sb_deploy
+from securetrees.protocols.secureboost.demo import MAX_BINS as SB_MAX_BINS
+from securetrees.protocols.secureboost.demo import adult_partition
 
 Run = Callable[[Path], tuple[float, int, Callable[[Path], bool]]]
 """Prepare a trial in the folder; return the facade's seconds and protocol bytes, and a check of the outputs."""
@@ -88,6 +97,33 @@ def _histogram_forest(rows: int, trees: int) -> Run:
     return run
 
 
+def _secureboost(rows: int, trees: int, bits: int) -> Run:
+    ad = load_adult()
+    X, Xt = ad.X_train[:rows], ad.X_test[:rows // 2]
+    y = np.where(ad.y_train[:rows] == 1, ">50K", "<=50K")
+    part = adult_partition(2)
+    keys = generate_keypair(bits, allow_insecure=bits < 2048)
+    settings: dict[str, Any] = {"n_estimators": trees, "max_depth": 3, "learning_rate": 0.3, "max_bins": SB_MAX_BINS,
+                                "key_bits": bits, "allow_insecure": bits < 2048}
+    cats = [j for j, name in enumerate(ad.feature_names) if name in ad.categories]
+
+    def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
+        t0 = time.perf_counter()
+        clf = SecureBoostClassifier(part, **settings, keypair=keys, categorical_features=cats).fit(X, y)
+        want = clf.predict_proba(Xt)
+        seconds = time.perf_counter() - t0
+        sb_deploy.prepare(tmp, X, y, part, X_test=Xt, params=settings, keypair=keys, names=ad.feature_names,
+                          categories=ad.categories, lacking=0)
+
+        def same(out: Path) -> bool:  # the active party's rows in the agreed order, named by its own ids
+            order = [int(i.removeprefix("test-")) for i in np.load(out / "active.test_ids.npy").tolist()]
+            return bool(np.array_equal(np.load(out / "active.proba.npy"), want[order]))
+
+        return seconds, clf.network_.transcript.total_bytes, same
+
+    return run
+
+
 def run(report: Report, quick: bool) -> None:
     bits, repeats, rows, trees = (1024, 1, 300, 2) if quick else (2048, 3, 1000, 3)
     with warnings.catch_warnings():
@@ -96,7 +132,10 @@ def run(report: Report, quick: bool) -> None:
                                                  f"{rows} Adult rows, {trees} trees, {bits}-bit key"),
                 "histogram forest (server + 3 clients)": (_histogram_forest(2 * rows, 2 * trees - 1),
                                                           f"{2 * rows} Adult rows, {2 * trees - 1} trees of depth 6, "
-                                                          "secure aggregation")}
+                                                          "secure aggregation"),
+                "SecureBoost (active + 2 passive parties)": (_secureboost(rows, trees, bits),
+                                                             f"{rows} Adult rows (CSV, PSI-aligned), {trees} trees "
+                                                             f"of depth 3, {bits}-bit key")}
     tab = report.table("Deployed (one process per role, gRPC + mutual TLS, loopback) vs the one-process facade",
                        ["run", "facade (s)", "deployed job (s)", "time ratio", "facade protocol bytes",
                         "deployed protocol bytes", "bytes ratio"],

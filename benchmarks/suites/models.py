@@ -1,5 +1,5 @@
 """Model files and predict-only runs (issue 16, part 5): each trial of ``securetrees federation init``
-(Federated Forest, the histogram forest, HybridTree, RevFRF) launched as a fit run, then again as a
+(Federated Forest, the histogram forest, HybridTree, RevFRF, SecureBoost) launched as a fit run, then again as a
 predict-only run (``[run] job = "predict"``) with every training file deleted.  RevFRF's fit run also
 revokes a participant at level 2 and predicts again (its launcher's job), and both of its runs include
 the requester's encrypted predictions (FRF-Predict); its requester keeps its request rows (not
@@ -64,7 +64,8 @@ def _once(folder: Path, protocol: str, rows: int, trees: int) -> tuple[float, fl
 def run(report: Report, quick: bool) -> None:
     repeats = 1 if quick else 3
     trials = [("federated-forest", 100 if quick else 200, 2), ("histogram-forest", 500 if quick else 2000, 5),
-              ("hybridtree", 300 if quick else 1000, 2 if quick else 3), ("revfrf", 100 if quick else 200, 2)]
+              ("hybridtree", 300 if quick else 1000, 2 if quick else 3), ("revfrf", 100 if quick else 200, 2),
+              ("secureboost", 200 if quick else 1000, 2 if quick else 3)]
     table = report.table("Fit run against predict-only run (every role in its own process, mutual TLS)",
                          ["trial", "rows", "trees", "fit run job (s)", "predict-only job (s)", "ratio",
                           "model files (bytes)"],

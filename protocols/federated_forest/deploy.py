@@ -47,6 +47,7 @@ from securetrees.net.alignment import (
     AlignmentPlan,
     align,
     align_party,
+    align_pending,
     align_test,
     alignment_mode,
 )
@@ -64,7 +65,6 @@ from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
 from securetrees.protocols.federated_forest.master import Master
 from securetrees.protocols.federated_forest.model import ClientModel, MasterModel
 from securetrees.protocols.federated_forest.params import ForestParams
-from securetrees.psi.messages import LEADER_ROLE
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
@@ -359,14 +359,6 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
 
 
-def _align_new_rows(operator: Operator, config: RunConfig) -> None:
-    """A predict-only run: the PSI of the clients' test ids, unless done already (the leader
-    then serves its protocol role)."""
-    plan = alignment_plan(config)
-    if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
-        align(operator, plan)
-
-
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """The forest's output on the clients' test rows, in their agreed order (with
     ``hmac-trusted``: the clients' own test row order); ``method`` is ``one-round`` or
@@ -376,7 +368,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
     how = method or str(config.params.get("prediction", "one-round"))
     if config.job == "predict":
         if alignment_mode(config) == "psi":
-            _align_new_rows(operator, config)
+            align_pending(operator, alignment_plan(config))  # a predict-only run's new rows
         check_models(operator, ["master", *clients])
     with operator.step(f"predict {how}"):
         orders = operator.control_many(clients, "load_test")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, ProtocolError
+from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.paillier.batch import ciphertexts_to_bytes, decrypt_residues, encrypt_many, owner_encrypt_many
 from securetrees.protocols.secureboost.buckets import expand_buckets
@@ -38,6 +38,7 @@ from securetrees.protocols.secureboost.messages import (
     SplitReply,
     SplitRequest,
 )
+from securetrees.protocols.secureboost.model import ActiveModel
 from securetrees.protocols.secureboost.packing import PackingLayout, quantize
 from securetrees.protocols.secureboost.params import SecureBoostParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
@@ -51,8 +52,9 @@ from securetrees.trees import (
     build_histograms,
     goes_left_binned,
     node_totals,
+    persistence,
 )
-from securetrees.trees.forest import sigmoid, softmax
+from securetrees.trees.forest import BoostedForest, sigmoid, softmax
 
 __all__ = ["ActiveParty", "SecureBoostModel", "TreeRecord"]
 
@@ -168,6 +170,48 @@ class ActiveParty(Party):
         self.call_many({q: End() for q in self.passives}, expect=Ack)
         self.model = SecureBoostModel(tuple(trees), base, float(p.learning_rate), int(base.size))
         return self.model
+
+    # -- the model part (a predict-only run restores it instead of training) -------------------
+    def model_state(self) -> ActiveModel:
+        """What this party keeps of the fitted model (local; :mod:`.model`): its trees as a
+        boosted-forest document (class codes ``0..k-1``; passive splits withheld) and the record
+        ids of the passive splits."""
+        m = self.model
+        if m is None:
+            raise NotFittedError("the active party has no model yet")
+        p = self.params
+        classes = np.arange(p.n_classes, dtype=np.int64) if p.loss == "logistic" else None
+        forest = BoostedForest(tuple(r.tree for r in m.trees), p.loss, m.base_score, m.learning_rate, classes)
+        nodes = tuple(np.asarray(sorted(r.records), dtype=np.int64) for r in m.trees)
+        records = tuple(np.asarray([r.records[k] for k in sorted(r.records)], dtype=np.int64) for r in m.trees)
+        return ActiveModel(persistence.dumps(forest), nodes, records, int(self._X.shape[1]))
+
+    def restore_model(self, state: ActiveModel) -> None:
+        """Adopt a saved model instead of training (local).  :class:`DecodeError` unless it fits
+        this party: its loss and outputs, its column count, its passive parties, and exactly one
+        record id per withheld split."""
+        forest = persistence.loads(state.forest)
+        p = self.params
+        outputs = 1 if p.loss == "squared" or p.n_classes == 2 else p.n_classes
+        if (not isinstance(forest, BoostedForest) or forest.loss != p.loss or forest.n_outputs != outputs
+                or state.n_own != self._X.shape[1] or not len(state.nodes) == len(state.records) == len(forest.trees)):
+            raise DecodeError("the saved SecureBoost model does not fit this active party's run")
+        trees = []
+        for tree, saved_nodes, saved_recs in zip(forest.trees, state.nodes, state.records, strict=True):
+            if np.asarray(saved_nodes).dtype.kind not in "iu" or np.asarray(saved_recs).dtype.kind not in "iu":
+                raise DecodeError("a saved SecureBoost tree's record ids are not integers")
+            nodes, recs = np.asarray(saved_nodes, dtype=np.int64), np.asarray(saved_recs, dtype=np.int64)
+            inner = np.flatnonzero(tree.left >= 0)
+            hidden = inner[tree.withheld[inner]]
+            own = inner[~tree.withheld[inner]]
+            if (nodes.shape != recs.shape or nodes.ndim != 1 or not np.array_equal(np.sort(nodes), hidden)
+                    or recs.min(initial=0) < 0 or np.any(tree.provider[hidden] < 1)
+                    or np.any(tree.provider[hidden] > len(self.passives))
+                    or np.any(tree.provider[own] != 0) or np.any(tree.feature[own] >= state.n_own)):
+                raise DecodeError("a saved SecureBoost tree does not fit this run's parties")
+            trees.append(TreeRecord(tree, dict(zip(nodes.tolist(), recs.tolist(), strict=True))))
+        self.model = SecureBoostModel(tuple(trees), np.asarray(forest.base_score, dtype=np.float64),
+                                      float(forest.learning_rate), outputs)
 
     # -- S1 -------------------------------------------------------------------------------------
     def layout_for(self, g_fixed: IntArray, h_fixed: IntArray) -> PackingLayout:

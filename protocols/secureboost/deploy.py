@@ -13,8 +13,15 @@ and categories stay on its machine.  The operator drives the roles with control 
 * ``load_test`` (each passive party): load its columns of the aligned test rows;
 * ``predict`` (active): the inference protocol on the aligned test rows; the active party writes
   ``out/active.predictions.npy`` (class names, or values for regression) and, for classification,
-  ``out/active.proba.npy``, in the agreed order of the test rows (its own row indices of that order
-  are in ``out/active.rows.npz``).  The operator receives the number of rows, never a prediction.
+  ``out/active.proba.npy``, in the agreed order of the test rows, beside its own ids of those rows
+  (``out/active.test_ids.npy``; its row indices of that order are in ``out/active.rows.npz``).  The
+  operator receives the number of rows, never a prediction;
+* ``save_model`` / ``model_id`` (every role): after ``fit``, each party seals its part into
+  ``models/NAME.model`` (``securetrees.net.models``; the active party its trees, base score, loss
+  and class names, each passive party its lookup table; each also its table's schema).  A run with
+  ``[run] job = "predict"`` loads those parts instead of training, reads only each party's
+  ``test_data`` and aligns those rows by PSI (the test set only); the Paillier key pair stays in
+  the active party's key file.
 
 Parameters come from ``[protocol]``: the facade's settings (:class:`SecureBoostClassifier`, or with
 ``task = "regression"`` :class:`SecureBoostRegressor`), ``task``, ``passives`` (the passive parties'
@@ -28,20 +35,29 @@ written to its own CSV files), the run the one-process facade makes on the align
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError
+from securetrees.errors import KeyMismatchError, ParameterError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align, align_party, alignment_mode
+from securetrees.net.alignment import (
+    AlignmentPlan,
+    align,
+    align_party,
+    align_pending,
+    align_test,
+    alignment_mode,
+)
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import check_protocol_keys, open_paillier, save_output, seal_paillier
-from securetrees.net.tables import PartyTable, party_tables
+from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
+from securetrees.net.tables import PartyTable, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost.active import ActiveParty
@@ -52,14 +68,15 @@ from securetrees.protocols.secureboost.estimators import (
     _SecureBoost,
     probabilities,
 )
+from securetrees.protocols.secureboost.model import ActiveModel, PassiveModel
 from securetrees.protocols.secureboost.params import SecureBoostParams
 from securetrees.protocols.secureboost.passive import PassiveParty
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Party
+from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
-__all__ = ["ACTIVE", "PARAMETERS", "DeployedActive", "DeployedPassive", "alignment_plan", "estimator_from", "fit",
-           "make_role", "predict", "prepare", "run_job", "trial"]
+__all__ = ["ACTIVE", "PARAMETERS", "PREDICT_ONLY", "ActivePart", "DeployedActive", "DeployedPassive", "PassivePart",
+           "alignment_plan", "estimator_from", "fit", "make_role", "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 ACTIVE = "active"
@@ -71,6 +88,9 @@ _RUN_KEYS = ("task", "passives", "active_public_key")
 _NOT_SETTINGS = ("partition", "keypair", "record_payloads", "categorical_features", "rng", "executor")
 """Facade parameters that are no run parameter (the layout is each party's table; objects)."""
 _SETTINGS = tuple(n for n in _PARAM_NAMES if n not in _NOT_SETTINGS)
+
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *_SETTINGS, *alignment.PARAMETERS})
 """The ``[protocol]`` keys of a SecureBoost run."""
@@ -106,31 +126,64 @@ def _pinned_key(params: Mapping[str, Any], insecure: bool) -> PublicKey:
 
 def alignment_plan(config: RunConfig) -> AlignmentPlan:
     """The active party leads the PSI of the training ids and of the test ids with every passive
-    party (it learns each pairwise intersection, ``specs/deployment.md``)."""
+    party (it learns each pairwise intersection, ``specs/deployment.md``); a predict-only run
+    aligns the test ids only."""
     if alignment_mode(config) != "psi":
         raise ParameterError("SecureBoost aligns its rows by PSI only (alignment = \"psi\")")
     parties = (ACTIVE, *_passives(config.params))
-    sets = {"train": parties}
+    sets = {} if config.job == "predict" else {"train": parties}
     if all(config.party(p).test_data is not None for p in parties):
         sets["test"] = parties
+    if not sets:
+        raise ParameterError("a predict-only run needs every party's test_data (the rows to predict)")
     return AlignmentPlan(ACTIVE, sets)
 
 
-class DeployedActive(Controllable, ActiveParty):
+@message("secureboost.model.active_part")
+@dataclass(frozen=True)
+class ActivePart(Message):
+    """The active party's model file body: its trees (:class:`ActiveModel`), the passive parties
+    their withheld splits refer to (in provider order), the class names its class codes stand for
+    (empty for a regression) and the schema of its table (new rows are encoded as the training
+    rows were)."""
+
+    model: ActiveModel
+    passives: tuple[str, ...]
+    classes: tuple[str, ...]
+    schema: SchemaState
+
+
+@message("secureboost.model.passive_part")
+@dataclass(frozen=True)
+class PassivePart(Message):
+    """A passive party's model file body: its lookup table (:class:`PassiveModel`) and the schema
+    of its table."""
+
+    model: PassiveModel
+    schema: SchemaState
+
+
+class DeployedActive(SavesModel, Controllable, ActiveParty):
     run: RunConfig
     classes: npt.NDArray[np.str_] | None = None
     test: FloatArray | None = None
+    test_ids: tuple[str, ...] = ()
+    """This party's own ids of its test rows, in the agreed order (the order of the predictions)."""
+    schema: SchemaState | None = None
 
     def control_state(self) -> dict[str, str]:
         return {"trees": str(len(self.model.trees) if self.model is not None else 0)}
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        refuse_training(self.run)
         model = self.fit()
         splits = sum(len(r.records) for r in model.trees)
         self.logger.info("%s trained %d trees (%d passive splits)", self.name, len(model.trees), splits)
         return ControlReply(info={"trees": str(len(model.trees)), "passive_splits": str(splits)})
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
+        """The inference protocol on the aligned test rows; the predictions stay in this party's
+        own files, beside its own ids of the rows (it is the party entitled to them)."""
         if self.test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
         raw = self.decision_function(self.test)
@@ -140,13 +193,21 @@ class DeployedActive(Controllable, ActiveParty):
             pred: npt.NDArray[Any] = self.classes[np.argmax(proba, axis=1)]
         else:
             pred = raw[:, 0]
+        save_output(self.run, self.name, "test_ids", np.asarray(self.test_ids, dtype=str))
         path = save_output(self.run, self.name, "predictions", pred)
         self.logger.info("%s predicted %d test rows into %s", self.name, self.test.shape[0], path)
         return ControlReply(info={"rows": str(self.test.shape[0])})
 
+    def model_part(self) -> Message:
+        if self.schema is None:  # pragma: no cover - set by make_role
+            raise ParameterError(f"{self.name} has no table schema")
+        classes = tuple(str(c) for c in self.classes.tolist()) if self.classes is not None else ()
+        return ActivePart(self.model_state(), self.passives, classes, self.schema)
 
-class DeployedPassive(Controllable, PassiveParty):
+
+class DeployedPassive(SavesModel, Controllable, PassiveParty):
     test: FloatArray | None = None
+    schema: SchemaState | None = None
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self.test is None:
@@ -154,6 +215,11 @@ class DeployedPassive(Controllable, PassiveParty):
         self.load_queries(self.test)
         self.logger.info("%s loaded %d test rows", self.name, self.test.shape[0])
         return ControlReply(info={"rows": str(self.test.shape[0])})
+
+    def model_part(self) -> Message:
+        if self.schema is None:  # pragma: no cover - set by make_role
+            raise ParameterError(f"{self.name} has no table schema")
+        return PassivePart(self.model_state(), self.schema)
 
 
 def _labels(table: PartyTable, task: str) -> tuple[FloatArray, npt.NDArray[np.str_] | None]:
@@ -175,7 +241,8 @@ def _labels(table: PartyTable, task: str) -> tuple[FloatArray, npt.NDArray[np.st
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     """Build ``role``: its parameters and keys are checked first, then it serves the alignment phase
-    (blocking until the operator ends it), then its protocol role on the aligned rows."""
+    (blocking until the operator ends it), then its protocol role on the aligned rows (in a
+    predict-only run: from its model part, :func:`_predicting_role`)."""
     p = config.params
     est, _ = estimator_from(p, f"{config.protocol} ({config.path})")
     passives = _passives(p)
@@ -189,6 +256,11 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         if keypair[0] != pinned:
             raise ParameterError("the active party's key file holds another key than [protocol] active_public_key")
     plan = alignment_plan(config)
+    party: DeployedActive | DeployedPassive
+    if config.job == "predict":
+        party = _predicting_role(role, config, network, plan, est, keypair, passphrase)
+        party.run, party.passphrase = config, passphrase
+        return party
     train, test = party_tables(config.party(role))
     task = "classification" if isinstance(est, SecureBoostClassifier) else "regression"
     if role == ACTIVE:
@@ -201,41 +273,92 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     if keypair is not None:
         y, classes = _labels(train, task)
         params = est._params(int(classes.size) if classes is not None else 0)
-        active = DeployedActive(role, network, X=train.X, y=y, passives=passives, params=params, keypair=keypair,
-                                categorical=categorical, executor=process_pool(est.n_jobs),
-                                trusted_workers=check_trusted(est.trusted_workers))
-        active.run, active.classes, active.test = config, classes, X_test
+        party = DeployedActive(role, network, X=train.X, y=y, passives=passives, params=params, keypair=keypair,
+                               categorical=categorical, executor=process_pool(est.n_jobs),
+                               trusted_workers=check_trusted(est.trusted_workers))
+        party.classes, party.test = classes, X_test
+        party.test_ids = test.ids if test is not None else ()
+    else:
+        party = DeployedPassive(role, network, X=train.X, categorical=categorical, active_key=pinned,
+                                allow_insecure=insecure, executor=process_pool(est.n_jobs))
+        party.test = X_test
+    party.schema = SchemaState.of(train.schema)
+    party.run, party.passphrase = config, passphrase
+    return party
+
+
+def _predicting_role(role: str, config: RunConfig, network: Network, plan: AlignmentPlan, est: _SecureBoost,
+                     keypair: tuple[PublicKey, PrivateKey] | None, passphrase: bytes
+                     ) -> DeployedActive | DeployedPassive:
+    """A party of a predict-only run: its saved part (refused if it is not this party's, see
+    :func:`~securetrees.net.models.load_model`), then its new rows (``test_data`` only, encoded with
+    the saved schema) aligned by PSI.  No training row is read: the protocol role is built on two
+    rows of zeros, which are neither binned for a split nor sent anywhere, and its part is restored
+    (and checked) before the alignment phase."""
+    if keypair is not None:
+        part = load_model(config, role, ActiveParty.role, passphrase, ActivePart)
+        body: ActivePart = part.body  # type: ignore[assignment]
+        if list(body.passives) != _passives(config.params):
+            raise KeyMismatchError(f"the active party's model refers to the passive parties {list(body.passives)}, "
+                                   f"this run lists {_passives(config.params)}")
+        schema = body.schema.schema()
+        active = DeployedActive(role, network, X=np.zeros((2, schema.n_columns)), y=np.zeros(2),
+                                passives=body.passives, params=est._params(len(body.classes)), keypair=keypair)
+        active.restore_model(body.model)
+        test = align_test(config, role, network, plan, test_table(config.party(role), schema))
+        active.classes = np.asarray(body.classes, dtype=str) if body.classes else None
+        active.test, active.test_ids, active.schema = test.X, test.ids, body.schema
+        active.loaded(part)
         return active
-    passive = DeployedPassive(role, network, X=train.X, categorical=categorical, active_key=pinned,
-                              allow_insecure=insecure, executor=process_pool(est.n_jobs))
-    passive.test = X_test
+    part = load_model(config, role, PassiveParty.role, passphrase, PassivePart)
+    mine: PassivePart = part.body  # type: ignore[assignment]
+    schema = mine.schema.schema()
+    insecure = bool(est.allow_insecure)
+    passive = DeployedPassive(role, network, X=np.zeros((2, schema.n_columns)),
+                              active_key=_pinned_key(config.params, insecure), allow_insecure=insecure)
+    passive.restore_model(mine.model)
+    test = align_test(config, role, network, plan, test_table(config.party(role), schema))
+    passive.test, passive.schema = test.X, mine.schema
+    passive.loaded(part)
     return passive
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     """The alignment phase (the parties wait in it since they started), then training (the active
-    party drives every passive party); reports the aligned sizes and the number of passive splits."""
+    party drives every passive party), then every party saves its model part (``models/NAME.model``);
+    reports the aligned sizes, the number of passive splits and the model id."""
+    refuse_training(config)
     plan = alignment_plan(config)
     sizes = align(operator, plan)
     with operator.step("fit"):
         info = dict(operator.control(ACTIVE, "fit").info)
-    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
+    model_id = save_models(operator, [ACTIVE, *_passives(config.params)])
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """Each passive party loads its aligned test rows, the active party predicts them and keeps the
-    predictions (``out/``); the operator receives their number."""
+    predictions (``out/``); the operator receives their number.  In a predict-only run the test
+    ids are aligned first (unless done already) and every party's model part must come from the
+    same fit."""
     if method is not None:
         raise ParameterError("SecureBoost has one prediction method")
+    passives = _passives(config.params)
+    if config.job == "predict":
+        align_pending(operator, alignment_plan(config))
+        check_models(operator, [ACTIVE, *passives])
     with operator.step("predict"):
-        operator.control_many(_passives(config.params), "load_test")
+        operator.control_many(passives, "load_test")
         reply = operator.control(ACTIVE, "predict").info
     return {"test_rows": np.asarray([int(reply["rows"])])}
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Align (PSI), train, predict the test rows at the active party (:func:`fit`, :func:`predict`);
-    returns the number of passive splits and of predicted rows."""
+    """Align (PSI), train, save the model parts, predict the test rows at the active party
+    (:func:`fit`, :func:`predict`); returns the number of passive splits and of predicted rows.  A
+    predict-only run predicts only."""
+    if config.job == "predict":
+        return predict(operator, config)
     fitted = fit(operator, config)
     return {"passive_splits": np.asarray([int(fitted["passive_splits"])]), **predict(operator, config)}
 

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees._nt import mpz
-from securetrees.errors import ParameterError, ProtocolError
+from securetrees.errors import DecodeError, ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PublicKey
 from securetrees.paillier.batch import ciphertext_values, ciphertexts_from_bytes, obfuscators
 from securetrees.paillier.ciphertext import _make
@@ -43,6 +43,7 @@ from securetrees.protocols.secureboost.messages import (
     SplitReply,
     SplitRequest,
 )
+from securetrees.protocols.secureboost.model import PassiveModel
 from securetrees.protocols.secureboost.packing import PackingLayout, pack_ciphertexts
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
@@ -251,6 +252,30 @@ class PassiveParty(Party):
     def on_end(self, sender: str, msg: End) -> Ack:
         self._vals, self._cache, self._node_ids = [], {}, {}
         return Ack()
+
+    # -- the model part (a predict-only run restores it instead of training) -------------------
+    def model_state(self) -> PassiveModel:
+        """What this party keeps of the fitted model (local; :mod:`.model`): its lookup table."""
+        t = self.table
+        return PassiveModel(self.table_width, np.asarray([r.feature for r in t], dtype=np.int64),
+                            np.asarray([r.threshold for r in t], dtype=np.float64),
+                            np.asarray([r.categorical for r in t], dtype=bool),
+                            np.asarray([r.missing_left for r in t], dtype=bool))
+
+    def restore_model(self, state: PassiveModel) -> None:
+        """Adopt a saved lookup table (local).  :class:`DecodeError` unless it fits this party's
+        columns: features in range, a number as every threshold, a category code as a categorical one."""
+        arrays = [np.asarray(a) for a in (state.feature, state.threshold, state.categorical, state.missing_left)]
+        if (state.n_features != self.table_width or any(a.ndim != 1 or a.shape != arrays[0].shape for a in arrays)
+                or [a.dtype.kind for a in arrays] not in (["i", "f", "b", "b"], ["u", "f", "b", "b"])):
+            raise DecodeError("the saved SecureBoost lookup table is malformed")
+        feature, threshold, categorical, missing_left = arrays
+        cat = threshold[categorical]
+        if (np.any((feature < 0) | (feature >= self.table_width)) or np.any(np.isnan(threshold))
+                or np.any(~np.isfinite(cat) | (cat < 0) | (cat != np.floor(cat)))):
+            raise DecodeError("the saved SecureBoost lookup table does not fit this passive party's columns")
+        self.table = [LookupRecord(int(f), float(v), bool(c), bool(m))
+                      for f, v, c, m in zip(feature, threshold, categorical, missing_left, strict=True)]
 
     # -- P1: inference ---------------------------------------------------------------------------
     def load_queries(self, X: npt.ArrayLike) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "AlignmentPlan",
     "align",
     "align_party",
+    "align_pending",
     "align_test",
     "aligned_tables",
     "alignment_mode",
@@ -208,6 +209,14 @@ def align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
         sizes = run_alignment(operator, plan)
         finish_alignment(operator, plan)
     return sizes
+
+
+def align_pending(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
+    """:func:`align` unless it ran already (the leader then serves its protocol role): a
+    predict-only run's first ``predict`` aligns its new rows, a later one reuses them."""
+    if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
+        return align(operator, plan)
+    return {}
 
 
 def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 60.0) -> None:

@@ -483,3 +483,47 @@ def test_revfrf_cs_part_plaintext(data: bytes) -> None:
 @given(bytes_inputs(REVFRF_U1_PLAIN))
 def test_revfrf_participant_part_plaintext(data: bytes) -> None:
     typed(_restore_revfrf, data)
+
+
+# --------------------------------------------------------------------------- SecureBoost model parts
+
+
+def _secureboost_parts() -> tuple[bytes, bytes]:
+    """A fitted SecureBoost regressor's two parts (the active party's, the passive party's), encoded."""
+    from securetrees.protocols.secureboost import SecureBoostRegressor
+    from securetrees.runtime import codec
+
+    X = np.column_stack([np.arange(30.0) % 7, np.arange(30.0) % 5])
+    X[::6, 1] = np.nan
+    reg = SecureBoostRegressor([[0], [1]], 1, max_depth=2, max_bins=8, keypair=small_keypair(1024),
+                               allow_insecure=True).fit(X, np.arange(30.0) % 5 * 2.0 - X[:, 0])
+    assert reg.passives_[0].table  # the passive party holds a split
+    return codec.encode(reg.active_.model_state()), codec.encode(reg.passives_[0].model_state())
+
+
+SB_ACTIVE, SB_PASSIVE = _secureboost_parts()
+
+
+def _restore_secureboost(data: bytes) -> None:
+    """A SecureBoost model part decoded and restored into a fresh role (a predict-only run's step)."""
+    from securetrees.protocols.secureboost import ActiveParty, PassiveParty, SecureBoostParams
+    from securetrees.protocols.secureboost.model import ActiveModel, PassiveModel
+    from securetrees.runtime import InProcessNetwork, codec
+
+    part = codec.decode(data)
+    net = InProcessNetwork()
+    if isinstance(part, ActiveModel):
+        ActiveParty("active", net, X=np.zeros((2, 1)), y=np.zeros(2), passives=["passive1"],
+                    params=SecureBoostParams(max_depth=2, max_bins=8), keypair=small_keypair(1024)).restore_model(part)
+    elif isinstance(part, PassiveModel):
+        PassiveParty("passive1", net, X=np.zeros((1, 1))).restore_model(part)
+
+
+def test_secureboost_parts_fixture_restores() -> None:
+    _restore_secureboost(SB_ACTIVE)  # the valid parts go through (the fuzz starts from them)
+    _restore_secureboost(SB_PASSIVE)
+
+
+@given(st.one_of(bytes_inputs(SB_ACTIVE), bytes_inputs(SB_PASSIVE)))
+def test_secureboost_parts(data: bytes) -> None:
+    typed(_restore_secureboost, data)

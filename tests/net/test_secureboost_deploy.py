@@ -84,7 +84,9 @@ def test_active_and_passives_as_processes_match_the_one_process_run(adult: Any, 
     assert int(got["passive_splits"][0]) == splits and int(got["test_rows"][0]) == data.X_test.shape[0]
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["active.predictions.npy", "active.proba.npy", "active.rows.npz",
-                                                      "passive0.rows.npz", "passive1.rows.npz"]
+                                                      "active.test_ids.npy", "passive0.rows.npz", "passive1.rows.npz"]
+    ids = tuple(np.load(out / "active.test_ids.npy").tolist())  # the active party's own ids, in the agreed order
+    assert len(ids) == data.X_test.shape[0] and len(set(ids)) == len(ids) and all(i.startswith("test-") for i in ids)
     np.testing.assert_array_equal(np.load(out / "active.proba.npy"), clf.predict_proba(data.X_test))
     np.testing.assert_array_equal(np.load(out / "active.predictions.npy"), clf.predict(data.X_test))
     assert "trained 2 trees" in (tmp_path / "active.log").read_text()
@@ -102,7 +104,8 @@ def test_one_passive_party_regression(adult: Any, keys: Any, tmp_path: Path, che
     data = joined_view(load_config(cfg), ["active", "passive0"], p1, X.shape[1] - 1)
     reg = SecureBoostRegressor(p1, **SETTINGS, keypair=keys).fit(data.X, data.y.astype(np.float64))
     assert int(got["test_rows"][0]) == 20 - 2 * 2
-    assert sorted(p.name for p in (tmp_path / "out").glob("active.*.npy")) == ["active.predictions.npy"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("active.*.npy")) == ["active.predictions.npy",
+                                                                                    "active.test_ids.npy"]
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "active.predictions.npy"), reg.predict(data.X_test))
 
 
