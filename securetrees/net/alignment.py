@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
+from securetrees.errors import DuplicateIdError, ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.tables import PartyTable, party_tables
@@ -65,15 +65,20 @@ def alignment_mode(config: RunConfig) -> str:
 @dataclass(frozen=True)
 class AlignmentPlan:
     """Who aligns what: ``sets`` maps an id set's name to the parties holding it (the leader
-    holds every set)."""
+    holds every set).  ``disjoint`` (optional) lists groups of set names whose intersections must
+    not share a leader's row (HybridTree: one set per guest, and a row belongs to one guest); the
+    leader refuses an overlap with :class:`DuplicateIdError` at the set that makes it."""
 
     leader: str
     sets: Mapping[str, tuple[str, ...]]
+    disjoint: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         for name, holders in self.sets.items():
             if self.leader not in holders or len(holders) < 2 or len(set(holders)) != len(holders):
                 raise ParameterError(f"the id set {name!r} needs the leader and one or more other parties")
+        if any(name not in self.sets for group in self.disjoint for name in group):
+            raise ParameterError("a disjoint group names a set the plan does not hold")
 
     @property
     def parties(self) -> list[str]:
@@ -132,8 +137,24 @@ class AlignLeader(_Aligning, PsiLeader):
         rows = self.run().rows
         if rows.size == 0:
             raise ParameterError(f"the parties hold no {name} id in common: nothing to align")
+        self._check_disjoint(name, rows)
         self.rows[name] = rows
         return ControlReply(info={"size": str(rows.size)})
+
+
+    def _check_disjoint(self, name: str, rows: IntArray) -> None:
+        """Refuse a row of this set that an earlier set of one of its disjoint groups holds too
+        (local: the leader compares its own row indices)."""
+        for group in self.plan.disjoint:
+            if name not in group:
+                continue
+            for other in group:
+                if other != name and other in self.rows:
+                    shared = np.intersect1d(rows, self.rows[other]).size
+                    if shared:
+                        self.logger.error("%d of %s's ids are in both %s and %s", shared, self.name, other, name)
+                        raise DuplicateIdError(f"an id of {self.name!r} is held in both {other!r} and {name!r}, "
+                                               "which must be disjoint")
 
 
 class AlignMember(_Aligning, PsiMember):
