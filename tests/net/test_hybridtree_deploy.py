@@ -13,7 +13,9 @@ grow guest splits quickly (the size is not the point here); hence the insecure-k
 from __future__ import annotations
 
 import re
-import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +31,15 @@ from securetrees.errors import (
     ParameterError,
     PartyUnavailable,
     ProtocolError,
+    SecureTreesError,
     TableError,
     UnknownKeyError,
 )
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.control import Operator
-from securetrees.net.service import await_roles, launch, network_for, spawn_role
+from securetrees.net.keyfile import open_key_file
+from securetrees.net.service import launch, network_for
+from securetrees.net.transport import GrpcNetwork
 from securetrees.paillier import generate_keypair
 from securetrees.protocols.hybridtree import deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, AdultHybrid, adult_hybrid
@@ -131,18 +136,53 @@ def _edit_csv(path: Path, edit: Any) -> None:
     edit(frame).to_csv(path, index=False)
 
 
-def test_an_id_held_by_two_guests_is_refused(adult: AdultHybrid, keys: Any, tmp_path: Path,
-                                            checkout_deployments: Path) -> None:
+@contextmanager
+def _roles_in_threads(cfg_path: Path, roles: list[str]) -> Iterator[Operator]:
+    """``roles`` served in threads of this process over mutual TLS (faster than a process per role),
+    and the operator.  Each builds its role (serving the alignment phase first), then serves it.
+    At the end every phase still up is shut down; a role whose alignment failed stays blocked in
+    its (closed) phase, in a daemon thread."""
+    cfg = load_config(cfg_path)
+    nets: list[GrpcNetwork] = []
+
+    def serve(role: str, net: GrpcNetwork, pw: bytes, secrets: dict[str, bytes]) -> None:
+        try:
+            deploy.make_role(role, cfg, net, secrets, {}, pw)
+        except Exception:  # the operator sees the run's error; this role just stops
+            return
+        net.start()
+
+    for role in roles:
+        pw = read_passphrase(role, cfg_path.parent / "pki" / f"{role}.pass")
+        party = cfg.party(role)
+        net = network_for(cfg, role, pw)
+        secrets = open_key_file(party.secrets, role, pw) if party.secrets is not None else {}
+        threading.Thread(target=serve, args=(role, net, pw, secrets), daemon=True).start()
+        nets.append(net)
+    pw = read_passphrase("operator", cfg_path.parent / "pki" / "operator.pass")
+    with network_for(cfg, "operator", pw) as on:
+        on.wait_for(roles, 60.0)
+        operator = Operator("operator", on)
+        try:
+            yield operator
+        finally:
+            for role in roles:
+                with suppress(SecureTreesError):
+                    operator.control(role, "shutdown")
+            for net in nets:
+                net.close()
+
+
+def test_an_id_held_by_two_guests_is_refused(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
     cfg = _prepare(tmp_path, adult, keys)
     theirs = pd.read_csv(tmp_path / "data" / "guest0.csv", dtype=str, keep_default_na=False).iloc[:3]
     _edit_csv(tmp_path / "data" / "guest1.csv", lambda f: pd.concat([f, theirs], ignore_index=True))
-    with pytest.raises(DuplicateIdError, match="'train:guest0' and 'train:guest1'"):
-        launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
-    assert not (tmp_path / "out" / "host.proba.npy").exists()
+    with _roles_in_threads(cfg, ["host", *GUESTS]) as operator, pytest.raises(
+            DuplicateIdError, match="'train:guest0' and 'train:guest1'"):
+        deploy.fit(operator, load_config(cfg))
 
 
-def test_a_guest_with_no_id_in_common_is_refused(adult: AdultHybrid, keys: Any, tmp_path: Path,
-                                                checkout_deployments: Path) -> None:
+def test_a_guest_with_no_id_in_common_is_refused(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
     cfg = _prepare(tmp_path, adult, keys)
 
     def renamed(f: pd.DataFrame) -> pd.DataFrame:
@@ -150,8 +190,9 @@ def test_a_guest_with_no_id_in_common_is_refused(adult: AdultHybrid, keys: Any, 
         return f
 
     _edit_csv(tmp_path / "data" / "guest2.csv", renamed)
-    with pytest.raises(ParameterError, match="no train:guest2 id in common"):
-        launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
+    with _roles_in_threads(cfg, ["host", *GUESTS]) as operator, pytest.raises(
+            ParameterError, match="no train:guest2 id in common"):
+        deploy.fit(operator, load_config(cfg))
 
 
 def test_tables_and_parameters_are_checked_before_any_alignment(adult: AdultHybrid, keys: Any,
@@ -191,38 +232,22 @@ def test_tables_and_parameters_are_checked_before_any_alignment(adult: AdultHybr
         deploy.make_role("guest9", load_config(cfg_path), None, {}, {}, b"")  # type: ignore[arg-type]
 
 
-def _start(cfg_path: Path, roles: list[str]) -> list[subprocess.Popen[bytes]]:
-    cfg = load_config(cfg_path)
-    return [spawn_role(cfg, r, cfg_path.parent / "pki" / f"{r}.pass", cfg_path.parent / f"{r}.log") for r in roles]
-
-
-def test_a_missing_guest_stops_the_run(adult: AdultHybrid, keys: Any, tmp_path: Path,
-                                       checkout_deployments: Path) -> None:
-    cfg_path = _prepare(tmp_path, adult, keys)
-    procs = _start(cfg_path, ["host", "guest0", "guest1"])  # guest2 never comes up
-    try:
-        cfg = load_config(cfg_path)
-        pw = read_passphrase("operator", tmp_path / "pki" / "operator.pass")
-        with network_for(cfg, "operator", pw) as on:
-            await_roles(on, dict(zip(["host", "guest0", "guest1"], procs, strict=True)), 60.0)
-            with pytest.raises(PartyUnavailable, match="guest2"):
-                deploy.fit(Operator("operator", on), cfg)
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(timeout=10)
+def test_a_missing_guest_stops_the_run(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
+    cfg = _prepare(tmp_path, adult, keys)
+    with _roles_in_threads(cfg, ["host", "guest0", "guest1"]) as operator, pytest.raises(
+            PartyUnavailable, match="guest2"):  # guest2 never comes up
+        deploy.fit(operator, load_config(cfg))
     assert not (tmp_path / "out" / "host.proba.npy").exists()
 
 
-def test_guests_refuse_a_host_key_other_than_the_pinned_one(adult: AdultHybrid, keys: Any, tmp_path: Path,
-                                                            checkout_deployments: Path) -> None:
-    """The host serves its own key; the run's ``host_public_key`` names another: no guest takes part
-    (with the key the run names, the same run trains: the first test)."""
-    cfg_path = _prepare(tmp_path, adult, keys)
+def test_guests_refuse_a_host_key_other_than_the_pinned_one(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
+    """The host serves its own key; the run's ``host_public_key`` names another: the alignment
+    completes, then no guest takes part (with the key the run names, the same run trains: the first test)."""
+    cfg = _prepare(tmp_path, adult, keys)
     other = generate_keypair(1024, allow_insecure=True)[0].to_bytes().hex()
-    cfg_path.write_text(cfg_path.read_text().replace(keys[0].to_bytes().hex(), other))
-    with pytest.raises(ProtocolError, match="pinned key"):
-        launch(cfg_path, tmp_path / "pki", log_dir=tmp_path / "logs")
+    cfg.write_text(cfg.read_text().replace(keys[0].to_bytes().hex(), other))
+    with _roles_in_threads(cfg, ["host", *GUESTS]) as operator, pytest.raises(ProtocolError, match="pinned key"):
+        deploy.fit(operator, load_config(cfg))
 
 
 def test_cli_init_and_launch(tmp_path: Path, checkout_deployments: Path, capsys: pytest.CaptureFixture[str]) -> None:
