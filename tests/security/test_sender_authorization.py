@@ -35,6 +35,7 @@ import securetrees.protocols.federated_forest.model
 import securetrees.protocols.histogram_forest.deploy
 import securetrees.protocols.histogram_forest.facade as hf_facade
 import securetrees.protocols.histogram_forest.messages
+import securetrees.protocols.hybridtree.deploy
 import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
 import securetrees.protocols.hybridtree.model
@@ -70,6 +71,7 @@ MODULES = (
     securetrees.psi.messages, securetrees.protocols.secureboost.messages,
     securetrees.net.models, securetrees.protocols.federated_forest.model, securetrees.protocols.federated_forest.deploy,
     securetrees.protocols.hybridtree.model, securetrees.protocols.histogram_forest.deploy,
+    securetrees.protocols.hybridtree.deploy,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -78,6 +80,7 @@ OTHERS = sorted(name for name, cls in LIBRARY.items() if not cls.sent_by)
 STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_forest.state.client",
           "federated_forest.state.journal", "securetrees.model.file", "federated_forest.model.master",
           "federated_forest.model.client_part", "hybridtree.model.host", "hybridtree.model.guest",
+          "hybridtree.deploy.host_part",
           "histogram_forest.model.server", "histogram_forest.model.client"}
 """Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
