@@ -284,7 +284,8 @@ def arrange(n: int, guest_rows: Sequence[npt.ArrayLike]) -> tuple[IntArray, IntA
 def alignment_plan(config: RunConfig) -> AlignmentPlan:
     """The host leads one PSI per guest: ``train:NAME`` (the host and guest NAME), and
     ``test:NAME`` when every party names ``test_data``; a predict-only run aligns the test sets
-    only.  The guests' sets must be disjoint over the host's rows."""
+    only.  The guests' sets must be disjoint over the host's rows; a guest may hold none of the
+    test rows (its test set may be empty), but must share training ids with the host."""
     if alignment_mode(config) != "psi":
         raise ParameterError("HybridTree aligns its rows by PSI only (alignment = \"psi\")")
     guests = [str(g) for g in config.params["guests"]]
@@ -294,7 +295,8 @@ def alignment_plan(config: RunConfig) -> AlignmentPlan:
     if not kinds:
         raise ParameterError("a predict-only run needs every party's test_data")
     sets = {f"{kind}:{g}": (HOST, g) for kind in kinds for g in guests}
-    return AlignmentPlan(HOST, sets, disjoint=tuple(tuple(f"{kind}:{g}" for g in guests) for kind in kinds))
+    return AlignmentPlan(HOST, sets, disjoint=tuple(tuple(f"{kind}:{g}" for g in guests) for kind in kinds),
+                         may_be_empty=tuple(n for n in sets if n.startswith("test:")))
 
 
 # -- the roles ----------------------------------------------------------------------------------

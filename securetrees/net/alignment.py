@@ -67,18 +67,21 @@ class AlignmentPlan:
     """Who aligns what: ``sets`` maps an id set's name to the parties holding it (the leader
     holds every set).  ``disjoint`` (optional) lists groups of set names whose intersections must
     not share a leader's row (HybridTree: one set per guest, and a row belongs to one guest); the
-    leader refuses an overlap with :class:`DuplicateIdError` at the set that makes it."""
+    leader refuses an overlap with :class:`DuplicateIdError` at the set that makes it.  A set in
+    ``may_be_empty`` may have an empty intersection (HybridTree's test rows: a guest may hold none
+    of a batch); any other empty intersection stops the run."""
 
     leader: str
     sets: Mapping[str, tuple[str, ...]]
     disjoint: tuple[tuple[str, ...], ...] = ()
+    may_be_empty: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, holders in self.sets.items():
             if self.leader not in holders or len(holders) < 2 or len(set(holders)) != len(holders):
                 raise ParameterError(f"the id set {name!r} needs the leader and one or more other parties")
-        if any(name not in self.sets for group in self.disjoint for name in group):
-            raise ParameterError("a disjoint group names a set the plan does not hold")
+        if any(name not in self.sets for group in (*self.disjoint, self.may_be_empty) for name in group):
+            raise ParameterError("a disjoint group or may_be_empty names a set the plan does not hold")
 
     @property
     def parties(self) -> list[str]:
@@ -135,7 +138,7 @@ class AlignLeader(_Aligning, PsiLeader):
             raise ParameterError(f"no id set {name!r} in the alignment plan")
         self.use_ids(self._set_ids(name), [p for p in holders if p != self.name])
         rows = self.run().rows
-        if rows.size == 0:
+        if rows.size == 0 and name not in self.plan.may_be_empty:
             raise ParameterError(f"the parties hold no {name} id in common: nothing to align")
         self._check_disjoint(name, rows)
         self.rows[name] = rows

@@ -80,9 +80,12 @@ def _facade(view: JoinedRows, keys: Any) -> HybridTreeClassifier:
     return clf.fit(view.X, view.y)
 
 
-def _new_rows(folder: Path, name: str, rng: np.random.Generator) -> str:
-    """A new batch for party ``name``: about two thirds of its test rows, in a new order."""
+def _new_rows(folder: Path, name: str, rng: np.random.Generator, without: Path | None = None) -> str:
+    """A new batch for party ``name``: about two thirds of its test rows, in a new order, none of
+    the ids in the table ``without``."""
     frame = pd.read_csv(folder / "data" / f"{name}-test.csv", dtype=str, keep_default_na=False)
+    if without is not None:
+        frame = frame[~frame["id"].isin(pd.read_csv(without, dtype=str)["id"])]
     keep = rng.permutation(frame.shape[0])[: 2 * frame.shape[0] // 3]
     path = f"data/{name}-new.csv"
     frame.iloc[keep].to_csv(folder / path, index=False)
@@ -113,11 +116,13 @@ def test_fit_save_stop_and_predict_new_rows_match_the_facade(adult: AdultHybrid,
     assert "4 dropped" in log  # the ids the host lacks
     assert "trained 2 trees" in (tmp_path / "logs" / "host.log").read_text()
 
-    # stop every role (launch did), start again predict-only on new rows, training files deleted
+    # stop every role (launch did), start again predict-only on new rows, training files deleted;
+    # the host's new batch holds none of guest2's ids (an empty test intersection is allowed)
     rng = np.random.default_rng(7)
     text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
     for name in ["host", *GUESTS]:
-        text = text.replace(f'"data/{name}-test.csv"', f'"{_new_rows(tmp_path, name, rng)}"')
+        without = tmp_path / "data" / "guest2-test.csv" if name == "host" else None
+        text = text.replace(f'"data/{name}-test.csv"', f'"{_new_rows(tmp_path, name, rng, without)}"')
     for data in re.findall(r'^data = "(.+)"$', text, flags=re.M):
         (tmp_path / data).unlink()
     predict_cfg = tmp_path / "predict.toml"
@@ -125,7 +130,8 @@ def test_fit_save_stop_and_predict_new_rows_match_the_facade(adult: AdultHybrid,
     again = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
     new_view = joined_view(load_config(predict_cfg), test=True, host_schema=view.host_schema)
     assert int(again["rows"][0]) == new_view.X.shape[0]
-    assert np.isnan(new_view.X[:, -1]).any() and not np.isnan(new_view.X[:, -1]).all()  # partial overlap
+    assert np.isnan(new_view.X[:, -1]).any() and set(np.unique(new_view.X[:, -1])[:2]) == {0, 1}  # partial
+    assert 2 not in new_view.X[:, -1]
     np.testing.assert_array_equal(np.load(out / "host.proba.npy"), clf.predict_proba(new_view.X))
     with pytest.raises(ParameterError, match="predict-only"):
         deploy.fit(None, load_config(predict_cfg))  # type: ignore[arg-type]
