@@ -238,6 +238,30 @@ def test_tables_and_parameters_are_checked_before_any_alignment(adult: AdultHybr
         deploy.make_role("guest9", load_config(cfg_path), None, {}, {}, b"")  # type: ignore[arg-type]
 
 
+def test_a_guest_reads_parquet_as_csv_under_the_declared_guest_space(adult: AdultHybrid, keys: Any,
+                                                                     tmp_path: Path) -> None:
+    """The same rows as a Parquet file (numbers typed, categories as text) encode alike; a guest column
+    outside the guest space, or categories of the guest's own, are refused."""
+    from dataclasses import replace
+
+    cfg = load_config(_prepare(tmp_path, adult, keys))
+    space = deploy.guest_space(cfg.params, MAX_BINS)
+    party = cfg.party("guest0")
+    csv_train, _ = deploy.guest_tables(party, space)
+    frame = pd.read_csv(tmp_path / "data" / "guest0.csv")
+    frame.to_parquet(tmp_path / "guest0.parquet")
+    pq_train, _ = deploy.guest_tables(replace(party, data=tmp_path / "guest0.parquet"), space)
+    assert csv_train is not None and pq_train is not None
+    assert pq_train.ids == csv_train.ids
+    np.testing.assert_array_equal(pq_train.X, csv_train.X)
+    assert np.isnan(csv_train.X).any()  # empty cells are missing
+    frame.assign(extra=1.0).to_parquet(tmp_path / "extra.parquet")
+    with pytest.raises(TableError, match="not in \\[protocol\\] guest_features: \\['extra'\\]"):
+        deploy.guest_tables(replace(party, data=tmp_path / "extra.parquet"), space)
+    with pytest.raises(ParameterError, match="no categories of its own"):
+        deploy.guest_tables(replace(party, table={"categories": {"education": ["a"]}}), space)
+
+
 def test_a_missing_guest_stops_the_run(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
     cfg = _prepare(tmp_path, adult, keys)
     with _roles_in_threads(cfg, ["host", "guest0", "guest1"]) as operator, pytest.raises(
