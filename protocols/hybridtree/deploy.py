@@ -459,17 +459,21 @@ def _make_guest(role: str, config: RunConfig, network: Network, passphrase: byte
     plan = alignment_plan(config)
     train, test = guest_tables(config.party(role), space, train=not predicting)
     model = load_model(config, role, Guest.role, passphrase, GuestModel) if predicting else None
+    mapper, bins = space.mapper, _mapper_arrays(space.mapper)
+    if model is not None:
+        saved = {k: np.asarray(v) for k, v in model.body.bins.items()}  # type: ignore[attr-defined]
+        _mapper_from(saved, hp.max_bins)
+        if set(saved) != set(bins) or not all(np.array_equal(saved[k], bins[k]) for k in bins):
+            raise ParameterError(f"{role}: the guest space in [protocol] differs from the one its model was fitted "
+                                 "with (the new rows would be encoded otherwise)")
     sets = {name: (train.ids if name.startswith("train:") and train is not None else (test.ids if test else ()))
             for name in plan.sets if role in plan.sets[name]}
     rows = serve_alignment(config, role, network, plan, sets)
     if model is not None:
-        bins = {k: np.asarray(v) for k, v in model.body.bins.items()}  # type: ignore[attr-defined]
-        mapper = _mapper_from(bins, hp.max_bins)
         X = np.empty((0, mapper.n_features))
     else:
         if train is None:  # pragma: no cover - read above
             raise TableError(f"{role} has no training rows")
-        mapper, bins = space.mapper, _mapper_arrays(space.mapper)
         kept = rows[f"train:{role}"]
         X = _in_space(train.take(kept), space)
     guest = DeployedGuest(role, network, params=hp, ids=np.arange(X.shape[0], dtype=np.int64), X=X, mapper=mapper,
