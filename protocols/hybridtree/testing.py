@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError
+from securetrees.errors import ParameterError, ProtocolError
 from securetrees.net.alignment import rows_path
 from securetrees.net.config import RunConfig
 from securetrees.net.tables import party_tables, test_table
@@ -105,7 +105,8 @@ def joined_view(config: RunConfig, *, test: bool = False, host_schema: TabularSc
     """The training rows (in the host's arranged order, ``deploy.arrange``) or, with ``test``, the
     test rows (in the host's own test file order; ``host_schema`` encodes them, the fit's) of a run
     whose parties have written their alignment (``rows_path``), each party's table encoded as the
-    party encodes it."""
+    party encodes it; raises :class:`ProtocolError` if a guest's ids and the host's differ row for row
+    (the agreed orders must pair the same ids)."""
     p = config.params
     est = deploy.estimator_from(p)
     space = deploy.guest_space(p, est._params().max_bins)
@@ -128,7 +129,10 @@ def joined_view(config: RunConfig, *, test: bool = False, host_schema: TabularSc
             raise ParameterError(f"{g} has no {kind} table")
         with np.load(rows_path(config, g), allow_pickle=False) as z:
             mine = z[f"{kind}:{g}"]
-        G[host_rows[g]] = deploy._in_space(table.take(mine), space)
+        theirs = table.take(mine)
+        if theirs.ids != tuple(host.ids[int(i)] for i in host_rows[g]):
+            raise ProtocolError(f"{g}'s rows and the host's are not in one agreed order")
+        G[host_rows[g]] = deploy._in_space(theirs, space)
         column[host_rows[g]] = u
     X = np.hstack([host.X, G, column])
     y = None
