@@ -5,7 +5,8 @@ facade is fitted on the rows they aligned, joined.
 
 Each run is what the deployment's ``run_job`` does: HybridTree trains, the guests load their test rows
 and the host predicts them; the histogram forest trains, the server hands the model to the clients and
-each predicts its own test rows.  The facade side times ``fit`` plus the predictions.  The networked
+each predicts its own test rows (each client reads its own CSV tables).  The facade side times ``fit``
+plus the predictions (on the clients' tables pooled, read beforehand).  The networked
 figure is the operator's job after every role is up (``launch``'s ``job_seconds``), so process
 start-up is excluded.  Bytes: the protocol messages of both transcripts (control messages, among them
 the model handed to the clients, excluded).  The outputs are checked equal to the facade's (the runs
@@ -34,9 +35,8 @@ from securetrees.net.config import load_config
 from securetrees.net.service import launch
 from securetrees.paillier import generate_keypair
 from securetrees.protocols.histogram_forest import deploy as hf_deploy
-from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
-from securetrees.protocols.histogram_forest.experiment import adult_schema, stratified_clients
-from securetrees.protocols.histogram_forest.testing import fit_parts
+from securetrees.protocols.histogram_forest.experiment import stratified_clients
+from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_tables
 from securetrees.protocols.hybridtree import deploy as ht_deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
 from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
@@ -79,23 +79,24 @@ def _hybridtree(rows: int, trees: int, bits: int) -> Run:
 
 def _histogram_forest(rows: int, trees: int) -> Run:
     ad = load_adult()
-    X, y = ad.X_train[:rows], ad.y_train[:rows]
-    schema = adult_schema(X, list(ad.categorical))
+    X, y = ad.X_train[:rows], np.where(ad.y_train[:rows] == 1, ">50K", "<=50K")
     splits = stratified_clients(X, y, 3, seed=0)
     params: dict[str, Any] = {"n_estimators": trees, "max_depth": 6, "random_state": 0, "secure_aggregation": True,
-                              "histogram": "fixed", "categorical_features": schema["categorical"]}
+                              "histogram": "fixed"}
 
     def run(tmp: Path) -> Callable[[Path], tuple[float, int, bool]]:
-        hf_deploy.prepare(tmp, [(c.X_train, c.y_train) for c in splits],
-                          tests=[(c.X_test, c.y_test) for c in splits], params=params)
+        cfg = hf_deploy.prepare(tmp, [(c.X_train, c.y_train) for c in splits],
+                                tests=[(c.X_test, c.y_test) for c in splits], params=params,
+                                names=ad.feature_names, categories=ad.categories)
 
         def facade(out: Path) -> tuple[float, int, bool]:
+            pooled = pooled_tables(cfg)  # each client's CSV tables, read as the roles read theirs at start-up
             t0 = time.perf_counter()
-            clf = fit_parts(HistogramForestClassifier(**params), [(c.X_train, c.y_train) for c in splits])
-            want = [clf.predict_proba(c.X_test) for c in splits]
+            clf, _ = fit_tables(cfg, pooled)
+            want = {c: clf.predict_proba(t) for c, t in pooled.tests.items()}
             seconds = time.perf_counter() - t0
             return seconds, clf.transcript_.total_bytes, all(
-                np.array_equal(np.load(out / f"client{i}.proba.npy"), w) for i, w in enumerate(want))
+                np.array_equal(np.load(out / f"{c}.proba.npy"), w) for c, w in want.items())
 
         return facade
 

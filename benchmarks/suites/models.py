@@ -1,6 +1,9 @@
 """Model files and predict-only runs (issue 16, part 5): each trial of ``securetrees federation init``
-(Federated Forest, the histogram forest, HybridTree) launched as a fit run, then again as a predict-only
-run (``[run] job = "predict"``) with every training file deleted.
+(Federated Forest, the histogram forest, HybridTree, RevFRF) launched as a fit run, then again as a
+predict-only run (``[run] job = "predict"``) with every training file deleted.  RevFRF's fit run also
+revokes a participant at level 2 and predicts again (its launcher's job), and both of its runs include
+the requester's encrypted predictions (FRF-Predict); its requester keeps its request rows (not
+training data) as ``test_data``.
 
 Figures: the operator's job after every role is up (``launch``'s ``job_seconds``; process start-up
 excluded) of the fit run (alignment, training, saving the model parts, predicting the test rows) and
@@ -27,13 +30,18 @@ from securetrees.net.service import init_trial, launch
 
 
 def _split_test_arrays(cfg: Path) -> str:
-    """Each ``.npz`` party's test arrays in a ``test_data`` file of their own; returns the new text."""
+    """Each ``.npz`` party's test arrays in a ``test_data`` file of their own, and RevFRF's requester's
+    request rows as its ``test_data``; returns the new text."""
     text = cfg.read_text(encoding="utf-8")
     for data in re.findall(r'^data = "(.+\.npz)"$', text, flags=re.M):
         arrays = dict(np.load(cfg.parent / data, allow_pickle=False))
         test = {k: v for k, v in arrays.items() if k.endswith("_test") or k == "test_ids"}
         np.savez(cfg.parent / data.replace(".npz", "-test.npz"), **test)  # type: ignore[arg-type]
         text = text.replace(f'data = "{data}"', f'data = "{data}"\ntest_data = "{data.replace(".npz", "-test.npz")}"')
+    for data in re.findall(r'^data = "(.+requester\.csv)"$', text, flags=re.M):  # RevFRF: its request rows
+        test = data.replace(".csv", "-test.csv")
+        (cfg.parent / test).write_bytes((cfg.parent / data).read_bytes())
+        text = text.replace(f'data = "{data}"', f'data = "{data}"\ntest_data = "{test}"')
     cfg.write_text(text, encoding="utf-8")
     return text
 
@@ -56,7 +64,7 @@ def _once(folder: Path, protocol: str, rows: int, trees: int) -> tuple[float, fl
 def run(report: Report, quick: bool) -> None:
     repeats = 1 if quick else 3
     trials = [("federated-forest", 100 if quick else 200, 2), ("histogram-forest", 500 if quick else 2000, 5),
-              ("hybridtree", 300 if quick else 1000, 2 if quick else 3)]
+              ("hybridtree", 300 if quick else 1000, 2 if quick else 3), ("revfrf", 100 if quick else 200, 2)]
     table = report.table("Fit run against predict-only run (every role in its own process, mutual TLS)",
                          ["trial", "rows", "trees", "fit run job (s)", "predict-only job (s)", "ratio",
                           "model files (bytes)"],

@@ -410,8 +410,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
 
 def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
     """``securetrees federation init federated-forest``: Adult's first ``rows`` training rows
-    dealt column by column to two clients (CSV files with string categories and empty cells for
-    missing values, each client lacking a few of the other's ids), encrypted labels, 500 test
+    dealt column by column to three clients (CSV files with string categories and empty cells for
+    missing values, each client lacking a few of the others' ids), encrypted labels, 500 test
     rows; the rows are aligned by PSI when the federation is launched."""
     from securetrees.datasets import load_adult
 
@@ -421,6 +421,6 @@ def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path
                               "label_protection": "encrypted", "key_bits": 1024 if insecure else 2048,
                               "allow_insecure": insecure}
     labels = np.where(data.y_train[:rows] == 1, ">50K", "<=50K")  # the label column holds text
-    return prepare(out_dir, data.X_train[:rows], labels, [list(range(0, d, 2)), list(range(1, d, 2))],
+    return prepare(out_dir, data.X_train[:rows], labels, [list(range(i, d, 3)) for i in range(3)],
                    X_test=data.X_test[:500], params=params, names=data.feature_names, categories=data.categories,
                    lacking=max(1, rows // 50))

@@ -1,39 +1,49 @@
 """The histogram forest as networked services: the server and each client in its own process.
 
 Roles: ``server`` and ``client0 … client{k-1}`` (rows of the same features at every client; 3 or
-more clients with ``secure_aggregation``).  The operator drives them with control requests
-(``securetrees.net.control``):
+more clients with ``secure_aggregation``).  Each client reads its own table
+(``securetrees.net.tables``: ``data`` and ``test_data`` in its configuration section, a CSV or
+Parquet file with an id column, ``id_column``, and its label column, ``label``).  The rows are
+horizontal: no ids are matched between clients (no PSI); a client's ids name its rows in its own
+prediction files.  The operator drives the roles with control requests (``securetrees.net.control``):
 
 * ``fit`` (server): set up and grow the forest (every protocol step of ``specs/histogram_forest.md``);
   the server writes the forest to ``out/server.model.json`` (the library's JSON persistence); the
   reply carries the number of trees and the ε the server's ledger charged;
 * ``model`` (server): the forest's JSON document, which the operator hands to each client;
-* ``predict`` (each client, ``model`` = that document): predict the client's own test rows, write
-  ``out/CLIENT.predictions.npy`` (labels or values) and, for classification, ``out/CLIENT.proba.npy``;
-  the reply carries the row count and, when the client's data file holds test labels, the score
+* ``predict`` (each client, ``model`` = that document): predict the client's own test rows and write,
+  beside their ids, ``out/CLIENT.predictions.csv`` (``id``, ``prediction`` as the declared class name
+  or the value, and for classification one ``proba_CLASS`` column per class) and the same as arrays,
+  ``out/CLIENT.test_ids.npy``, ``out/CLIENT.predictions.npy`` and ``out/CLIENT.proba.npy``; the reply
+  carries the row count and, when the client's test table has its label column, the score
   (accuracy, or R² for regression);
 * ``save_model`` / ``model_id`` (every role, ``securetrees.net.models``): after ``fit`` the server
-  seals the forest into ``models/server.model``; a client's part holds the run's task and feature
-  count only (it receives the forest for each prediction).  A run with ``[run] job = "predict"``
+  seals the forest into ``models/server.model``; a client's part holds the run's task and its table's
+  schema (it receives the forest for each prediction).  A run with ``[run] job = "predict"``
   loads them instead of training; each client reads its rows to predict from its ``test_data``
-  (an ``.npz`` with ``X_test`` and optionally ``y_test``) and never opens its ``data``.
+  and never opens its ``data``.
+
+The schema is declared in ``[protocol]``, public to every party (the server holds no rows, the clients
+must encode alike, and differential privacy needs data-independent domains): ``columns`` (the feature
+column names, in the model's order; every client's table holds exactly these besides its id and label,
+in any order), ``categories`` (a table: each categorical column's category names; a client's cell
+outside them is refused at training and is missing at prediction), ``classes`` (the labels; a client's
+label outside them is refused) or ``y_range`` (regression), and ``feature_ranges`` (one ``[low, high]``
+per column, ``[]`` for a categorical one) when the bins need them.  Empty cells are missing values.
+The other keys are the facade's (:class:`HistogramForestClassifier` or, with ``task = "regression"``,
+:class:`HistogramForestRegressor`) plus ``task`` and ``clients``; a key left out takes the facade's
+default.  :func:`prepare` declares the schema from the parts as the facade would infer it (refused with
+``epsilon``, where classes and ranges must be given).
 
 The clients are the parties entitled to predictions on their rows, and the model is theirs (they
 see it grow, spec "Message flow"); the operator relays it, so it sees what the model shows: splits,
-thresholds and leaf counts (noisy under DP).  No test row leaves its client.
-
-Parameters come from ``[protocol]``: the facade's (:class:`HistogramForestClassifier` or, with
-``task = "regression"``, :class:`HistogramForestRegressor`) plus ``task``, ``clients`` and
-``n_features``.  The server holds no rows, so what the facade would read from the pooled parts is
-declared: ``classes`` (classification), ``y_range`` (regression) and ``categories`` when a feature is
-categorical; :func:`prepare` declares them from the table as the facade would infer them (refused with
-``epsilon``, where they must be given).  TOML has no null: a categorical feature's entry of
-``feature_ranges`` is ``[]``, and a key left out takes the facade's default.
+thresholds and leaf counts (noisy under DP).  No row leaves its client; no client learns another's
+row count or ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,49 +51,73 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError
-from securetrees.net.config import RunConfig
+from securetrees.errors import ParameterError, TableError
+from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_output
-from securetrees.net.models import SavesModel, check_models, load_model, refuse_training, save_models
-from securetrees.net.trial import TrialPlan, write_trial
+from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
+from securetrees.net.tables import PartyTable, TableOptions, read_table
+from securetrees.net.trial import TrialPlan, table_frame, write_trial
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
 from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
 from securetrees.protocols.histogram_forest.server import Server
+from securetrees.psi.roles import random_permutation
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
+from securetrees.schema import TabularSchema
 from securetrees.trees import persistence
 from securetrees.trees.forest import Forest
 
 __all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedServer", "ServerPart",
-           "estimator_from", "fit", "make_role", "predict", "prepare", "run_job", "trial"]
+           "declared_schema", "estimator_from", "fit", "label_values", "make_role", "predict", "prepare", "run_job",
+           "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
     "classification": HistogramForestClassifier, "regression": HistogramForestRegressor}
-_RUN_KEYS = ("task", "clients", "n_features")
-_NOT_SETTINGS = ("progress", "client_column", "n_clients")
-"""Facade parameters that are no run parameter (how one table is dealt to simulated clients, progress bars)."""
+_RUN_KEYS = ("task", "clients", "columns")
+_NOT_SETTINGS = ("progress", "client_column", "n_clients", "categorical_features", "categories")
+"""Facade parameters that are no ``[protocol]`` setting: how one table is dealt to simulated clients,
+progress bars, and the categorical columns and their code counts (declared by ``categories``' names)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
-PARAMETERS = frozenset({*_RUN_KEYS, *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
-                                     if n not in _NOT_SETTINGS)})
+PARAMETERS = frozenset({*_RUN_KEYS, "categories", *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
+                                                   if n not in _NOT_SETTINGS)})
 """The ``[protocol]`` keys a histogram forest run may hold (either task's settings; :func:`estimator_from`
 checks those of the run's task and the required ones)."""
 
 
-def _task(params: dict[str, Any]) -> str:
+def _task(params: Mapping[str, Any]) -> str:
     task = params.get("task", "classification")
     if task not in _ESTIMATORS:
         raise ParameterError(f"task must be one of {sorted(_ESTIMATORS)}, got {task!r}")
     return str(task)
 
 
-def _settings_of(params: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+def declared_schema(params: Mapping[str, Any]) -> TabularSchema:
+    """The feature columns ``[protocol]`` declares: ``columns`` (names, in order) and ``categories``
+    (a table: each categorical column's category names; codes are their sorted order)."""
+    columns = params.get("columns")
+    if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+        raise ParameterError("[protocol] columns must be a non-empty list of the feature column names")
+    cats = params.get("categories", {})
+    if not isinstance(cats, dict) or not all(isinstance(v, list) and v and all(isinstance(x, str) for x in v)
+                                             for v in cats.values()):
+        raise ParameterError("[protocol] categories maps a categorical column to its list of category names")
+    for name, values in cats.items():
+        if name not in columns:
+            raise ParameterError(f"[protocol] categories names {name!r}, which is not in columns")
+        if len(set(values)) != len(values):
+            raise ParameterError(f"[protocol] categories of {name!r} are not distinct")
+    return TabularSchema.declare(list(columns), {str(k): list(v) for k, v in cats.items()})
+
+
+def _settings_of(params: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
     """The estimator's keyword arguments from TOML values (``[]`` in ``feature_ranges`` is None)."""
     kw = {k: params[k] for k in names if k in params}
     if "feature_ranges" in kw:
@@ -96,23 +130,43 @@ def _settings_of(params: dict[str, Any], names: Sequence[str]) -> dict[str, Any]
     return kw
 
 
-def estimator_from(params: dict[str, Any], protocol: str = "histogram-forest", *, run: bool = True
-                   ) -> HistogramForestBase:
-    """The facade whose settings ``params`` (a ``[protocol]`` table) gives, its keys checked; with ``run``
-    the run's keys and the server's declared schema (``classes`` or ``y_range``) are required."""
+def estimator_from(params: Mapping[str, Any], protocol: str = "histogram-forest") -> HistogramForestBase:
+    """The facade whose settings ``params`` (a ``[protocol]`` table) gives, its keys checked, the run's
+    keys and declared schema (``classes`` or ``y_range``) required; its categorical features and their
+    code counts are those of :func:`declared_schema`."""
     cls = _ESTIMATORS[_task(params)]
     names = [n for n in cls._get_param_names() if n not in _NOT_SETTINGS]
-    schema = "classes" if cls is HistogramForestClassifier else "y_range"
-    check_protocol_keys(params, (*names, *_RUN_KEYS), protocol,
-                        required=("clients", "n_features", schema) if run else ())
-    return cls(**_settings_of(params, names))
+    target = "classes" if cls is HistogramForestClassifier else "y_range"
+    check_protocol_keys(params, (*names, *_RUN_KEYS, "categories"), protocol, required=("clients", "columns", target))
+    schema = declared_schema(params)
+    kw = _settings_of(params, names)
+    kw.update(categorical_features=schema.categorical_mask(),
+              categories=[max(2, k) if k else 0 for k in schema.n_categories()])
+    return cls(**kw)
 
 
-def _clients(params: dict[str, Any]) -> list[str]:
+def _clients(params: Mapping[str, Any]) -> list[str]:
     clients = params["clients"]
     if not isinstance(clients, list) or not clients or not all(isinstance(c, str) for c in clients):
         raise ParameterError("clients must be a non-empty list of party names")
     return list(clients)
+
+
+def label_values(raw: npt.ArrayLike, params: Mapping[str, Any], where: str) -> npt.NDArray[Any]:
+    """A label column's cells as the run's labels: each the declared class whose text it is
+    (classification; a cell naming no declared class raises :class:`TableError`), else a float."""
+    cells = np.asarray(raw, dtype=object)
+    if _task(params) == "regression":
+        try:
+            return cells.astype(np.float64)
+        except (TypeError, ValueError):
+            raise TableError(f"{where}: a regression label holds a value that is not a number") from None
+    classes = np.unique(np.asarray(list(params["classes"])))
+    code = {str(c): k for k, c in enumerate(classes.tolist())}
+    outside = sorted({str(v) for v in cells} - set(code))
+    if outside:
+        raise TableError(f"{where}: labels outside the declared classes: {outside[:5]}")
+    return np.asarray(classes[[code[str(v)] for v in cells]])
 
 
 @message("histogram_forest.model.server")
@@ -126,11 +180,12 @@ class ServerPart(Message):
 @message("histogram_forest.model.client")
 @dataclass(frozen=True)
 class ClientPart(Message):
-    """A client's model file body: the run's task and feature count (the forest is the server's
-    to hand out; a client keeps no state of its own between predictions)."""
+    """A client's model file body: the run's task and its table's schema, so that new rows are encoded
+    as the training rows were (the forest is the server's to hand out; a client keeps no state of its
+    own between predictions)."""
 
     task: str
-    n_features: int
+    schema: SchemaState
 
 
 def _forest(document: str, task: str, n_features: int) -> Forest:
@@ -169,44 +224,77 @@ class DeployedServer(SavesModel, Controllable, Server):
 
 
 class DeployedClient(SavesModel, Controllable, Client):
-    test: tuple[FloatArray, npt.NDArray[Any] | None] | None = None
-    n_features = 0
+    test: PartyTable | None = None
+    schema: SchemaState | None = None
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
+        """Predict this client's test rows with the forest it is handed; the outputs stay here, beside
+        the rows' ids (reveals nothing: local; the reply carries the row count and the score)."""
         if self.test is None:
-            raise ParameterError(f"{self.name} has no test rows in its data file")
-        X, y = self.test
+            raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
+        X = self.test.X
         forest = _forest(args["model"], self._task, X.shape[1])
         pred = forest.predict(X)
+        ids = np.asarray(self.test.ids, dtype=str)
+        save_output(self.run, self.name, "test_ids", ids)
         save_output(self.run, self.name, "predictions", pred)
-        info = {"rows": str(X.shape[0])}
+        columns: dict[str, Any] = {"id": ids, "prediction": pred}
         if self._task == "classification":
-            save_output(self.run, self.name, "proba", forest.predict_proba(X))
-        if y is not None:
-            info["score"] = repr(prediction_score(self._task, y, pred))
+            proba = forest.predict_proba(X)
+            save_output(self.run, self.name, "proba", proba)
+            columns.update({f"proba_{c}": proba[:, k] for k, c in enumerate(np.asarray(forest.classes).tolist())})
+        import pandas as pd
+
+        pd.DataFrame(columns).to_csv(output_path(self.run, self.name, "predictions.csv"), index=False)
+        info = {"rows": str(X.shape[0])}
+        if self.test.labels is not None:  # compared as text: a test label outside the classes is a miss
+            y, got = ((self.test.labels.astype(str), pred.astype(str)) if self._task == "classification" else
+                      (label_values(self.test.labels, self.run.params, f"{self.name}'s test labels"), pred))
+            info["score"] = repr(prediction_score(self._task, y, got))
         self.logger.info("%s predicted its %d test rows", self.name, X.shape[0])
         return ControlReply(info=info)
 
     def model_part(self) -> Message:
-        return ClientPart(self._task, self.n_features)
+        if self.schema is None:  # pragma: no cover - set by make_role
+            raise ParameterError(f"{self.name} has no table schema")
+        return ClientPart(self._task, self.schema)
 
 
-def _test_rows(data: dict[str, npt.NDArray[Any]]) -> tuple[FloatArray, npt.NDArray[Any] | None] | None:
-    if "X_test" not in data:
+def _table_options(party: PartyConfig, schema: TabularSchema) -> TableOptions:
+    """How ``party`` reads its tables: its id and label columns, and the run's declared columns and
+    categories (its own section may repeat them, in its own column order, but not change them)."""
+    where = f"[parties.{party.name}]"
+    own = TableOptions.from_config(party.table, where)
+    if own.columns is not None and sorted(own.columns) != sorted(schema.names):
+        raise TableError(f"{where}: columns {sorted(set(own.columns) ^ set(schema.names))} differ from "
+                         "[protocol] columns")
+    declared = {c.name: c.categories for c in schema.columns if c.kind == "categorical"}
+    for name, values in (own.categories or {}).items():
+        if tuple(sorted(values)) != declared.get(name):
+            raise TableError(f"{where}: the categories of {name!r} differ from [protocol] categories")
+    return TableOptions(own.id_column, own.label, tuple(schema.names), declared)
+
+
+def _test_rows(party: PartyConfig, options: TableOptions, schema: TabularSchema) -> PartyTable | None:
+    """The client's rows to predict (``test_data``) encoded with ``schema``; a category outside it is
+    missing; its label column, when present, is read for the score."""
+    if party.test_data is None:
         return None
-    return np.asarray(data["X_test"], dtype=np.float64), np.asarray(data["y_test"]) if "y_test" in data else None
+    return read_table(party.test_data, options, schema=schema, name=f"{party.name}'s test data", strict=True,
+                      test_labels=True)
 
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
-    """Build ``role``; in a predict-only run from its model part (``data`` is then its ``test_data``'s
-    arrays: no training row is read)."""
-    est = estimator_from(dict(config.params), f"{config.protocol} ({config.path})")
+    """Build ``role``: a client from its own tables (in a predict-only run from its model part and its
+    ``test_data`` alone: no training row is read); ``data`` (arrays) is unused."""
+    est = estimator_from(config.params, f"{config.protocol} ({config.path})")
     p = config.params
     clients = _clients(p)
     est._check_params(len(clients))
     server_seed, client_seeds = est.party_seeds(len(clients))
-    d = int(p["n_features"])
+    declared = declared_schema(p)
+    d = declared.n_columns
     party: DeployedServer | DeployedClient
     if role == "server":
         est._numeric_table(d)
@@ -220,29 +308,43 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     elif role in clients and config.job == "predict":
         part = load_model(config, role, Client.role, passphrase, ClientPart)
         body: ClientPart = part.body  # type: ignore[assignment]
-        if (body.task, body.n_features) != (est.task, d):
-            raise ParameterError(f"{role}'s model part is a {body.task} run over {body.n_features} features")
-        # the Client needs rows to exist: it holds its test rows, never trains (fit is refused)
-        test = _test_rows(data)
+        schema = body.schema.schema()
+        if body.task != est.task or schema.n_columns != d:
+            raise ParameterError(f"{role}'s model part is a {body.task} run over {schema.n_columns} features")
+        test = _test_rows(config.party(role), _table_options(config.party(role), schema), schema)
         if test is None:
-            raise ParameterError(f"{role} has no X_test in its test_data (the rows to predict)")
+            raise TableError(f"{role} names no test_data (the rows to predict) in its configuration section")
+        # the Client needs rows to exist: it holds its test rows, never trains (fit is refused)
         placeholder = np.zeros(1, dtype=np.int64 if est.task == "classification" else np.float64)
-        party = DeployedClient(role, network, test[0][:1], placeholder, task=est.task)
-        party.test = test
+        party = DeployedClient(role, network, test.X[:1], placeholder, task=est.task)
+        party.test, party.schema = test, body.schema
         party.loaded(part)
     elif role in clients:
-        X, y = np.asarray(data["X"], dtype=np.float64), np.asarray(data["y"])
-        est._check_parts([(X, y)])
-        est._task_config([y], [X.shape[0]])  # the client's labels or targets against the declared ones
-        party = DeployedClient(role, network, X, est._client_targets(y), seed=client_seeds[clients.index(role)],
-                               max_epsilon=est.client_max_epsilon, task=est.task)
-        party.test = _test_rows(data)
+        party = _training_client(role, config, network, est, declared, client_seeds[clients.index(role)])
     else:
         raise ParameterError(f"{role!r} is not a role of this histogram forest run")
-    if isinstance(party, DeployedClient):
-        party.n_features = d
     party.run, party.passphrase = config, passphrase
     return party
+
+
+def _training_client(role: str, config: RunConfig, network: Network, est: HistogramForestBase,
+                     declared: TabularSchema, seed: int) -> DeployedClient:
+    """A client of a fit run: its table read by the declared columns (its own order, no column
+    missing or added, no undeclared category) and its labels checked against the declared ones."""
+    party = config.party(role)
+    if party.data is None:
+        raise TableError(f"{role} names no data file in its configuration section")
+    options = _table_options(party, declared)
+    if options.label is None:
+        raise ParameterError(f"[parties.{role}] names no label column (label = ...)")
+    train = read_table(party.data, options, name=f"{role}'s data", strict=True)
+    y = label_values(train.labels if train.labels is not None else [], config.params, f"{role}'s data")
+    est._check_parts([(train.X, y)])
+    est._task_config([y], [train.X.shape[0]])  # the client's labels or targets against the declared ones
+    client = DeployedClient(role, network, train.X, est._client_targets(y), seed=seed,
+                            max_epsilon=est.client_max_epsilon, task=est.task)
+    client.test, client.schema = _test_rows(party, options, train.schema), SchemaState.of(train.schema)
+    return client
 
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
@@ -255,7 +357,7 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
-    """Hand the model to every client; each predicts its own test rows into its own file (``out/``).
+    """Hand the model to every client; each predicts its own test rows into its own files (``out/``).
     The operator receives each client's score (accuracy, or R² for regression) when all report one.
     In a predict-only run every role's model part must come from the same fit."""
     if method is not None:
@@ -272,7 +374,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
-    """Train; hand the model to every client; each predicts its own test rows into its own file.
+    """Train; hand the model to every client; each predicts its own test rows into its own files.
     Returns the ε spent and each client's score (accuracy, or R² for regression).  A predict-only
     run predicts only (no ε is spent)."""
     if config.job == "predict":
@@ -281,68 +383,88 @@ def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]
     return {"epsilon_spent": np.asarray([float(fitted["epsilon_spent"])]), **predict(operator, config)}
 
 
-def _toml_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with the values TOML cannot hold rewritten (None ranges as ``[]``, tuples as lists)."""
+def _toml_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with the values TOML cannot hold rewritten (None ranges as ``[]``, arrays as lists)."""
     out = {k: v for k, v in params.items() if v is not None}
     if "feature_ranges" in out:
         out["feature_ranges"] = [[float(r[0]), float(r[1])] if r is not None else [] for r in out["feature_ranges"]]
-    for key in ("categorical_features", "categories", "y_range", "classes"):
+    for key in ("y_range", "classes"):
         if key in out:
             out[key] = np.asarray(out[key]).tolist()
     return out
 
 
 def prepare(out_dir: str | Path, parts: Sequence[Part], *, tests: Sequence[Part] | None = None,
-            params: dict[str, Any], base_port: int = 0) -> Path:
-    """A local trial: certificates, each client's rows (and test rows) in its own data file, ``run.toml``.
+            params: dict[str, Any], names: Sequence[str] | None = None,
+            categories: Mapping[str, Sequence[str]] | None = None, shuffle: bool = True,
+            rng: RandomSource = SYSTEM_RANDOM, base_port: int = 0) -> Path:
+    """A local trial: certificates, each client's own tables (CSV: ``data`` and, with ``tests``,
+    ``test_data`` with its labels), ``run.toml``.
 
-    ``params`` are the facade's settings (plus ``task``); what the facade would read from the pooled parts
-    (``classes``, ``categories``, ``y_range``) is declared here the same way, so the run grows the
-    facade's forest on the same parts and ``random_state``.  There are no key files: the clients'
+    Client ``i``'s table holds the rows of ``parts[i]`` (unless not ``shuffle``, in its own random
+    order) with an ``id`` column and a ``label`` column; the features are named ``names`` (else
+    ``x0, x1 …``), a column in ``categories`` holds codes, written as those category names, and NaN
+    is an empty cell.  ``params`` are the facade's settings (plus ``task``); what the facade would read
+    from the pooled parts (``classes`` or ``y_range``) is declared from them the same way (refused
+    with ``epsilon``), with ``columns`` and ``categories``.  There are no key files: the clients'
     pairwise mask keys are agreed during the run."""
     if tests is not None and len(tests) != len(parts):
         raise ParameterError("one test part per client (or none)")
-    est = estimator_from(params, run=False)
+    refused = sorted(set(params) & {"categorical_features", "categories", "columns", "clients", "n_features"})
+    if refused:
+        raise ParameterError(f"prepare declares {refused} itself (a categorical column is named in categories)")
+    cls = _ESTIMATORS[_task(params)]
+    check_protocol_keys(params, [n for n in cls._get_param_names() if n not in _NOT_SETTINGS] + ["task"],
+                        "histogram-forest")
+    est = cls(**_settings_of(params, [k for k in params if k != "task"]))
     Xs, ys = est._check_parts(parts)
     est._check_params(len(Xs))
     d = Xs[0].shape[1]
-    est._numeric_table(d)
-    categories, _, _ = est._schema(d, Xs)
+    cols = list(names) if names is not None else [f"x{j}" for j in range(d)]
+    cats = {k: [str(v) for v in vs] for k, vs in (categories or {}).items()}
     est._task_config(ys, [X.shape[0] for X in Xs])
-    declared: dict[str, Any] = {"categories": list(categories)} if any(categories) else {}
-    if isinstance(est, HistogramForestClassifier):
-        declared["classes"] = est.classes_
-    elif isinstance(est, HistogramForestRegressor):
-        declared["y_range"] = est.y_range_
+    declared: dict[str, Any] = {"classes": est.classes_} if isinstance(est, HistogramForestClassifier) else \
+        {"y_range": est.y_range_} if isinstance(est, HistogramForestRegressor) else {}
     clients = [f"client{i}" for i in range(len(Xs))]
-    settings = _toml_settings({**params, **declared, "clients": clients, "n_features": d})
+    settings = _toml_settings({**params, **declared, "clients": clients, "columns": cols,
+                               **({"categories": cats} if cats else {})})
     estimator_from(settings)  # what the roles will read back
     plan = TrialPlan(protocol="histogram-forest", params=settings)
     plan.add("server", role=Server.role)
-    for i, (name, X, y) in enumerate(zip(clients, Xs, ys, strict=True)):
-        data: dict[str, npt.NDArray[Any]] = {"X": X, "y": y}
+    for i, name in enumerate(clients):
+        tables = {"data": _client_frame(name, "", parts[i], cols, cats, shuffle, rng)}
         if tests is not None:
-            data["X_test"] = np.asarray(tests[i][0], dtype=np.float64)
-            data["y_test"] = np.asarray(tests[i][1])
-        plan.add(name, role=Client.role, data=data)
+            tables["test_data"] = _client_frame(name, "test-", tests[i], cols, cats, shuffle, rng)
+        plan.add(name, role=Client.role, tables=tables, options={"label": "label"})
     return write_trial(out_dir, plan, base_port=base_port)
+
+
+def _client_frame(name: str, prefix: str, part: Part, columns: Sequence[str], categories: Mapping[str, Sequence[str]],
+                  shuffle: bool, rng: RandomSource) -> Any:
+    """One client's table (a DataFrame): ids ``NAME-PREFIXr`` for row ``r`` of ``part``, in a random
+    order unless not ``shuffle``."""
+    X, y = np.asarray(part[0], dtype=np.float64), np.asarray(part[1])
+    order = random_permutation(X.shape[0], rng) if shuffle else np.arange(X.shape[0])
+    return table_frame([f"{name}-{prefix}{r}" for r in order], X[order], columns, categories=categories,
+                       label=("label", y[order].tolist()))
 
 
 def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
     """``securetrees federation init histogram-forest``: the demo's stratified split of Adult's first
-    ``rows`` rows over three clients, fixed bins over the demo's declared ranges and secure aggregation
-    (``insecure`` does not apply: no key here is a Paillier or DT-PKC key)."""
+    ``rows`` rows over three clients, each in its own CSV files (its own row order, string categories,
+    empty cells for missing values, the labels as text), fixed bins over the demo's declared ranges
+    and secure aggregation (``insecure`` does not apply: no key here is a Paillier or DT-PKC key)."""
     from securetrees.datasets import load_adult
     from securetrees.protocols.histogram_forest.experiment import adult_schema, stratified_clients
 
     data = load_adult()
     X = np.vstack([data.X_train, data.X_test])[:rows]
-    y = np.concatenate([data.y_train, data.y_test])[:rows]
+    y = np.where(np.concatenate([data.y_train, data.y_test])[:rows] == 1, ">50K", "<=50K")
     schema = adult_schema(X, list(data.categorical), [len(data.categories.get(n, ())) for n in data.feature_names])
     splits = stratified_clients(X, y, 3, seed=0)
     params: dict[str, Any] = {"n_estimators": trees, "max_depth": 6, "random_state": 0,
                               "secure_aggregation": True, "histogram": "fixed",
-                              "categorical_features": schema["categorical"],
                               "feature_ranges": schema["feature_ranges"]}
     return prepare(out_dir, [(s.X_train, s.y_train) for s in splits],
-                   tests=[(s.X_test, s.y_test) for s in splits], params=params)
+                   tests=[(s.X_test, s.y_test) for s in splits], params=params, names=data.feature_names,
+                   categories=data.categories)

@@ -19,17 +19,31 @@ Control actions (``securetrees.net.control``), sent by the operator:
 * ``load`` / ``drop`` (each participant): its columns of the test rows as batch ``batch``;
 * ``predict`` (cs): ``method`` = ``vertical`` or ``test`` (FRF-Test) on batch ``batch``;
 * ``predict`` (requester): FRF-Predict on each of its own rows;
-* ``revoke`` (participant): FRF-Revoc at ``level`` 1 or 2.
+* ``revoke`` (participant): FRF-Revoc at ``level`` 1 or 2;
+* ``save_model`` / ``model_id`` (CS, CC, KGC, participants): each party seals its part of the
+  model into ``models/NAME.model`` (``securetrees.net.models``, :mod:`.model`: the CS its
+  forest, each participant its nodes and schema, the KGC and the CC the revoked participants;
+  the requester keeps no model state and writes no part).
 
-The operator's steps (``securetrees operator``): :func:`fit` (the alignment phase, then
-training), :func:`predict`, :func:`revoke`.  The job a launcher runs (:func:`run_job`) is made
-of them: it trains, predicts the three ways, revokes the last participant at level 2 and
-predicts again.
+The operator's steps (``securetrees operator``): :func:`fit` (the alignment phase, training,
+then every part saved), :func:`predict`, :func:`revoke` (the parts saved again: the forest of a
+new epoch).  The job a launcher runs (:func:`run_job`) is made of them: it trains, predicts the
+three ways, revokes the last participant at level 2 and predicts again.
+
+A run with ``[run] job = "predict"`` loads the parts instead of training: the participants read
+only their ``test_data`` (encoded with the saved schema) and align those ids by PSI; the CS
+reads no table.  It predicts ``vertical``, ``test`` and ``encrypted``; it cannot revoke
+(FRF-Revoc rebuilds the destroyed subtrees by FLE-Expan over the training rows, which such a
+run does not hold: :class:`UnsupportedActionError`).  The CS writes the output of ``vertical``
+and ``test`` (``out/cs.METHOD.proba.npy``, its class names in ``out/cs.METHOD.predictions.npy``,
+rows in the participants' agreed order), the requester the output of its own requests
+(``out/requester.encrypted.proba.npy``): each is the party that learns that output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +55,48 @@ from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
 from securetrees.errors import ParameterError, TableError, UnsupportedActionError
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align, align_party, alignment_mode
+from securetrees.net.alignment import AlignmentPlan, align, align_party, align_test, alignment_mode
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.tables import encode_labels, party_tables
+from securetrees.net.deployment import save_output
+from securetrees.net.models import (
+    ModelFile,
+    SavesModel,
+    SchemaState,
+    check_models,
+    load_model,
+    refuse_training,
+    save_models,
+)
+from securetrees.net.tables import encode_labels, party_tables, test_table
 from securetrees.net.trial import TrialPlan, deal_rows, table_frame, vertical_tables, write_trial
+from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
 from securetrees.protocols.revfrf.kgc import KeyCentre
+from securetrees.protocols.revfrf.messages import RevokeReply, RevokeRequest
+from securetrees.protocols.revfrf.model import (
+    CSPart,
+    ParticipantPart,
+    RevokedPart,
+    forest_state,
+    node_state,
+    restore_forest,
+    restore_nodes,
+)
 from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
+from securetrees.psi.messages import LEADER_ROLE
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Party
+from securetrees.runtime import Message, Party, handles
 from securetrees.runtime.network import Network
 from securetrees.signing import SigningKey, make_roster
 from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
 
-__all__ = ["PARAMETERS", "fit", "make_role", "predict", "prepare", "revoke", "run_job", "trial"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "fit", "make_role", "model_roles", "predict", "prepare", "revoke", "run_job",
+           "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -67,29 +104,84 @@ PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", 
                         "requesters", "n_features", "allow_insecure", "directory", "verify_keys"})
 """The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout."""
 
+PREDICT_ONLY = True
+"""A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
 
-class DeployedCS(Controllable, CentralServer):
+NO_REVOCATION = ("a predict-only RevFRF run cannot revoke: FRF-Revoc rebuilds the destroyed subtrees by FLE-Expan "
+                 "over the training rows, which it does not hold (revoke in a fit run, whose parts are then saved "
+                 "again)")
+
+
+def _predict_only(run: RunConfig) -> None:
+    if run.job == "predict":
+        raise UnsupportedActionError(NO_REVOCATION)
+
+
+def _keep(party: SavesModel, config: RunConfig, passphrase: bytes) -> None:
+    party.run, party.passphrase = config, passphrase
+
+
+class DeployedCS(SavesModel, Controllable, CentralServer):
     _draws: list[Any]
+    classes: tuple[str, ...] = ()
+    """The class names the label codes stand for (classification), for the predictions file."""
 
     def control_state(self) -> dict[str, str]:
         return {"trees": str(len(self.trees))}
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        refuse_training(self.run)
         frontier = self.plant([dr.sample_weight for dr in self._draws])
         self.grow_forest(frontier, lambda tree: self._draws[tree.index].node_features())
         return ControlReply(info={"trees": str(len(self.trees))})
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
+        """The forest's output on a batch; the CS, which learns it, also writes it to its own
+        files (``out/cs.METHOD.proba.npy`` and the class names, or ``out/cs.METHOD.values.npy``)."""
         method, batch, n = args.get("method", "vertical"), args["batch"], int(args["n"])
         if method == "vertical":
-            return ControlReply(arrays={"output": self.predict_vertical(batch, n)})
-        if method == "test":
-            return ControlReply(arrays={"output": self.predict_test(batch, n)})
-        raise ParameterError("the CS predicts by method 'vertical' or 'test'")
+            out = self.predict_vertical(batch, n)
+        elif method == "test":
+            out = self.predict_test(batch, n)
+        else:
+            raise ParameterError("the CS predicts by method 'vertical' or 'test'")
+        if self.task == "regression":
+            save_output(self.run, self.name, f"{method}.values", out[:, 0])
+        else:
+            save_output(self.run, self.name, f"{method}.proba", out)
+            if self.classes:
+                save_output(self.run, self.name, f"{method}.predictions",
+                            np.asarray(self.classes)[np.argmax(out, axis=1)])
+        return ControlReply(arrays={"output": out})
+
+    @handles(RevokeRequest)
+    def on_revoke(self, sender: str, msg: RevokeRequest) -> RevokeReply | None:
+        """FRF-Revoc, refused in a predict-only run (:data:`NO_REVOCATION`) before any check."""
+        _predict_only(self.run)
+        return super().on_revoke(sender, msg)
+
+    def model_part(self) -> Message:
+        return CSPart(forest_state(self.trees), self.epoch, tuple(sorted(self.revoked)), self.task, self.voting,
+                      self.n_features, self.classes)
+
+    def restore_model(self, part: ModelFile) -> None:
+        """Adopt the forest, epoch and revoked set of a saved part (a predict-only run)."""
+        body = part.body
+        if not isinstance(body, CSPart):  # pragma: no cover - load_model checked the type
+            raise ParameterError("not a CS part")
+        if (body.task, body.voting, body.n_features) != (self.task, self.voting, self.n_features):
+            raise ParameterError("the CS's model part is of a run with another task, voting or width")
+        unknown = set(body.revoked) - set(self._keys)
+        if unknown:
+            raise ParameterError(f"the CS's model part revokes unknown participants {sorted(unknown)}")
+        self.trees = restore_forest(body.trees, self._keys, self.n_features)
+        self.epoch, self.revoked, self.classes = body.epoch, set(body.revoked), body.classes
+        self.loaded(part)
 
 
-class DeployedParticipant(Controllable, Participant):
+class DeployedParticipant(SavesModel, Controllable, Participant):
     _X_test: FloatArray | None = None
+    schema: SchemaState | None = None
 
     def control_load(self, args: dict[str, str]) -> ControlReply:
         if self._X_test is None:
@@ -105,25 +197,59 @@ class DeployedParticipant(Controllable, Participant):
         return ControlReply()
 
     def control_revoke(self, args: dict[str, str]) -> ControlReply:
+        _predict_only(self.run)
         self.request_revocation(level=int(args.get("level", "2")))
         return ControlReply(info={"revoked": self.name})
+
+    def model_part(self) -> Message:
+        if self.schema is None:  # pragma: no cover - set by make_role
+            raise ParameterError(f"{self.name} has no table schema")
+        return ParticipantPart(np.asarray(self.columns, dtype=np.int64), *node_state(self.own_nodes()), self.epoch,
+                               self.revoked, tuple(sorted(self.refused_requesters)), self.schema)
+
+    def restore_model(self, part: ModelFile) -> None:
+        """Adopt the nodes, epoch and revoked flag of a saved part (a predict-only run)."""
+        body = part.body
+        if not isinstance(body, ParticipantPart):  # pragma: no cover - load_model checked the type
+            raise ParameterError("not a participant's part")
+        self._nodes = restore_nodes(body, self.columns)
+        self.epoch, self.revoked, self.schema = body.epoch, body.revoked, body.schema
+        self.refused_requesters = set(body.refused)
+        self.loaded(part)
 
 
 class DeployedRequester(Controllable, Requester):
     _X: FloatArray | None = None
+    run: RunConfig
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
+        """FRF-Predict on each of its own rows; the output is the requester's: it also writes it to
+        its own file (``out/requester.encrypted.proba.npy``, in the order of its rows)."""
         if self._X is None:
             raise ParameterError(f"{self.name} has no rows in its data file")
-        return ControlReply(arrays={"output": np.stack([self.request(row) for row in self._X])})
+        out = np.stack([self.request(row) for row in self._X])
+        save_output(self.run, self.name, "encrypted.proba", out)
+        return ControlReply(arrays={"output": out})
 
 
-class DeployedKGC(Controllable, KeyCentre):
-    pass
+class DeployedKGC(SavesModel, Controllable, KeyCentre):
+    def model_part(self) -> Message:
+        return RevokedPart(tuple(sorted(p for p in self._verify_keys if self.kgc.is_revoked(p))))
 
 
-class DeployedCC(Controllable, ComputationServer):
-    pass
+class DeployedCC(SavesModel, Controllable, ComputationServer):
+    def model_part(self) -> Message:
+        return RevokedPart(tuple(sorted(self.revoked)))
+
+    def restore_model(self, part: ModelFile) -> None:
+        """Adopt the revoked participants of a saved part: their keys leave the directory."""
+        body = part.body
+        if not isinstance(body, RevokedPart):  # pragma: no cover - load_model checked the type
+            raise ParameterError("not a revocation list")
+        for name in body.revoked:
+            self.revoked.add(name)
+            self.remove_key(name)
+        self.loaded(part)
 
 
 def _directory(config: RunConfig) -> dict[str, PublicKey]:
@@ -154,14 +280,26 @@ def _share(secrets: dict[str, bytes], directory: dict[str, PublicKey]) -> Strong
 def alignment_plan(config: RunConfig) -> AlignmentPlan:
     """The first participant leads the PSI of the training ids with the CS (the label holder)
     and every participant, and of the test ids with every participant (the CS holds no test
-    rows); it learns each pairwise intersection (``specs/deployment.md``)."""
+    rows); it learns each pairwise intersection (``specs/deployment.md``).  A predict-only run
+    aligns the test ids only, of the participants that name ``test_data`` (a revoked one may
+    name none), led by the first of them."""
     if alignment_mode(config) != "psi":
         raise ParameterError("RevFRF aligns its rows by private set intersection only (alignment = 'psi')")
     participants = tuple(str(u) for u in config.params["participants"])
+    if config.job == "predict":
+        holders = tuple(u for u in participants if config.party(u).test_data is not None)
+        if not holders:
+            raise ParameterError("a predict-only run needs the participants' test_data (the rows to predict)")
+        return AlignmentPlan(holders[0], {"test": holders})
     sets = {"train": (*participants, "cs")}
     if all(config.party(u).test_data is not None for u in participants):
         sets["test"] = participants
     return AlignmentPlan(participants[0], sets)
+
+
+def model_roles(config: RunConfig) -> list[str]:
+    """The roles that keep a model part: the CS, the CC, the KGC and every participant."""
+    return ["cs", "cc", "kgc", *[str(u) for u in config.params["participants"]]]
 
 
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
@@ -173,57 +311,129 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     directory = _directory(config)
     verify_keys = {u: bytes.fromhex(h) for u, h in dict(p["verify_keys"]).items()}
     session = secrets.get("session", b"")
+    predicting = config.job == "predict"
     if role == "kgc":
-        kgc = KGC.restore(directory["cs"].params, directory)
-        return DeployedKGC(role, network, kgc=kgc, verify_keys=verify_keys, session=session)
+        revoked: tuple[str, ...] = ()
+        if predicting:
+            kgc_part = load_model(config, role, KeyCentre.role, passphrase, RevokedPart)
+            revoked = kgc_part.body.revoked  # type: ignore[attr-defined]
+        kgc = KGC.restore(directory["cs"].params, {k: v for k, v in directory.items() if k not in revoked},
+                          revoked=revoked)
+        centre = DeployedKGC(role, network, kgc=kgc, verify_keys=verify_keys, session=session)
+        _keep(centre, config, passphrase)
+        if predicting:
+            centre.loaded(kgc_part)
+        return centre
     if role == "cc":  # the run's sizes matter to the data holders' draws only
         shared = {k: v for k, v in directory.items() if k in ("cs", "cc", *participants)}
-        return DeployedCC(role, network, share=_share(secrets, directory),
-                          weak_key=_weak(secrets, directory, role), directory=shared,
-                          verify_keys=verify_keys, session=session, holt_params=plan_run(p, 1, d).holt)
+        cc = DeployedCC(role, network, share=_share(secrets, directory),
+                        weak_key=_weak(secrets, directory, role), directory=shared,
+                        verify_keys=verify_keys, session=session, holt_params=plan_run(p, 1, d).holt)
+        _keep(cc, config, passphrase)
+        if predicting:
+            cc.restore_model(load_model(config, role, ComputationServer.role, passphrase, RevokedPart))
+        return cc
     if role in p.get("requesters", []):
-        table, _ = party_tables(config.party(role))  # its own whole rows: nothing to align
+        req_party = config.party(role)
+        if predicting and req_party.test_data is not None:  # its new requests; its data file is not training data
+            req_party = replace(req_party, data=req_party.test_data, test_data=None)
+        table, _ = party_tables(req_party)  # its own whole rows: nothing to align
         fixed = plan_run(p, 1, d)
         req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
                                 codec=fixed.codec, holt_params=fixed.holt)
         req._X = table.X
+        req.run = config
         return req
     if role != "cs" and role not in participants:
         raise ParameterError(f"{role!r} is not a role of this RevFRF run")
-    train, test = align_party(config, role, network, alignment_plan(config), *party_tables(config.party(role)))
-    plan = plan_run(p, len(train), d)
     if role == "cs":
-        task = str(p.get("task", "classification"))
+        return _cs(config, network, secrets, directory, participants, columns, verify_keys, passphrase)
+    return _participant(role, config, network, secrets, directory, participants, columns, verify_keys, passphrase)
+
+
+def _cs(config: RunConfig, network: Network, secrets: dict[str, bytes], directory: dict[str, PublicKey],
+        participants: list[str], columns: dict[str, tuple[int, ...]], verify_keys: dict[str, bytes],
+        passphrase: bytes) -> DeployedCS:
+    """The CS: its labels (aligned by PSI) and the draws of a fit, or its saved part (predict-only:
+    it reads no table)."""
+    p = config.params
+    d = int(p["n_features"])
+    task = str(p.get("task", "classification"))
+    k = int(p["n_classes"]) if task == "classification" else 1
+    classes: tuple[str, ...] = ()
+    if config.job == "predict":
+        plan = plan_run(p, 1, d)
+        stats = [np.zeros((0, k)) for _ in plan.draws]
+    else:
+        train, _ = align_party(config, "cs", network, alignment_plan(config), *party_tables(config.party("cs")))
+        plan = plan_run(p, len(train), d)
         if task == "classification":
-            k = int(p["n_classes"])
             y = encode_labels(train, k)
             stats = [class_stats(y, k, dr.sample_weight) for dr in plan.draws]
+            classes = tuple(str(c) for c in np.unique(np.asarray(train.labels).astype(str)))
         else:
             y = encode_labels(train, 0)
             stats = [np.asarray(regression_stats(y, dr.sample_weight)) for dr in plan.draws]
-        cs = DeployedCS(
-            role, network, share=_share(secrets, directory),
-            weak_key=_weak(secrets, directory, role),
-            stats=stats, criterion=make_criterion("gini" if task == "classification" else "squared_error"),
-            task=task, grow=plan.grow, columns=columns, participant_keys={u: directory[u] for u in participants},
-            verify_keys=verify_keys, session=session, n_features=d, max_features=plan.max_features,
-            voting=str(p.get("voting", "soft")), ml_seed=plan.ml_seed, holt_params=plan.holt)
-        cs._draws = plan.draws
-        for name in p.get("requesters", []):
-            cs.register_requester(str(name), directory[str(name)])
-        return cs
-    i = participants.index(role)
-    if train.X.shape[1] != len(columns[role]):
-        raise TableError(f"{role} has {train.X.shape[1]} feature columns but [protocol] columns lists "
+    cs = DeployedCS(
+        "cs", network, share=_share(secrets, directory),
+        weak_key=_weak(secrets, directory, "cs"),
+        stats=stats, criterion=make_criterion("gini" if task == "classification" else "squared_error"),
+        task=task, grow=plan.grow, columns=columns, participant_keys={u: directory[u] for u in participants},
+        verify_keys=verify_keys, session=secrets.get("session", b""), n_features=d, max_features=plan.max_features,
+        voting=str(p.get("voting", "soft")), ml_seed=plan.ml_seed, holt_params=plan.holt)
+    cs._draws, cs.classes = plan.draws, classes
+    _keep(cs, config, passphrase)
+    if config.job == "predict":
+        cs.restore_model(load_model(config, "cs", CentralServer.role, passphrase, CSPart))
+    for name in p.get("requesters", []):
+        cs.register_requester(str(name), directory[str(name)])
+    return cs
+
+
+class _NoGrowth:
+    """A predict-only participant's proposer: it proposes no candidates (nothing is grown)."""
+
+    def propose(self, column: int, x: FloatArray, rng: np.random.Generator) -> CandidateSet:
+        raise UnsupportedActionError("a predict-only RevFRF participant grows no tree")
+
+
+def _participant(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
+                 directory: dict[str, PublicKey], participants: list[str], columns: dict[str, tuple[int, ...]],
+                 verify_keys: dict[str, bytes], passphrase: bytes) -> DeployedParticipant:
+    """A participant: its columns of the training and test rows (aligned by PSI), or in a
+    predict-only run its saved part and its ``test_data`` alone, encoded with the saved schema."""
+    p = config.params
+    part = None
+    if config.job == "predict":
+        part = load_model(config, role, Participant.role, passphrase, ParticipantPart)
+        schema = part.body.schema.schema()  # type: ignore[attr-defined]
+        plan = alignment_plan(config)
+        test = None
+        if role in plan.sets["test"]:
+            test = align_test(config, role, network, plan, test_table(config.party(role), schema))
+        X = np.empty((0, len(columns[role])))
+        proposer: Proposer = _NoGrowth()
+        run = plan_run(p, 1, int(p["n_features"]))
+    else:
+        train, test = align_party(config, role, network, alignment_plan(config), *party_tables(config.party(role)))
+        X, schema, proposer = train.X, train.schema, make_proposer(p, train.X, columns[role])
+        run = plan_run(p, len(train), int(p["n_features"]))
+    if X.shape[1] != len(columns[role]) or schema.n_columns != len(columns[role]):
+        raise TableError(f"{role} has {schema.n_columns} feature columns but [protocol] columns lists "
                          f"{len(columns[role])} for it")
-    part = DeployedParticipant(
-        role, network, columns=columns[role], X_own=train.X, weak_key=_weak(secrets, directory, role),
-        signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=session, verify_keys=verify_keys,
-        cs_key=directory["cs"], proposer=make_proposer(p, train.X, columns[role]), ml_seed=plan.ml_seed + 1 + i,
-        codec=plan.codec, holt_params=plan.holt)
+    i = participants.index(role)
+    dp = DeployedParticipant(
+        role, network, columns=columns[role], X_own=X, weak_key=_weak(secrets, directory, role),
+        signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=secrets.get("session", b""),
+        verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer, ml_seed=run.ml_seed + 1 + i,
+        codec=run.codec, holt_params=run.holt)
+    dp.schema = SchemaState.of(schema)
+    _keep(dp, config, passphrase)
+    if part is not None:
+        dp.restore_model(part)
     if test is not None:
-        part._X_test = test.X
-    return part
+        dp._X_test = test.X
+    return dp
 
 
 def _predict_all(operator: Operator, participants: list[str], method: str, batch: str) -> FloatArray:
@@ -241,20 +451,35 @@ def _predict_all(operator: Operator, participants: list[str], method: str, batch
 
 def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     """The alignment phase (the CS and the participants wait in it since they started), then
-    planting and growing the forest (the CS drives FLE-Expan / FOS-Find with every participant)."""
+    planting and growing the forest (the CS drives FLE-Expan / FOS-Find with every participant),
+    then every party saves its model part (the reply's ``model_id`` names the fit)."""
+    refuse_training(config)
     plan = alignment_plan(config)
     sizes = align(operator, plan)
     with operator.step("fit"):
         info = dict(operator.control("cs", "fit").info)
-    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}}
+    model_id = save_models(operator, model_roles(config))
+    return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
+
+
+def _align_new_rows(operator: Operator, config: RunConfig) -> None:
+    """A predict-only run: the PSI of the participants' new ids, unless done already (the leader
+    then serves its protocol role), then the check that every part comes from the same fit."""
+    plan = alignment_plan(config)
+    if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
+        align(operator, plan)
+    check_models(operator, model_roles(config))
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """Class probabilities: ``vertical`` (default) or ``test`` (FRF-Test) on the participants'
     aligned test rows (a fresh batch, dropped afterwards), or ``encrypted`` (FRF-Predict) on the
-    first requester's own rows; the result is named after the method."""
+    first requester's own rows; the result is named after the method.  In a predict-only run the
+    new rows are aligned first and every role's model part must come from the same fit."""
     p = config.params
     how = method or "vertical"
+    if config.job == "predict":
+        _align_new_rows(operator, config)
     with operator.step(f"predict {how}"):
         if how == "encrypted":
             requesters = [str(r) for r in p.get("requesters", [])]
@@ -270,26 +495,32 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
 
 def revoke(operator: Operator, config: RunConfig, party: str, level: int = 2) -> dict[str, str]:
     """FRF-Revoc: participant ``party`` asks to leave at ``level`` 1 (its data out of future
-    trees) or 2 (a new forest epoch without it)."""
+    trees) or 2 (a new forest epoch without it); every party then saves its part again (the
+    reply's ``model_id``: the forest of the new epoch).  Refused in a predict-only run."""
+    _predict_only(config)
     participants = [str(u) for u in config.params["participants"]]
     if party not in participants:
         raise ParameterError(f"{party!r} is not a participant of this run ({participants})")
     if level not in (1, 2):
         raise ParameterError("the revocation level is 1 or 2")
     with operator.step(f"revoke {party}"):
-        return dict(operator.control(party, "revoke", level=level).info)
+        info = dict(operator.control(party, "revoke", level=level).info)
+    return {**info, "model_id": save_models(operator, model_roles(config))}
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:
     """Align and train; predict by ``vertical``, ``test`` and (the requester) ``encrypted``; revoke
-    the last participant at level 2 (a new forest epoch); predict ``vertical`` again."""
+    the last participant at level 2 (a new forest epoch); predict ``vertical`` again.  A
+    predict-only run predicts the three ways only."""
     participants = [str(u) for u in config.params["participants"]]
-    fit(operator, config)
+    if config.job != "predict":
+        fit(operator, config)
     results = {**predict(operator, config, "vertical"), **predict(operator, config, "test")}
     if config.params.get("requesters"):
         results.update(predict(operator, config, "encrypted"))
-    revoke(operator, config, participants[-1], 2)
-    results["after_revocation"] = predict(operator, config, "vertical")["vertical"]
+    if config.job != "predict":
+        revoke(operator, config, participants[-1], 2)
+        results["after_revocation"] = predict(operator, config, "vertical")["vertical"]
     return results
 
 

@@ -160,12 +160,17 @@ def _typed_column(values: Sequence[object], where: str) -> tuple[list[object], b
 
 
 def read_table(source: object, options: TableOptions | None = None, *, schema: TabularSchema | None = None,
-               name: str = "table") -> PartyTable:
+               name: str = "table", strict: bool = False, test_labels: bool = False) -> PartyTable:
     """A party's table from a CSV or Parquet path, or a DataFrame.
 
     ``schema`` (the training table's) encodes a test table; without it the schema is declared by
     ``options.columns`` / ``options.categories`` or inferred from this table.  A label column
-    is read only when ``options.label`` is set and the table is not a test table.
+    is read only when ``options.label`` is set and the table is not a test table (with
+    ``test_labels``, a test table's label column is read too when the table has one).
+
+    ``strict`` (a schema declared for every party alike): a column that is neither the id, the
+    label nor a feature is refused, and so is, in a training table, a category cell outside the
+    declared categories (in a test table such a cell is missing, NaN).
     """
     import pandas as pd
 
@@ -185,7 +190,7 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise DuplicateIdError(f"{where}: the id {dup!r} names more than one row")
-    label = opt.label if schema is None else None
+    label = opt.label if schema is None or (test_labels and opt.label in names) else None
     if label is not None and label not in names:
         raise TableError(f"{where}: no label column {label!r}")
     if schema is not None:
@@ -194,9 +199,12 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
         features = list(opt.columns)
     else:
         features = [c for c in names if c not in (opt.id_column, label)]
-    unknown = [c for c in [*features, *(opt.categories or {})] if c not in names]
+    unknown = [c for c in dict.fromkeys([*features, *(opt.categories or {})]) if c not in names]
     if unknown:
         raise TableError(f"{where}: declared columns not in the table: {unknown}")
+    extra = [c for c in names if c not in (opt.id_column, opt.label, *features)]
+    if strict and extra:
+        raise TableError(f"{where}: columns not in the declared feature columns: {extra}")
     declared = dict(opt.categories or {})
     data: dict[str, list[object]] = {}
     numeric: dict[str, bool] = {}
@@ -208,6 +216,9 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
             data[c], numeric[c] = list(_numbers(values, col_where)), True  # declared numeric: must parse
         elif c in declared or (schema is not None):
             data[c], numeric[c] = [None if _is_missing(v) else str(v) for v in values], False
+            outside = sorted({str(v) for v in data[c] if v is not None} - set(declared.get(c, ())))
+            if strict and schema is None and outside:
+                raise TableError(f"{col_where}: categories outside the declared ones: {outside[:5]}")
         else:
             data[c], numeric[c] = _typed_column(values, col_where)
     frame = pd.DataFrame({c: pd.Series(data[c], dtype="float64" if numeric[c] else "object") for c in features})

@@ -420,3 +420,66 @@ def test_model_file_envelope(data: bytes) -> None:
     from securetrees.net.models import open_model
 
     typed(open_model, data, b"pw")
+
+
+# --------------------------------------------------------------------------- RevFRF model parts
+
+
+def _revfrf_parts() -> tuple[bytes, bytes]:
+    """The plaintexts of a RevFRF CS part (one tree: a split by u1 and two leaves) and of u1's part."""
+    from securetrees.net.models import ModelFile, SchemaState
+    from securetrees.protocols.revfrf.forest import RevTree
+    from securetrees.protocols.revfrf.model import CSPart, ParticipantPart, forest_state, node_state
+    from securetrees.protocols.revfrf.participant import OwnNode
+    from securetrees.runtime import codec
+    from securetrees.schema import TabularSchema
+
+    tree = RevTree(0, np.zeros((0, 2)))
+    root = tree.new_node(0, np.zeros(0, dtype=np.int64), np.zeros(2), 4.0, np.array([2.0, 2.0]))
+    left = tree.new_node(1, np.zeros(0, dtype=np.int64), np.zeros(2), 3.0, np.array([3.0, 0.0]), root.id)
+    right = tree.new_node(1, np.zeros(0, dtype=np.int64), np.zeros(2), 1.0, np.array([0.0, 1.0]), root.id)
+    root.left, root.right, root.provider, root.column = left.id, right.id, "u1", 1
+    root.split, root.epoch, root.signature = dtpkc_encrypt(DPK, 5), 0, b"\x01" * 64
+    cs = CSPart(forest_state([tree]), 0, (), "classification", "soft", 2, ("a", "b"))
+    schema = SchemaState.of(TabularSchema.declare(["x1"], {"x1": ["a", "b"]}))
+    u1 = ParticipantPart(np.array([1], dtype=np.int64), *node_state({(0, root.id): OwnNode(1, 0.5)}), 0, False, (),
+                         schema)
+    return tuple(codec.encode(ModelFile(1, "revfrf", n, r, b"\x07" * 16, b))  # type: ignore[return-value]
+                 for n, r, b in (("cs", "cs", cs), ("u1", "participant", u1)))
+
+
+REVFRF_CS_PLAIN, REVFRF_U1_PLAIN = _revfrf_parts()
+
+
+def _restore_revfrf(data: bytes) -> None:
+    """A RevFRF part's plaintext decoded and adopted (the CS's forest, a participant's nodes and schema)."""
+    from securetrees.net.models import ModelFile
+    from securetrees.protocols.revfrf.model import CSPart, ParticipantPart, restore_forest, restore_nodes
+    from securetrees.runtime import codec
+
+    part = codec.decode(data)
+    if isinstance(part, ModelFile) and isinstance(part.body, CSPart):
+        restore_forest(part.body.trees, {"u1": DPK}, part.body.n_features)
+    elif isinstance(part, ModelFile) and isinstance(part.body, ParticipantPart):
+        restore_nodes(part.body, (1,))
+        part.body.schema.schema()
+
+
+def test_revfrf_part_fixtures_restore() -> None:
+    from securetrees.protocols.revfrf.model import restore_forest
+    from securetrees.runtime import codec
+
+    for plain in (REVFRF_CS_PLAIN, REVFRF_U1_PLAIN):
+        _restore_revfrf(plain)  # the valid documents go through (the fuzz starts from them)
+    trees = codec.decode(REVFRF_CS_PLAIN).body.trees  # type: ignore[attr-defined]
+    assert restore_forest(trees, {"u1": DPK}, 2)[0].nodes[0].split is not None
+
+
+@given(bytes_inputs(REVFRF_CS_PLAIN))
+def test_revfrf_cs_part_plaintext(data: bytes) -> None:
+    typed(_restore_revfrf, data)
+
+
+@given(bytes_inputs(REVFRF_U1_PLAIN))
+def test_revfrf_participant_part_plaintext(data: bytes) -> None:
+    typed(_restore_revfrf, data)

@@ -206,8 +206,8 @@ def test_cli_init_and_launch_a_local_federation(tmp_path: Path) -> None:
                           "--config", str(tmp_path / "run" / "run.toml")], capture_output=True, text=True, env=env,
                          timeout=300, cwd=here)
     assert run.returncode == 0, run.stderr
-    # 500 test rows, each of the two clients lacking 200 // 50 of them: the PSI keeps the rest
-    assert "federation finished" in run.stdout and "output: shape (492, 2)" in run.stdout
-    for client in ("client0", "client1"):
+    # 500 test rows, each of the three clients lacking 200 // 50 of them: the PSI keeps the rest
+    assert "federation finished" in run.stdout and "output: shape (488, 2)" in run.stdout
+    for client in ("client0", "client1", "client2"):
         rows = np.load(tmp_path / "run" / "out" / f"{client}.rows.npz")
-        assert rows["train"].size == 200 - 2 * 4 and rows["test"].size == 492
+        assert rows["train"].size == 200 - 3 * 4 and rows["test"].size == 488

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("grpc")
@@ -38,7 +39,7 @@ from securetrees.testing.alignment import joined_view
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
-CLIENTS = ["client0", "client1"]
+CLIENTS = ["client0", "client1", "client2"]
 
 
 def _insecure_loader(b: bytes) -> PublicKey:
@@ -60,13 +61,14 @@ def _predict_only(cfg: Path, new_tests: dict[str, str]) -> Path:
 
 @pytest.fixture(scope="module")
 def ff_fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A PSI-aligned Federated Forest fit (two clients, the label holder client1, string categories),
+    """A PSI-aligned Federated Forest fit (three clients, the label holder client1, string categories,
+    empty cells, string labels, each client's rows in its own order with a few ids the others lack),
     the one-process facade fitted on the same aligned rows, and new rows for each client."""
     adult = load_adult()
     tmp = tmp_path_factory.mktemp("ff")
     X, y = adult.X_train[:120], adult.y_train[:120]
     d = X.shape[1]
-    part = [list(range(0, d, 2)), list(range(1, d, 2))]
+    part = [list(range(i, d, 3)) for i in range(3)]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
               "key_bits": 1024}
@@ -81,7 +83,7 @@ def ff_fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                    key_bits=1024, rng=DeterministicRandom("ff ids"), public_key_loader=_insecure_loader,
                                    categorical_features=data.categorical, label_holder=1)
     ff.set_params(partition=part).fit(data.X, data.y)
-    # new rows: ids no training row had, each client lacking one the other holds
+    # new rows: ids no training row had, each client lacking one the others hold
     Xn = adult.X_test[100:130]
     new_ids = [f"new-{i}" for i in range(Xn.shape[0])]
     schemas = {c: party_tables(config.party(c))[0].schema for c in CLIENTS}
@@ -126,7 +128,7 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     cfg = _predict_only(fx["cfg"], fx["new_tests"])
     got = launch(cfg, fx["tmp"] / "pki", log_dir=fx["tmp"] / "logs-predict")
     Xn, ids = _aligned_new_rows(fx, cfg)
-    assert len(ids) == 30 - 2
+    assert len(ids) == 30 - len(CLIENTS)
     want = fx["facade"].predict_proba(Xn)
     np.testing.assert_array_equal(got["output"], want)
     # the label holder's own file: the same output beside its own ids, its class names
@@ -136,6 +138,36 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     order = [ids.index(i) for i in own_ids]
     np.testing.assert_array_equal(proba, want[order])
     assert set(np.load(out / "client1.predictions.npy").tolist()) <= {">50K", "<=50K"}
+
+
+def test_hmac_trusted_predict_only_run_matches_the_facade(tmp_path: Path) -> None:
+    """The trusted setting (``alignment = "hmac-trusted"``: every client holds the same ids and a
+    shared HMAC key): a predict-only run scores new rows, in the clients' own (reversed) order,
+    from the saved parts as the facade does, with no PSI and no training file."""
+    adult = load_adult()
+    X, y = adult.X_train[:120], adult.y_train[:120]
+    d = X.shape[1]
+    part = [list(range(i, d, 3)) for i in range(3)]
+    keys = generate_keypair(1024, allow_insecure=True)
+    params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
+              "key_bits": 1024, "alignment": "hmac-trusted"}
+    cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=adult.X_test[:10], params=params, paillier_keys=keys,
+                            id_key=DeterministicRandom("ff ids").token_bytes(32), shuffle=False)
+    launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
+    ff = FederatedForestClassifier(2, max_depth=3, random_state=0, paillier_keys=keys, allow_insecure=True,
+                                   key_bits=1024, rng=DeterministicRandom("ff ids"), public_key_loader=_insecure_loader)
+    ff.set_params(partition=part).fit(X, y)
+    Xn = adult.X_test[200:215][::-1]
+    new_ids = [f"new-{i}" for i in range(Xn.shape[0])][::-1]
+    (tmp_path / "new").mkdir()
+    new_tests = {}
+    for name, cols in zip(CLIENTS, part, strict=True):
+        path = f"new/{name}.csv"
+        table_frame(new_ids, Xn[:, cols], [f"x{j}" for j in cols]).to_csv(tmp_path / path, index=False)
+        new_tests[name] = path
+    got = launch(_predict_only(cfg, new_tests), tmp_path / "pki", log_dir=tmp_path / "logs-predict")
+    assert not (tmp_path / "out" / "client0.rows.npz").exists()  # nothing was aligned by PSI
+    np.testing.assert_array_equal(got["output"], ff.predict_proba(Xn))
 
 
 def _part(fx: dict[str, Any], name: str) -> models.ModelFile:
@@ -241,34 +273,37 @@ def test_job_and_model_dir_are_checked(tmp_path: Path, ff_fitted: dict[str, Any]
 
 
 def test_histogram_forest_predict_only_run_matches_the_facade(tmp_path: Path, checkout_deployments: Path) -> None:
-    """The histogram forest: after a fit, new rows at each client (``test_data``, an ``.npz``) are
+    """The histogram forest: after a fit, new rows at each client (``test_data``, its own CSV file) are
     scored by a predict-only run whose training files are gone, as the facade scores them."""
     from securetrees.protocols.histogram_forest import deploy as hf_deploy
-    from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
     from securetrees.protocols.histogram_forest.experiment import stratified_clients
-    from securetrees.protocols.histogram_forest.testing import fit_parts
+    from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_tables
 
     adult = load_adult()
     splits = stratified_clients(adult.X_train[:300], adult.y_train[:300], 3, seed=0)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 5, "secure_aggregation": True,
               "histogram": "fixed"}
     cfg = hf_deploy.prepare(tmp_path, [(s.X_train, s.y_train) for s in splits],
-                            tests=[(s.X_test, s.y_test) for s in splits], params=params)
+                            tests=[(s.X_test, s.y_test) for s in splits], params=params,
+                            names=adult.feature_names, categories=adult.categories)
     fitted = launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
-    facade = fit_parts(HistogramForestClassifier(**params), [(s.X_train, s.y_train) for s in splits])
-    np.testing.assert_array_equal(fitted["score"], [facade.score(s.X_test, s.y_test) for s in splits])
-    new = {f"client{i}": adult.X_test[50 * i:50 * i + 20] for i in range(3)}
-    text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for name, Xn in new.items():
-        np.savez(tmp_path / f"{name}-new.npz", X_test=Xn, y_test=adult.y_test[:20])
-        (tmp_path / "data" / f"{name}.npz").unlink()  # the training rows are gone
-        text = text.replace(f'data = "data/{name}.npz"', f'data = "data/{name}.npz"\ntest_data = "{name}-new.npz"')
-    predict_cfg = tmp_path / "predict.toml"
-    predict_cfg.write_text(text, encoding="utf-8")
+    facade, pooled = fit_tables(cfg)
+    labels = {c: pd.read_csv(tmp_path / "data" / f"{c}-test.csv")["label"].to_numpy() for c in pooled.tests}
+    np.testing.assert_array_equal(fitted["score"], [facade.score(pooled.tests[c], labels[c]) for c in pooled.tests])
+    new = {}
+    for i in range(3):
+        rows = slice(50 * i, 50 * i + 20)
+        frame = table_frame([f"new-{r}" for r in range(20)], adult.X_test[rows], adult.feature_names,
+                            categories=adult.categories, label=("label", adult.y_test[:20].tolist()))
+        frame.to_csv(tmp_path / f"client{i}-new.csv", index=False)
+        new[f"client{i}"] = f"client{i}-new.csv"
+    predict_cfg = _predict_only(cfg, new)
     got = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
-    np.testing.assert_array_equal(got["score"], [facade.score(Xn, adult.y_test[:20]) for Xn in new.values()])
-    for name, Xn in new.items():
-        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{name}.proba.npy"), facade.predict_proba(Xn))
+    rows_now = pooled_tables(predict_cfg)
+    np.testing.assert_array_equal(got["score"], [facade.score(rows_now.tests[c], adult.y_test[:20]) for c in new])
+    for name in new:
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{name}.proba.npy"),
+                                      facade.predict_proba(rows_now.tests[name]))
     with pytest.raises(ParameterError, match="predict-only"):
         hf_deploy.fit(None, load_config(predict_cfg))  # type: ignore[arg-type]
 

@@ -146,3 +146,22 @@ def test_bad_table_keys_are_refused(tmp_path: Path, party: dict[str, object], wo
 def test_unknown_party_keys_stay_refused(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match=r"unknown key 'schema' in \[parties\.a\]"):
         load_config(_config(tmp_path, {"data": "a.csv", "schema": "a.json"}))
+
+
+def test_strict_reading_refuses_other_columns_and_undeclared_categories(tmp_path: Path) -> None:
+    """``strict`` (one schema declared for every party): an extra column and, at training, an undeclared
+    category are refused; a test table's undeclared category is missing and ``test_labels`` reads its labels.
+    Without ``strict`` the same tables read as before."""
+    declared = TableOptions(label="income", columns=("work", "age"), categories={"work": ("Private", "State-gov")})
+    path = write(tmp_path, "id,income,age,work,zip\nr1,>50K,30,Private,8000\n")
+    with pytest.raises(TableError, match=r"not in the declared feature columns: \['zip'\]"):
+        read_table(path, declared, strict=True)
+    assert read_table(path, declared).schema.names == ["work", "age"]  # not strict: the extra column is ignored
+    odd = write(tmp_path, CSV.replace("State-gov", "Moon-base"), "odd.csv")
+    with pytest.raises(TableError, match=r"column 'work'.*outside the declared ones: \['Moon-base'\]"):
+        read_table(odd, declared, strict=True)
+    train = read_table(write(tmp_path, CSV, "train.csv"), declared, strict=True)
+    test = read_table(odd, declared, schema=train.schema, strict=True, test_labels=True)
+    np.testing.assert_array_equal(test.X[:, 0], [0.0, np.nan, np.nan])  # an unseen category is missing
+    assert list(test.labels) == [">50K", "<=50K", "<=50K"]  # type: ignore[arg-type]
+    assert read_table(odd, declared, schema=train.schema).labels is None  # a test table's labels only on request

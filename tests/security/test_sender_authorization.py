@@ -40,6 +40,7 @@ import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
 import securetrees.protocols.hybridtree.model
 import securetrees.protocols.revfrf.messages
+import securetrees.protocols.revfrf.model
 import securetrees.protocols.secureboost.estimators as sb_estimators
 import securetrees.protocols.secureboost.messages
 import securetrees.psi.messages
@@ -71,7 +72,7 @@ MODULES = (
     securetrees.psi.messages, securetrees.protocols.secureboost.messages,
     securetrees.net.models, securetrees.protocols.federated_forest.model, securetrees.protocols.federated_forest.deploy,
     securetrees.protocols.hybridtree.model, securetrees.protocols.histogram_forest.deploy,
-    securetrees.protocols.hybridtree.deploy,
+    securetrees.protocols.hybridtree.deploy, securetrees.protocols.revfrf.model,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -81,7 +82,8 @@ STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_for
           "federated_forest.state.journal", "securetrees.model.file", "federated_forest.model.master",
           "federated_forest.model.client_part", "hybridtree.model.host", "hybridtree.model.guest",
           "hybridtree.deploy.host_part",
-          "histogram_forest.model.server", "histogram_forest.model.client"}
+          "histogram_forest.model.server", "histogram_forest.model.client", "revfrf.model.cs",
+          "revfrf.model.participant", "revfrf.model.revoked"}
 """Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",
