@@ -1,6 +1,8 @@
 """HybridTree, the histogram forest and SecureBoost deployed (issues 16, 17): one process per role over
 gRPC with mutual TLS on loopback against the one-process facade on the same data, settings and
 (HybridTree, SecureBoost) key.
+HybridTree's parties read their own CSV tables and align them by PSI (part of the deployed job); the
+facade is fitted on the rows they aligned, joined.
 
 Each run is what the deployment's ``run_job`` does: HybridTree trains, the guests load their test rows
 and the host predicts them; the histogram forest trains, the server hands the model to the clients and
@@ -34,6 +36,7 @@ from harness import Report
 
 from securetrees.datasets import load_adult
 from securetrees.errors import InsecureParameterWarning
+from securetrees.net.config import load_config
 from securetrees.net.service import launch
 from securetrees.paillier import generate_keypair
 from securetrees.protocols.histogram_forest import deploy as hf_deploy
@@ -41,14 +44,16 @@ from securetrees.protocols.histogram_forest.experiment import stratified_clients
 from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_tables
 from securetrees.protocols.hybridtree import deploy as ht_deploy
 from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
-from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
+from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier
+from securetrees.protocols.hybridtree.testing import joined_view
 from securetrees.protocols.secureboost import SecureBoostClassifier
 from securetrees.protocols.secureboost import deploy as sb_deploy
 from securetrees.protocols.secureboost.demo import MAX_BINS as SB_MAX_BINS
 from securetrees.protocols.secureboost.demo import adult_partition
 
-Run = Callable[[Path], tuple[float, int, Callable[[Path], bool]]]
-"""Prepare a trial in the folder; return the facade's seconds and protocol bytes, and a check of the outputs."""
+Run = Callable[[Path], Callable[[Path], tuple[float, int, bool]]]
+"""Prepare a trial in the folder; return what, after the launch, runs the facade on the same rows: its
+seconds, its protocol bytes and whether the deployed outputs equal its own."""
 
 
 def _hybridtree(rows: int, trees: int, bits: int) -> Run:
@@ -56,21 +61,27 @@ def _hybridtree(rows: int, trees: int, bits: int) -> Run:
     s = data.split
     keys = generate_keypair(bits, allow_insecure=bits < 2048)
     settings: dict[str, Any] = {"n_estimators": trees, "learning_rate": 0.5, "max_bins": MAX_BINS, "min_node_size": 20,
-                                "categorical_features": data.categorical, "key_bits": bits,
-                                "allow_insecure": bits < 2048}
+                                "key_bits": bits, "allow_insecure": bits < 2048}
 
-    def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
-        t0 = time.perf_counter()
-        clf = HybridTreeClassifier(**settings, keypair=keys)
-        clf.set_params(host_features=s.host_features, guest_features=s.guest_features, guest_column=-1)
-        clf.fit(with_guest_column(data.X_train, s.train_rows), data.y_train)
-        want = clf.predict_proba(with_guest_column(data.X_test, s.test_rows))
-        seconds = time.perf_counter() - t0
-        ht_deploy.prepare(tmp, data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows,
-                          X_test=data.X_test, test_rows=s.test_rows, y_test=data.y_test, params=settings,
-                          keypair=keys)
-        return seconds, clf.network_.transcript.total_bytes, lambda out: bool(
-            np.array_equal(np.load(out / "host.proba.npy"), want))
+    def run(tmp: Path) -> Callable[[Path], tuple[float, int, bool]]:
+        ht_deploy.prepare(tmp, data.X_train, np.where(data.y_train == 1, ">50K", "<=50K"), s.host_features,
+                          s.guest_features, s.train_rows, X_test=data.X_test, test_rows=s.test_rows, params=settings,
+                          keypair=keys, names=data.names, categories=load_adult().categories, lacking=rows // 100)
+
+        def facade(out: Path) -> tuple[float, int, bool]:
+            """The facade on the rows the parties aligned (each party's own CSV table, joined)."""
+            config = load_config(tmp / "run.toml")
+            view = joined_view(config)
+            test = joined_view(config, test=True, host_schema=view.host_schema)
+            t0 = time.perf_counter()
+            clf = HybridTreeClassifier(**settings, **view.settings(), keypair=keys)  # type: ignore[arg-type]
+            clf.fit(view.X, view.y)
+            want = clf.predict_proba(test.X)
+            seconds = time.perf_counter() - t0
+            return seconds, clf.network_.transcript.total_bytes, bool(np.array_equal(np.load(out / "host.proba.npy"),
+                                                                                     want))
+
+        return facade
 
     return run
 
@@ -82,17 +93,21 @@ def _histogram_forest(rows: int, trees: int) -> Run:
     params: dict[str, Any] = {"n_estimators": trees, "max_depth": 6, "random_state": 0, "secure_aggregation": True,
                               "histogram": "fixed"}
 
-    def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
+    def run(tmp: Path) -> Callable[[Path], tuple[float, int, bool]]:
         cfg = hf_deploy.prepare(tmp, [(c.X_train, c.y_train) for c in splits],
                                 tests=[(c.X_test, c.y_test) for c in splits], params=params,
                                 names=ad.feature_names, categories=ad.categories)
-        pooled = pooled_tables(cfg)  # each client's CSV tables, read as the roles read theirs at start-up
-        t0 = time.perf_counter()
-        clf, _ = fit_tables(cfg, pooled)
-        want = {c: clf.predict_proba(t) for c, t in pooled.tests.items()}
-        seconds = time.perf_counter() - t0
-        return seconds, clf.transcript_.total_bytes, lambda out: all(
-            np.array_equal(np.load(out / f"{c}.proba.npy"), w) for c, w in want.items())
+
+        def facade(out: Path) -> tuple[float, int, bool]:
+            pooled = pooled_tables(cfg)  # each client's CSV tables, read as the roles read theirs at start-up
+            t0 = time.perf_counter()
+            clf, _ = fit_tables(cfg, pooled)
+            want = {c: clf.predict_proba(t) for c, t in pooled.tests.items()}
+            seconds = time.perf_counter() - t0
+            return seconds, clf.transcript_.total_bytes, all(
+                np.array_equal(np.load(out / f"{c}.proba.npy"), w) for c, w in want.items())
+
+        return facade
 
     return run
 
@@ -146,10 +161,11 @@ def run(report: Report, quick: bool) -> None:
             local, remote, local_b, remote_b = [], [], 0, 0
             for _ in range(repeats):
                 with tempfile.TemporaryDirectory() as tmp:
-                    seconds, local_b, same = one(Path(tmp))
+                    facade = one(Path(tmp))
                     info: dict[str, Any] = {}
                     launch(Path(tmp) / "run.toml", Path(tmp) / "pki", report=info)
-                    if not same(Path(tmp) / "out"):
+                    seconds, local_b, same = facade(Path(tmp) / "out")
+                    if not same:
                         raise RuntimeError(f"{name}: the deployed outputs differ from the facade's")
                 local.append(seconds)
                 remote.append(info["job_seconds"])

@@ -185,7 +185,13 @@ class Host(Party):
 
     ``executor`` (optional) runs H3's encryptions (the public key's obfuscators, or key-owner
     CRT with ``trusted_workers``) and, only with ``trusted_workers``, G2's decryptions
-    (``specs/batch_executors.md``, "Roles")."""
+    (``specs/batch_executors.md``, "Roles").
+
+    ``local_ids``: the instance IDs sent to guest ``u`` are its own numbering, the rank of each
+    row among the rows guest ``u`` owns (``0, 1, ...``; at inference among the test rows it owns),
+    instead of the host's row positions, which a guest then never learns.  A deployment numbers
+    each guest's rows by their place in its PSI order and orders the host's rows so that each
+    guest's rows follow that order (``deploy.arrange``)."""
 
     role = "host"
 
@@ -194,12 +200,13 @@ class Host(Party):
         X: npt.ArrayLike, owner: npt.ArrayLike, mapper: BinMapper | None = None,
         categorical: Sequence[bool] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, rng: RandomSource = SYSTEM_RANDOM,
-        executor: Executor | None = None, trusted_workers: bool = False,
+        executor: Executor | None = None, trusted_workers: bool = False, local_ids: bool = False,
     ) -> None:
         super().__init__(name, network)
         self.params = params
         self.executor = executor
         self.trusted_workers = bool(trusted_workers)
+        self.local_ids = bool(local_ids)
         self.guests = tuple(guests)
         if len(set(self.guests)) != len(self.guests):
             raise ParameterError("guest names must be distinct")
@@ -281,6 +288,14 @@ class Host(Party):
                 f"only {len(self._active)} guests remain; masked aggregation needs "
                 f"{self.params.min_guests}"
             )
+
+    def _wire_ids(self, rows: IntArray, owner: IntArray, guest: int) -> IntArray:
+        """The instance IDs guest ``guest`` is sent for its rows ``rows`` (sorted host positions):
+        the positions themselves, or with ``local_ids`` their ranks among the rows ``owner`` gives
+        that guest (sorted too, so the guest's sorted-ID order is the host's order)."""
+        if not self.local_ids:
+            return rows
+        return np.searchsorted(np.flatnonzero(owner == guest), rows).astype(np.int64)
 
     def _effective_owner(self) -> IntArray:
         active = np.array([g in self._active for g in self.guests] + [False])
@@ -450,7 +465,8 @@ class Host(Party):
         for gname, k, sel, vals in plain:
             chunk = tuple(wire[at : at + len(vals)])
             at += len(vals)
-            per_guest[gname].append(GradientBlock(k, layout.slots[k].block, sel, chunk))
+            wire_ids = self._wire_ids(sel, self._owner, self.guests.index(gname))
+            per_guest[gname].append(GradientBlock(k, layout.slots[k].block, wire_ids, chunk))
         asked = sorted(self._active)
         replies = self.call_many({gn: Gradients(tree, tuple(per_guest[gn])) for gn in asked},
                                  expect=Ack, allow_missing=True)
@@ -758,7 +774,8 @@ class Host(Party):
                 if sel.size:
                     leaves.append(k)
                     ids_l.append(sel)
-            requests[gname] = PlainGradients(tree, tuple(leaves), tuple(ids_l),
+            requests[gname] = PlainGradients(tree, tuple(leaves), tuple(self._wire_ids(s, self._owner, gi)
+                                                                        for s in ids_l),
                                              tuple(g[s] for s in ids_l), tuple(h[s] for s in ids_l))
             sent[gname] = ids_l
         replies = self.call_many(requests, expect=Values, allow_missing=True)
@@ -880,7 +897,7 @@ class Host(Party):
         for gi, gname in enumerate(self.guests):
             rows = np.flatnonzero(own == gi).astype(np.int64)
             if rows.size and gname in self._active:
-                requests[gname] = PredictRequest(self._batch, rows, host_leaves[rows])
+                requests[gname] = PredictRequest(self._batch, self._wire_ids(rows, own, gi), host_leaves[rows])
                 rows_of[gname] = rows
         if not requests:
             return out

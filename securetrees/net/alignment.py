@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
+from securetrees.errors import DuplicateIdError, ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.tables import PartyTable, party_tables
@@ -66,15 +66,23 @@ def alignment_mode(config: RunConfig) -> str:
 @dataclass(frozen=True)
 class AlignmentPlan:
     """Who aligns what: ``sets`` maps an id set's name to the parties holding it (the leader
-    holds every set)."""
+    holds every set).  ``disjoint`` (optional) lists groups of set names whose intersections must
+    not share a leader's row (HybridTree: one set per guest, and a row belongs to one guest); the
+    leader refuses an overlap with :class:`DuplicateIdError` at the set that makes it.  A set in
+    ``may_be_empty`` may have an empty intersection (HybridTree's test rows: a guest may hold none
+    of a batch); any other empty intersection stops the run."""
 
     leader: str
     sets: Mapping[str, tuple[str, ...]]
+    disjoint: tuple[tuple[str, ...], ...] = ()
+    may_be_empty: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, holders in self.sets.items():
             if self.leader not in holders or len(holders) < 2 or len(set(holders)) != len(holders):
                 raise ParameterError(f"the id set {name!r} needs the leader and one or more other parties")
+        if any(name not in self.sets for group in (*self.disjoint, self.may_be_empty) for name in group):
+            raise ParameterError("a disjoint group or may_be_empty names a set the plan does not hold")
 
     @property
     def parties(self) -> list[str]:
@@ -131,10 +139,26 @@ class AlignLeader(_Aligning, PsiLeader):
             raise ParameterError(f"no id set {name!r} in the alignment plan")
         self.use_ids(self._set_ids(name), [p for p in holders if p != self.name])
         rows = self.run().rows
-        if rows.size == 0:
+        if rows.size == 0 and name not in self.plan.may_be_empty:
             raise ParameterError(f"the parties hold no {name} id in common: nothing to align")
+        self._check_disjoint(name, rows)
         self.rows[name] = rows
         return ControlReply(info={"size": str(rows.size)})
+
+
+    def _check_disjoint(self, name: str, rows: IntArray) -> None:
+        """Refuse a row of this set that an earlier set of one of its disjoint groups holds too
+        (local: the leader compares its own row indices)."""
+        for group in self.plan.disjoint:
+            if name not in group:
+                continue
+            for other in group:
+                if other != name and other in self.rows:
+                    shared = np.intersect1d(rows, self.rows[other]).size
+                    if shared:
+                        self.logger.error("%d of %s's ids are in both %s and %s", shared, self.name, other, name)
+                        raise DuplicateIdError(f"an id of {self.name!r} is held in both {other!r} and {name!r}, "
+                                               "which must be disjoint")
 
 
 class AlignMember(_Aligning, PsiMember):

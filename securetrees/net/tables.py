@@ -33,7 +33,8 @@ from securetrees.errors import DuplicateIdError, MissingDependencyError, Paramet
 from securetrees.net.config import PartyConfig
 from securetrees.schema import TabularSchema, is_dataframe
 
-__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table", "test_table"]
+__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table",
+           "table_columns", "test_table"]
 
 FloatArray = npt.NDArray[np.float64]
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -108,6 +109,25 @@ def _frame(source: object, where: str) -> Any:
         raise TableError(f"{where}: the file is empty") from None
     except (OSError, ValueError, ImportError, pd.errors.ParserError) as exc:
         # pyarrow's ArrowInvalid is a ValueError; a missing file an OSError
+        raise TableError(f"{where}: cannot read the table: {exc}") from None
+
+
+def table_columns(source: object, name: str = "table") -> list[str]:
+    """The column names of a table (a CSV file's header, a Parquet file's schema, a DataFrame's
+    columns), without its rows: a party whose feature columns are not declared finds them here."""
+    where = f"{name} ({source if not is_dataframe(source) else 'DataFrame'})"
+    if is_dataframe(source):
+        return [str(c) for c in source.columns]  # type: ignore[attr-defined]
+    path = Path(str(source))
+    if path.suffix.lower() != ".csv":
+        return [str(c) for c in _frame(source, where).columns]
+    import pandas as pd
+
+    try:
+        return [str(c) for c in pd.read_csv(path, dtype=str, nrows=0).columns]
+    except pd.errors.EmptyDataError:
+        raise TableError(f"{where}: the file is empty") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise TableError(f"{where}: cannot read the table: {exc}") from None
 
 

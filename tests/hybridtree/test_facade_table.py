@@ -130,12 +130,12 @@ def test_one_column_cannot_be_split(make: Any, data: HybridData) -> None:
         make("clf", "secure").fit(data.X[:, :1], data.y)
 
 
-@pytest.mark.parametrize("key", ["guest_column", "n_guests"])
+@pytest.mark.parametrize("key", ["guest_column", "n_guests", "host_features", "categorical_features"])
 def test_a_deployment_refuses_the_table_parameters(key: str) -> None:
-    """Deployed guests hold their own rows: the one-process table's parameters are no run key."""
+    """Deployed parties hold their own tables: the one-process table's parameters are no run key."""
     from securetrees.protocols.hybridtree.deploy import estimator_from
 
-    run = {"guests": ["g0", "g1", "g2"], "host_features": [0], "guest_features": [1]}
+    run = {"guests": ["g0", "g1", "g2"], "guest_features": ["x1"]}
     assert estimator_from(run).n_estimators == 50
     with pytest.raises(ParameterError, match=key):
         estimator_from({**run, key: 1})

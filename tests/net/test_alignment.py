@@ -118,6 +118,41 @@ def test_no_common_id_is_refused() -> None:
         run_alignment(Operator("operator", net), plan)
 
 
+def _per_member(plan: AlignmentPlan, member_ids: dict[str, list[str]]) -> Operator:
+    """A leader ("h", ids 1..6) with one set per member (HybridTree's shape)."""
+    net = InProcessNetwork()
+    AlignLeader("h", net, {name: [str(i) for i in range(1, 7)] for name in plan.sets}, plan)
+    for name, ids in member_ids.items():
+        AlignMember(name, net, {f"train:{name}": ids})
+    return Operator("operator", net)
+
+
+def test_disjoint_sets_refuse_a_row_two_members_hold() -> None:
+    sets = {"train:g0": ("h", "g0"), "train:g1": ("h", "g1")}
+    plan = AlignmentPlan("h", sets, disjoint=(("train:g0", "train:g1"),))
+    with pytest.raises(DuplicateIdError, match="'train:g0' and 'train:g1'"):
+        run_alignment(_per_member(plan, {"g0": ["1", "2", "9"], "g1": ["2", "3"]}), plan)
+    # disjoint holders pass; without the rule the same overlap passes unnoticed (the check is the rule)
+    assert run_alignment(_per_member(plan, {"g0": ["1", "2", "9"], "g1": ["3"]}), plan) == {
+        "train:g0": 2, "train:g1": 1}
+    loose = AlignmentPlan("h", sets)
+    assert run_alignment(_per_member(loose, {"g0": ["1", "2"], "g1": ["2", "3"]}), loose) == {
+        "train:g0": 2, "train:g1": 2}
+
+
+def test_a_set_may_be_empty_only_when_the_plan_says_so() -> None:
+    sets = {"train:g0": ("h", "g0"), "train:g1": ("h", "g1")}
+    plan = AlignmentPlan("h", sets, may_be_empty=("train:g1",))
+    assert run_alignment(_per_member(plan, {"g0": ["1"], "g1": ["x"]}), plan) == {"train:g0": 1, "train:g1": 0}
+    strict = AlignmentPlan("h", sets)
+    with pytest.raises(ParameterError, match="no train:g1 id in common"):
+        run_alignment(_per_member(strict, {"g0": ["1"], "g1": ["x"]}), strict)
+    with pytest.raises(ParameterError, match="names a set the plan does not hold"):
+        AlignmentPlan("h", sets, may_be_empty=("test:g1",))
+    with pytest.raises(ParameterError, match="names a set the plan does not hold"):
+        AlignmentPlan("h", sets, disjoint=(("train:g0", "train:g9"),))
+
+
 def test_unknown_sets_and_bad_plans_are_refused() -> None:
     op, _, _ = federation()
     with pytest.raises(ParameterError, match="no id set 'valid'"):

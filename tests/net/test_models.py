@@ -4,6 +4,7 @@ Multi-process: a fit run writes ``models/NAME.model`` at every party; a fresh ru
 ``[run] job = "predict"``, whose training data files are gone, scores new rows (aligned by PSI as
 in training) with the fitted facade's predictions.  Negative: a missing, tampered, wrong-version
 file, a part of another party, and parts of two different fits are refused with typed errors.
+HybridTree's fit-then-predict-only run on its parties' own tables is in ``test_hybridtree_deploy.py``.
 Keys are 1024-bit (the size is not the point), hence the insecure-key warnings are allowed.
 """
 
@@ -305,50 +306,6 @@ def test_histogram_forest_predict_only_run_matches_the_facade(tmp_path: Path, ch
                                       facade.predict_proba(rows_now.tests[name]))
     with pytest.raises(ParameterError, match="predict-only"):
         hf_deploy.fit(None, load_config(predict_cfg))  # type: ignore[arg-type]
-
-
-def test_hybridtree_predict_only_run_matches_the_facade(tmp_path: Path, checkout_deployments: Path) -> None:
-    """HybridTree: a new batch (half the test rows, in reverse order, renumbered) scored by a
-    predict-only run from the host's and guests' model parts equals the fitted facade's."""
-    from securetrees.protocols.hybridtree import deploy as ht_deploy
-    from securetrees.protocols.hybridtree.demo import MAX_BINS, adult_hybrid
-    from securetrees.protocols.hybridtree.estimators import HybridTreeClassifier, with_guest_column
-    from securetrees.protocols.hybridtree.testing import fit_layout
-
-    data = adult_hybrid(n_guests=3, rows=300)
-    s = data.split
-    keys = generate_keypair(1024, allow_insecure=True)
-    settings = {"n_estimators": 2, "learning_rate": 0.5, "host_depth": 2, "max_bins": MAX_BINS, "min_node_size": 20,
-                "key_bits": 1024, "allow_insecure": True, "categorical_features": data.categorical}
-    cfg = ht_deploy.prepare(tmp_path, data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows,
-                            X_test=data.X_test, test_rows=s.test_rows, y_test=data.y_test, keypair=keys,
-                            params=settings)
-    launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
-    clf = HybridTreeClassifier(**settings, keypair=keys)
-    fit_layout(clf, data.X_train, data.y_train, s.host_features, s.guest_features, s.train_rows)
-    assert sum(r.n_guest_splits for r in clf.host_.records) > 0  # the guests' parts matter
-
-    idx = np.arange(0, data.X_test.shape[0], 2)[::-1]  # the new batch: new row i is old test row idx[i]
-    host = dict(np.load(tmp_path / "data" / "host.npz", allow_pickle=False))
-    np.savez(tmp_path / "host-new.npz", X_test=host["X_test"][idx], owner_test=host["owner_test"][idx],
-             y_test=data.y_test[idx])
-    new_rows = []
-    text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for u in range(3):
-        g = dict(np.load(tmp_path / "data" / f"guest{u}.npz", allow_pickle=False))
-        mine = np.flatnonzero(host["owner_test"][idx] == u)
-        at = {int(i): k for k, i in enumerate(g["test_ids"].tolist())}
-        np.savez(tmp_path / f"guest{u}-new.npz", test_ids=mine, X_test=g["X_test"][[at[int(idx[i])] for i in mine]])
-        new_rows.append(mine)
-    for name in ("host", "guest0", "guest1", "guest2"):
-        (tmp_path / "data" / f"{name}.npz").unlink()  # the training rows are gone
-        text = text.replace(f'data = "data/{name}.npz"', f'data = "data/{name}.npz"\ntest_data = "{name}-new.npz"')
-    predict_cfg = tmp_path / "predict.toml"
-    predict_cfg.write_text(text, encoding="utf-8")
-    got = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
-    X_new = with_guest_column(data.X_test[idx], new_rows)
-    np.testing.assert_array_equal(np.load(tmp_path / "out" / "host.proba.npy"), clf.predict_proba(X_new))
-    assert float(got["score"][0]) == clf.score(X_new, data.y_test[idx])
 
 
 def test_a_protocol_without_model_parts_refuses_a_predict_only_run(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import securetrees.protocols.federated_forest.model
 import securetrees.protocols.histogram_forest.deploy
 import securetrees.protocols.histogram_forest.facade as hf_facade
 import securetrees.protocols.histogram_forest.messages
+import securetrees.protocols.hybridtree.deploy
 import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
 import securetrees.protocols.hybridtree.model
@@ -73,7 +74,7 @@ MODULES = (
     securetrees.psi.messages, securetrees.protocols.secureboost.messages,
     securetrees.net.models, securetrees.protocols.federated_forest.model, securetrees.protocols.federated_forest.deploy,
     securetrees.protocols.hybridtree.model, securetrees.protocols.histogram_forest.deploy,
-    securetrees.protocols.revfrf.model,
+    securetrees.protocols.hybridtree.deploy, securetrees.protocols.revfrf.model,
     securetrees.protocols.secureboost.model, securetrees.protocols.secureboost.deploy,
 )
 _NAMES = {m.__name__ for m in MODULES}
@@ -83,6 +84,7 @@ OTHERS = sorted(name for name, cls in LIBRARY.items() if not cls.sent_by)
 STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_forest.state.client",
           "federated_forest.state.journal", "securetrees.model.file", "federated_forest.model.master",
           "federated_forest.model.client_part", "hybridtree.model.host", "hybridtree.model.guest",
+          "hybridtree.deploy.host_part",
           "histogram_forest.model.server", "histogram_forest.model.client", "revfrf.model.cs",
           "revfrf.model.participant", "revfrf.model.revoked",
           "secureboost.model.active_part", "secureboost.model.passive_part"}
