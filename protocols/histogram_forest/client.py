@@ -45,7 +45,7 @@ from securetrees.protocols.histogram_forest.messages import (
 from securetrees.protocols.histogram_forest.ring import RING, check_capacity, encode_targets
 from securetrees.protocols.histogram_forest.sampling import RowLaw, dp_row_law
 from securetrees.protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
-from securetrees.protocols.histogram_forest.streaming import build_node_bins
+from securetrees.protocols.histogram_forest.streaming import sorted_node_bins
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles
 from securetrees.secagg.keyagree import AgreementKey
@@ -161,7 +161,7 @@ class Client(Party):
         self._weights = np.zeros(0, dtype=np.int64)
         self._pos = np.zeros(0, dtype=np.int64)
         self._n_kept = 0
-        self._value_order: dict[int, IntArray] = {}
+        self._columns: dict[int, tuple[IntArray, FloatArray, IntArray]] = {}
 
     @property
     def privacy_spent(self) -> float:
@@ -405,6 +405,20 @@ class Client(Party):
         feature, node = np.nonzero(msg.features.T)
         return node.astype(np.int64), feature.astype(np.int64)
 
+    def _sorted_column(self, f: int) -> tuple[IntArray, FloatArray, IntArray]:
+        """Feature ``f``'s rows in increasing order of value without the NaN rows, those values
+        (contiguous: a layer then reads them in order instead of gathering a strided column), and
+        the NaN rows; computed once (the data never changes after setup)."""
+        if f not in self._columns:
+            col = self._X[:, f]
+            order = np.argsort(col, kind="stable")  # NaN last
+            nan = np.isnan(col)
+            kept = order[: order.size - int(nan.sum())]
+            index = np.int32 if col.size < 2**31 else np.int64
+            self._columns[f] = (kept.astype(index), np.ascontiguousarray(col[kept]),
+                                np.flatnonzero(nan).astype(index))
+        return self._columns[f]
+
     def _streaming_reply(self, msg: LayerRequest) -> BinsReply:
         setup = self._setup
         if setup is None:  # pragma: no cover - checked by the caller
@@ -416,18 +430,19 @@ class Client(Party):
         lengths: list[IntArray] = []
         missing: list[IntArray] = []
         for f in np.flatnonzero(msg.features.any(axis=0)).tolist():
-            asking = np.append(msg.features[:, f], False)  # index -1 (retired rows) reads False
-            node = np.where(asking[self._pos], self._pos, -1)
-            col = self._X[:, f]
-            if f not in self._value_order:  # the data never changes after setup
-                self._value_order[f] = np.argsort(col, kind="stable").astype(np.int64)
-            c, k, bounds = build_node_bins(
-                col, node, self._y, self._weights, n_nodes, C, None if setup.categories[f] else setup.n_bins,
-                self._value_order[f],
+            order, values, nan_rows = self._sorted_column(f)
+            asking = np.append(np.where(msg.features[:, f], np.arange(n_nodes), -1), -1)  # [-1]: retired rows
+            node = asking[self._pos[order]]
+            asked = node >= 0
+            rows = order[asked]
+            c, k, bounds = sorted_node_bins(
+                values[asked], node[asked], self._y[rows], self._weights[rows], n_nodes, C,
+                None if setup.categories[f] else setup.n_bins,
             )
-            nan = (node >= 0) & np.isnan(col)
+            nan_node = asking[self._pos[nan_rows]]
+            nan = nan_rows[nan_node >= 0]
             node_missing = np.zeros((n_nodes, C), dtype=np.int64)
-            np.add.at(node_missing, (node[nan], self._y[nan]), self._weights[nan])
+            np.add.at(node_missing, (nan_node[nan_node >= 0], self._y[nan]), self._weights[nan])
             requested = np.flatnonzero(msg.features[:, f])
             centres.append(c)
             counts.append(k)

@@ -17,7 +17,8 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 
-__all__ = ["build_bins", "build_node_bins", "combine_bins", "group_bins", "merge_nearest"]
+__all__ = ["build_bins", "build_node_bins", "combine_bins", "group_bins", "merge_groups", "merge_nearest",
+           "sorted_node_bins"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -26,8 +27,38 @@ IntArray = npt.NDArray[np.int64]
 _BATCH_FACTOR = 2
 
 
-def _merge_pairs(centres: FloatArray, counts: IntArray, firsts: IntArray) -> tuple[FloatArray, IntArray]:
-    """Merge each bin ``i`` in ``firsts`` with bin ``i + 1`` (pairs disjoint) by Eq. 5."""
+def _segments(sizes: IntArray) -> tuple[IntArray, IntArray]:
+    """Each entry's group and each group's first entry, for groups of ``sizes`` laid end to end."""
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    return np.repeat(np.arange(sizes.size), sizes), starts
+
+
+def _batch_pass(
+    centres: FloatArray, counts: IntArray, sizes: IntArray, active: npt.NDArray[np.bool_], max_bins: int
+) -> tuple[FloatArray, IntArray, IntArray]:
+    """One batched pass of :func:`merge_nearest` in every ``active`` group at once: the pairs whose gap
+    is a local minimum among the group's gaps (ties: the left gap wins) and among the group's
+    ``max(1, (size - max_bins) // 2)`` smallest such gaps (ties: leftmost) merge by Eq. 5; the bins of
+    the other groups are left untouched."""
+    seg, starts = _segments(sizes)
+    gaps = np.diff(centres)
+    gseg = seg[:-1]
+    last = starts[gseg] + sizes[gseg] - 2  # the last gap of each gap's group
+    valid = (gseg == seg[1:]) & active[gseg]
+    at = np.arange(gaps.size)
+    prev_ok = np.ones(gaps.size, dtype=bool)
+    prev_ok[1:] = gaps[1:] <= gaps[:-1]
+    prev_ok |= at == starts[gseg]
+    next_ok = np.ones(gaps.size, dtype=bool)
+    next_ok[:-1] = gaps[:-1] < gaps[1:]
+    next_ok |= at == last
+    minima = np.flatnonzero(valid & prev_ok & next_ok)
+    mseg = gseg[minima]
+    order = np.lexsort((gaps[minima], mseg))  # by group, then gap; stable: ties stay leftmost first
+    mseg_sorted = mseg[order]
+    rank = np.arange(order.size) - np.searchsorted(mseg_sorted, mseg_sorted)
+    take = np.maximum(1, (sizes - max_bins) // 2)
+    firsts = np.sort(minima[order][rank < take[mseg_sorted]])
     second = np.zeros(centres.size, dtype=bool)
     second[firsts + 1] = True
     group = np.cumsum(~second) - 1
@@ -37,29 +68,57 @@ def _merge_pairs(centres: FloatArray, counts: IntArray, firsts: IntArray) -> tup
     c_sum = np.bincount(group, weights=centres * weight, minlength=n_groups)
     plain = np.bincount(group, weights=centres, minlength=n_groups) / np.bincount(group, minlength=n_groups)
     new_centres = np.where(w_sum > 0, c_sum / np.where(w_sum > 0, w_sum, 1.0), plain)
-    new_counts = np.zeros((n_groups, counts.shape[1]), dtype=np.int64)
-    np.add.at(new_counts, group, counts)
-    return new_centres, new_counts
+    still = ~active[seg]
+    new_centres[group[still]] = centres[still]  # groups not in this pass keep their bins bit for bit
+    new_counts = np.add.reduceat(counts, np.flatnonzero(~second), axis=0).astype(np.int64)
+    return new_centres, new_counts, sizes - np.bincount(gseg[firsts], minlength=sizes.size)
 
 
-def _merge_one_at_a_time(centres: FloatArray, counts: IntArray, max_bins: int) -> tuple[FloatArray, IntArray]:
-    """Eq. 4-5 exactly: repeatedly merge the single nearest pair (ties: the leftmost)."""
-    c = centres.tolist()
-    k = counts.tolist()
-    w = counts.sum(axis=1).astype(np.float64).tolist()
-    gaps = [c[i + 1] - c[i] for i in range(len(c) - 1)]
-    while len(c) > max_bins:
-        i = min(range(len(gaps)), key=gaps.__getitem__)
-        total = w[i] + w[i + 1]
-        c[i] = (w[i] * c[i] + w[i + 1] * c[i + 1]) / total if total > 0 else (c[i] + c[i + 1]) / 2.0
-        k[i] = [a + b for a, b in zip(k[i], k[i + 1], strict=True)]
-        w[i] = total
-        del c[i + 1], k[i + 1], w[i + 1], gaps[i]
-        if i > 0:
-            gaps[i - 1] = c[i] - c[i - 1]
-        if i < len(gaps):
-            gaps[i] = c[i + 1] - c[i]
-    return np.asarray(c, dtype=np.float64), np.asarray(k, dtype=np.int64).reshape(len(c), counts.shape[1])
+def _single_pass(
+    centres: FloatArray, counts: IntArray, weight: FloatArray, sizes: IntArray, active: npt.NDArray[np.bool_]
+) -> tuple[FloatArray, IntArray, FloatArray, IntArray]:
+    """Eq. 4-5 exactly, one merge in every ``active`` group at once: its single nearest pair (ties:
+    the leftmost) merges; the centre is the count-weighted mean (the plain mean for weight 0)."""
+    seg, starts = _segments(sizes)
+    gaps = np.diff(centres)
+    gseg = seg[:-1]
+    valid = (gseg == seg[1:]) & active[gseg]
+    masked = np.where(valid, gaps, np.inf)
+    groups = np.flatnonzero(active)
+    low = np.minimum.reduceat(masked, starts[groups])
+    best = np.full(sizes.size, np.inf)
+    best[groups] = low
+    cand = np.flatnonzero(valid & (masked == best[gseg]))
+    first = np.concatenate(([True], gseg[cand][1:] != gseg[cand][:-1]))
+    i = cand[first]
+    j = i + 1
+    total = weight[i] + weight[j]
+    pos = total > 0
+    mean = (weight[i] * centres[i] + weight[j] * centres[j]) / np.where(pos, total, 1.0)
+    c = centres.copy()
+    c[i] = np.where(pos, mean, (centres[i] + centres[j]) / 2.0)
+    k = counts.copy()
+    k[i] += counts[j]
+    w = weight.copy()
+    w[i] = total
+    keep = np.ones(centres.size, dtype=bool)
+    keep[j] = False
+    return c[keep], k[keep], w[keep], sizes - active.astype(np.int64)
+
+
+def merge_groups(centres: FloatArray, counts: IntArray, sizes: IntArray, max_bins: int) -> tuple[FloatArray, IntArray]:
+    """:func:`merge_nearest` in every group of sorted bins at once (groups of ``sizes`` laid end to
+    end); the result of each group is bit for bit that of :func:`merge_nearest` on it alone."""
+    if max_bins < 1:
+        raise ParameterError("max_bins must be >= 1")
+    c, k = np.asarray(centres, dtype=np.float64), np.asarray(counts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    while (active := sizes > _BATCH_FACTOR * max_bins).any():
+        c, k, sizes = _batch_pass(c, k, sizes, active, max_bins)
+    w = k.sum(axis=1).astype(np.float64)
+    while (active := sizes > max_bins).any():
+        c, k, w, sizes = _single_pass(c, k, w, sizes, active)
+    return c, k
 
 
 def merge_nearest(centres: FloatArray, counts: IntArray, max_bins: int) -> tuple[FloatArray, IntArray]:
@@ -71,20 +130,8 @@ def merge_nearest(centres: FloatArray, counts: IntArray, max_bins: int) -> tuple
     smallest half of the excess merges in one pass; the last merges take the
     single nearest pair each, exactly as Eq. 4.
     """
-    if max_bins < 1:
-        raise ParameterError("max_bins must be >= 1")
-    c, k = np.asarray(centres, dtype=np.float64), np.asarray(counts, dtype=np.int64)
-    while c.size > _BATCH_FACTOR * max_bins:
-        gaps = np.diff(c)
-        prev_ok = np.concatenate(([True], gaps[1:] <= gaps[:-1]))
-        next_ok = np.concatenate((gaps[:-1] < gaps[1:], [True]))
-        minima = np.flatnonzero(prev_ok & next_ok)
-        take = max(1, (c.size - max_bins) // 2)
-        firsts = np.sort(minima[np.argsort(gaps[minima], kind="stable")[:take]])
-        c, k = _merge_pairs(c, k, firsts)
-    if c.size > max_bins:
-        c, k = _merge_one_at_a_time(c, k, max_bins)
-    return c, k
+    c = np.asarray(centres, dtype=np.float64)
+    return merge_groups(c, counts, np.array([c.size], dtype=np.int64), max_bins)
 
 
 def group_bins(
@@ -118,28 +165,50 @@ def group_bins(
     centres = v[firsts]
     summed = np.add.reduceat(k, firsts, axis=0).astype(np.int64)
     bounds = np.searchsorted(g[firsts], np.arange(n_groups + 1)).astype(np.int64)
-    if max_bins is None:
-        return centres, summed, bounds
-    big = np.flatnonzero(np.diff(bounds) > max_bins)
-    if big.size == 0:
-        return centres, summed, bounds
-    c_parts: list[FloatArray] = []
-    k_parts: list[IntArray] = []
-    done = 0
-    for j in big:
-        lo, hi = int(bounds[j]), int(bounds[j + 1])
-        c_parts.append(centres[done:lo])
-        k_parts.append(summed[done:lo])
-        c, kk = merge_nearest(centres[lo:hi], summed[lo:hi], max_bins)
-        c_parts.append(c)
-        k_parts.append(kk)
-        done = hi
-    c_parts.append(centres[done:])
-    k_parts.append(summed[done:])
+    return _merged(centres, summed, bounds, max_bins)
+
+
+def _merged(
+    centres: FloatArray, counts: IntArray, bounds: IntArray, max_bins: int | None
+) -> tuple[FloatArray, IntArray, IntArray]:
+    """Every group of more than ``max_bins`` bins merged down to ``max_bins`` (``None``: none)."""
     lengths = np.diff(bounds)
-    lengths[big] = max_bins
-    new_bounds = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    return np.concatenate(c_parts), np.concatenate(k_parts), new_bounds
+    if max_bins is None or not (lengths > max_bins).any():
+        return centres, counts, bounds
+    merged, merged_counts = merge_groups(centres, counts, lengths, max_bins)
+    new_bounds = np.concatenate(([0], np.cumsum(np.minimum(lengths, max_bins)))).astype(np.int64)
+    return merged, merged_counts, new_bounds
+
+
+def sorted_node_bins(
+    values: FloatArray,
+    node: IntArray,
+    labels: IntArray,
+    weights: IntArray,
+    n_nodes: int,
+    n_classes: int,
+    max_bins: int | None,
+) -> tuple[FloatArray, IntArray, IntArray]:
+    """Algorithm 2 for one feature, every node of a layer at once, on rows already in increasing
+    order of ``values`` (no NaN): the rows of node ``j`` (``node == j``; ``-1`` for none) with
+    equal values share a bin (lines 5-7), then nearest bins merge until at most ``max_bins`` remain
+    (lines 10-13; ``None``: no merging, for categorical features).  Rows with weight 0 are not in
+    the sample.  Linear time: one stable radix sort by node, class counts by ``np.bincount``.
+    Returns :func:`group_bins`' ``(centres, counts, bounds)`` with one group per node."""
+    keep = (node >= 0) & (weights > 0)
+    v, g, y, w = values[keep], node[keep], labels[keep], weights[keep]
+    if v.size == 0:
+        return np.empty(0), np.empty((0, n_classes), dtype=np.int64), np.zeros(n_nodes + 1, dtype=np.int64)
+    small = np.int16 if n_nodes < 2**15 else np.int32 if n_nodes < 2**31 else np.int64
+    order = np.argsort(g.astype(small), kind="stable")  # radix sort for small integer types
+    v, g, y, w = v[order], g[order], y[order], w[order]
+    new_bin = np.concatenate(([True], (g[1:] != g[:-1]) | (v[1:] != v[:-1])))
+    firsts = np.flatnonzero(new_bin)
+    slot = (np.cumsum(new_bin) - 1) * n_classes + y
+    # integer weights: float64 sums are exact below 2^53
+    counts = np.rint(np.bincount(slot, weights=w, minlength=firsts.size * n_classes)).astype(np.int64)
+    bounds = np.searchsorted(g[firsts], np.arange(n_nodes + 1)).astype(np.int64)
+    return _merged(v[firsts], counts.reshape(firsts.size, n_classes), bounds, max_bins)
 
 
 def build_node_bins(
@@ -152,19 +221,12 @@ def build_node_bins(
     max_bins: int | None,
     value_order: IntArray | None = None,
 ) -> tuple[FloatArray, IntArray, IntArray]:
-    """Algorithm 2 for one feature, for every node of a layer at once: the rows of node ``j``
-    (``node == j``; ``-1`` for none) with equal values share a bin (lines 5-7), then nearest bins
-    merge until at most ``max_bins`` remain (lines 10-13; ``None``: no merging, for categorical
-    features).  Rows with weight 0 are not in the sample; NaN values are left out (the caller counts
-    them).  ``value_order`` may pass ``argsort(values)`` computed once for many layers.  Returns
-    :func:`group_bins`' ``(centres, counts, bounds)`` with one group per node."""
-    present = (weights > 0) & ~np.isnan(values)
-    counts = np.zeros((values.shape[0], n_classes), dtype=np.int64)
-    counts[np.arange(values.shape[0]), labels] = weights
+    """:func:`sorted_node_bins` on rows in any order (NaN values are left out: the caller counts
+    them).  ``value_order`` may pass ``argsort(values)`` computed once for many layers."""
     order = np.argsort(values, kind="stable") if value_order is None else value_order  # NaN last
-    return group_bins(
-        values[order], np.where(present, node, -1)[order], counts[order], n_nodes, max_bins, value_sorted=True
-    )
+    v = values[order]
+    return sorted_node_bins(v, np.where(np.isnan(v), -1, node[order]), labels[order], weights[order], n_nodes,
+                            n_classes, max_bins)
 
 
 def build_bins(

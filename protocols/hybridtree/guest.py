@@ -49,10 +49,55 @@ from securetrees.runtime import Network, Party, handles
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree, persistence
 
-__all__ = ["Guest", "GuestSplit", "agree_bins", "guest_matrix"]
+__all__ = ["Guest", "GuestSplit", "add_plain_sums", "agree_bins", "guest_matrix"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+#: Limb width (bits) of :func:`add_plain_sums`: float64 sums of up to 2^36 limbs of 16 bits are exact.
+_LIMB_BITS = 16
+
+
+def add_plain_sums(acc: list[Any], values: Sequence[Any], keys: IntArray) -> None:
+    """``acc[k] += values[i]`` for every ``k >= 0`` in row ``i`` of ``keys`` (plaintext mode's G1 on
+    non-negative integers), exactly and in linear time: the values, shifted down by their common
+    trailing zero bits, are cut into 16-bit limbs whose per-key sums ``np.bincount`` adds exactly
+    in float64 (below 2^53 for fewer than 2^36 rows); the limbs' sums are put back together as
+    integers.  Reveals nothing: a local computation with the same result as the plain loop."""
+    n = len(values)
+    if n == 0 or keys.size == 0:
+        return
+    if n >= 1 << (52 - _LIMB_BITS):
+        raise ParameterError("too many rows for exact limb sums")
+    ints = [int(v) for v in values]
+    if any(v < 0 for v in ints):
+        raise ProtocolError("plaintext values are non-negative")
+    nonzero = [v for v in ints if v]
+    if not nonzero:
+        return
+    low = min((v & -v).bit_length() for v in nonzero) - 1
+    width = max(v.bit_length() for v in nonzero) - low
+    n_bytes = 2 * -(-width // _LIMB_BITS)
+    raw = b"".join((v >> low).to_bytes(n_bytes, "little") for v in ints)
+    limbs = np.frombuffer(raw, dtype="<u2").reshape(n, n_bytes // 2).astype(np.float64)
+    flat = keys.reshape(n, -1)
+    valid = flat >= 0
+    rows = np.nonzero(valid)[0]
+    k = flat[valid]
+    if k.size == 0:
+        return
+    first = int(k.min())
+    local = k - first
+    span = int(local.max()) + 1
+    hit = np.flatnonzero(np.bincount(local, minlength=span))
+    sums = np.column_stack([np.bincount(local, weights=limbs[rows, j], minlength=span)[hit]
+                            for j in range(limbs.shape[1])])
+    for key, parts in zip((hit + first).tolist(), np.rint(sums).astype(np.int64).tolist(), strict=True):
+        total = 0
+        for j, part in enumerate(parts):
+            total += part << (_LIMB_BITS * j)
+        acc[key] += total << low
 
 
 @dataclass(frozen=True)
@@ -297,15 +342,14 @@ class Guest(Party):
             base = item.acc_set * self._n_acc + self._feat_offset[feats]
             idx = np.where(bins == missing, -1, bins + base[None, :])
             self.op_counts["add"] += int(np.count_nonzero(idx >= 0))
-            rows_v += [self._values[p] for p in pos.tolist()]
-            rows_k += idx.tolist()
+            values = [self._values[p] for p in pos.tolist()]
+            if pk is not None:
+                rows_v += values
+                rows_k += idx.tolist()
+            else:
+                add_plain_sums(acc, values, idx)
         if pk is not None:
             acc = scatter_products(rows_v, rows_k, length, n2, self.executor)
-        else:
-            for v, row in zip(rows_v, rows_k, strict=True):
-                for k in row:
-                    if k >= 0:
-                        acc[k] += v
         if pk is not None:
             if self._masker is None:
                 raise UnexpectedMessage("histogram request before the key directory")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from securetrees.errors import ParameterError
-from securetrees.protocols.histogram_forest.streaming import build_bins, combine_bins, merge_nearest
+from securetrees.protocols.histogram_forest.streaming import build_bins, combine_bins, merge_groups, merge_nearest
 
 
 def direct(values: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_classes: int):
@@ -84,3 +84,52 @@ def test_merge_nearest_known_answer() -> None:
 def test_merge_nearest_rejects_zero_bins() -> None:
     with pytest.raises(ParameterError):
         merge_nearest(np.array([1.0, 2.0]), np.array([[1], [1]]), 0)
+
+
+def one_at_a_time(centres: np.ndarray, counts: np.ndarray, max_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 4-5 by a plain loop: merge the single nearest pair (ties: the leftmost) until max_bins remain."""
+    c, k = centres.tolist(), counts.tolist()
+    w = [float(sum(r)) for r in k]
+    while len(c) > max_bins:
+        gaps = [c[i + 1] - c[i] for i in range(len(c) - 1)]
+        i = gaps.index(min(gaps))
+        total = w[i] + w[i + 1]
+        c[i] = (w[i] * c[i] + w[i + 1] * c[i + 1]) / total if total > 0 else (c[i] + c[i + 1]) / 2.0
+        k[i] = [a + b for a, b in zip(k[i], k[i + 1], strict=True)]
+        w[i] = total
+        del c[i + 1], k[i + 1], w[i + 1]
+    return np.array(c), np.array(k, dtype=np.int64).reshape(len(c), counts.shape[1])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_last_merges_follow_eq4_bit_for_bit(seed: int) -> None:
+    """Up to 2·b bins (no batched pass) the merges are exactly Eq. 4's, ties and zero weights included."""
+    gen = np.random.default_rng(seed)
+    max_bins = int(gen.integers(1, 16))
+    size = int(gen.integers(1, 2 * max_bins + 1))
+    centres = np.unique(gen.integers(0, 3 * size, size) * 0.5)  # a grid: many equal gaps
+    counts = gen.integers(0, 3, (centres.size, 2))
+    c, k = merge_nearest(centres, counts, max_bins)
+    exp_c, exp_k = one_at_a_time(centres, counts, max_bins)
+    assert c.tobytes() == exp_c.tobytes()
+    np.testing.assert_array_equal(k, exp_k)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_groups_merge_as_each_group_alone(seed: int) -> None:
+    """merge_groups (every node of a layer at once) gives each group merge_nearest's bins, bit for bit."""
+    gen = np.random.default_rng(seed)
+    max_bins = int(gen.integers(1, 12))
+    sizes = gen.integers(0, 8 * max_bins, int(gen.integers(1, 8)))
+    parts = [np.unique(gen.integers(0, 4 * int(s) + 1, int(s)) * 0.25) if seed % 2 else
+             np.unique(gen.standard_normal(int(s))) for s in sizes]
+    sizes = np.array([p.size for p in parts], dtype=np.int64)
+    counts = gen.integers(0, 4, (int(sizes.sum()), 3))
+    c, k = merge_groups(np.concatenate(parts), counts, sizes, max_bins)
+    at, out = 0, 0
+    for p in parts:
+        exp_c, exp_k = merge_nearest(p, counts[at : at + p.size], max_bins)
+        assert c[out : out + exp_c.size].tobytes() == exp_c.tobytes()
+        np.testing.assert_array_equal(k[out : out + exp_c.size], exp_k)
+        at, out = at + p.size, out + exp_c.size
+    assert out == c.size
