@@ -53,7 +53,7 @@ from securetrees.net.alignment import (
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import open_paillier, save_output, seal_paillier
+from securetrees.net.deployment import open_paillier, save_predictions, seal_paillier
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, encode_labels, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
@@ -167,13 +167,14 @@ class DeployedClient(SavesModel, Controllable, Client):
             raise ProtocolError("no forest output")
         out = np.asarray(reply.output)
         ids = self._canonical_ids
-        if len(ids) == out.shape[0]:
-            save_output(self.run, self.name, "test_ids", np.asarray(ids, dtype=str))
-        if self.classes:
-            save_output(self.run, self.name, "proba", out)
-            save_output(self.run, self.name, "predictions", np.asarray(self.classes)[np.argmax(out, axis=1)])
+        if len(ids) != out.shape[0]:  # rows it cannot name (no test ids of its own): nothing to keep
+            self.logger.warning("%s keeps no predictions: %d output rows for %d own test ids", self.name,
+                                out.shape[0], len(ids))
+        elif self.classes:
+            save_predictions(self.run, self.name, ids, np.asarray(self.classes)[np.argmax(out, axis=1)], out,
+                             self.classes)
         else:
-            save_output(self.run, self.name, "predictions", out[:, 0])
+            save_predictions(self.run, self.name, ids, out[:, 0])
         return reply
 
     def model_part(self) -> Message:

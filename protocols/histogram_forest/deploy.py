@@ -54,7 +54,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError, TableError
 from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_output
+from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_predictions
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, TableOptions, read_table
 from securetrees.net.trial import TrialPlan, table_frame, write_trial
@@ -235,17 +235,9 @@ class DeployedClient(SavesModel, Controllable, Client):
         X = self.test.X
         forest = _forest(args["model"], self._task, X.shape[1])
         pred = forest.predict(X)
-        ids = np.asarray(self.test.ids, dtype=str)
-        save_output(self.run, self.name, "test_ids", ids)
-        save_output(self.run, self.name, "predictions", pred)
-        columns: dict[str, Any] = {"id": ids, "prediction": pred}
-        if self._task == "classification":
-            proba = forest.predict_proba(X)
-            save_output(self.run, self.name, "proba", proba)
-            columns.update({f"proba_{c}": proba[:, k] for k, c in enumerate(np.asarray(forest.classes).tolist())})
-        import pandas as pd
-
-        pd.DataFrame(columns).to_csv(output_path(self.run, self.name, "predictions.csv"), index=False)
+        proba = forest.predict_proba(X) if self._task == "classification" else None
+        save_predictions(self.run, self.name, self.test.ids, pred, proba,
+                         np.asarray(forest.classes).tolist() if proba is not None else ())
         info = {"rows": str(X.shape[0])}
         if self.test.labels is not None:  # compared as text: a test label outside the classes is a miss
             y, got = ((self.test.labels.astype(str), pred.astype(str)) if self._task == "classification" else

@@ -55,7 +55,7 @@ from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align, alignment_mode, serve_alignment
 from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, open_paillier, save_output, seal_paillier
+from securetrees.net.deployment import check_protocol_keys, open_paillier, save_predictions, seal_paillier
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, TableOptions, party_tables, read_table, table_columns, test_table
 from securetrees.net.trial import TrialPlan, table_frame, write_trial
@@ -345,12 +345,10 @@ class DeployedHost(SavesModel, Controllable, Host):
         raw[t.order] = arranged
         if self.task == "classification":
             proba = probabilities(raw)
-            save_output(self.run, self.name, "proba", proba)
-            pred = np.asarray(self.classes_[np.argmax(proba, axis=1)])
+            path = save_predictions(self.run, self.name, t.ids, np.asarray(self.classes_[np.argmax(proba, axis=1)]),
+                                    proba, np.asarray(self.classes_).tolist())
         else:
-            pred = np.asarray(raw, dtype=np.float64)
-        save_output(self.run, self.name, "test_ids", np.asarray(t.ids, dtype=str))
-        path = save_output(self.run, self.name, "predictions", pred)
+            path = save_predictions(self.run, self.name, t.ids, np.asarray(raw, dtype=np.float64))
         self.logger.info("%s predicted %d test rows into %s", self.name, t.X.shape[0], path)
         return ControlReply(info={"rows": str(t.X.shape[0])})
 

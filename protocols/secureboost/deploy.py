@@ -55,7 +55,7 @@ from securetrees.net.alignment import (
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, open_paillier, save_output, seal_paillier
+from securetrees.net.deployment import check_protocol_keys, open_paillier, save_predictions, seal_paillier
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
@@ -189,12 +189,10 @@ class DeployedActive(SavesModel, Controllable, ActiveParty):
         raw = self.decision_function(self.test)
         if self.classes is not None:
             proba = probabilities(raw)
-            save_output(self.run, self.name, "proba", proba)
-            pred: npt.NDArray[Any] = self.classes[np.argmax(proba, axis=1)]
+            path = save_predictions(self.run, self.name, self.test_ids, self.classes[np.argmax(proba, axis=1)], proba,
+                                    self.classes.tolist())
         else:
-            pred = raw[:, 0]
-        save_output(self.run, self.name, "test_ids", np.asarray(self.test_ids, dtype=str))
-        path = save_output(self.run, self.name, "predictions", pred)
+            path = save_predictions(self.run, self.name, self.test_ids, raw[:, 0])
         self.logger.info("%s predicted %d test rows into %s", self.name, self.test.shape[0], path)
         return ControlReply(info={"rows": str(self.test.shape[0])})
 

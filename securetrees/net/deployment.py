@@ -10,7 +10,8 @@ machine (:func:`save_output`); the operator receives figures only when the proto
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+import csv
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
 
 __all__ = ["check_protocol_keys", "open_paillier", "output_path", "prediction_score", "save_output",
-           "seal_paillier"]
+           "save_predictions", "seal_paillier"]
 
 PAILLIER_SCRYPT_LOG2_N = 14
 """Work factor of a Paillier key sealed inside a key file (the file itself is sealed again)."""
@@ -51,6 +52,36 @@ def save_output(config: RunConfig, party: str, stem: str, array: npt.ArrayLike) 
     """Write ``array`` (without pickle) to ``out/PARTY.STEM.npy``; returns the path."""
     path = output_path(config, party, f"{stem}.npy")
     np.save(path, np.asarray(array), allow_pickle=False)
+    return path
+
+
+def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.ArrayLike, predictions: npt.ArrayLike,
+                     proba: npt.ArrayLike | None = None, classes: Sequence[object] = ()) -> Path:
+    """The predictions a party is entitled to, kept beside its own ids of the rows: ``out/PARTY.predictions.csv``
+    (``id``, ``prediction``: a class name or a value, and with ``proba`` one ``proba_CLASS`` column per
+    class of ``classes``) and the same as arrays (``test_ids``, ``predictions``, ``proba`` ``.npy``).
+    Returns the CSV file's path."""
+    id_list = np.asarray(ids, dtype=str)
+    pred = np.asarray(predictions)
+    if pred.shape[0] != id_list.shape[0]:
+        raise ParameterError(f"{pred.shape[0]} predictions for {id_list.shape[0]} ids")
+    save_output(config, party, "test_ids", id_list)
+    save_output(config, party, "predictions", pred)
+    header = ["id", "prediction"]
+    columns: list[npt.NDArray[Any]] = [id_list, pred]
+    if proba is not None:
+        p = np.asarray(proba, dtype=np.float64)
+        if p.shape != (id_list.shape[0], len(classes)):
+            raise ParameterError(f"class probabilities of shape {p.shape} for {id_list.shape[0]} rows and "
+                                 f"{len(classes)} classes")
+        save_output(config, party, "proba", p)
+        header += [f"proba_{c}" for c in classes]
+        columns += [p[:, k] for k in range(p.shape[1])]
+    path = output_path(config, party, "predictions.csv")
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(zip(*(c.tolist() for c in columns), strict=True))
     return path
 
 

@@ -34,6 +34,11 @@ def test_readme_walkthrough_runs_as_printed(tmp_path: Path) -> None:
     assert len(rows) - 1 == len(common) > 0  # one row per new customer all three organisations know
     probabilities = [float(a) + float(b) for _, a, b in rows[1:]]
     assert all(abs(p - 1.0) < 1e-9 for p in probabilities)
+    with open(folder / "out" / "bank.predictions.csv", newline="", encoding="utf-8") as f:
+        kept = list(csv.DictReader(f))  # the label holder's own file: its ids, class names, probabilities
+    assert {r["id"] for r in kept} == common
+    assert {r["prediction"] for r in kept} <= {"repaid", "defaulted"}
+    assert sorted(kept[0]) == ["id", "prediction", "proba_defaulted", "proba_repaid"]
     config = (folder / "run.toml").read_text(encoding="utf-8")
     assert re.search(r'^assumption = ".*master.*client', config, flags=re.M)
     assert not list(folder.glob("pki/*.pass")), "no passphrase is written to disk"

@@ -83,7 +83,8 @@ def test_active_and_passives_as_processes_match_the_one_process_run(adult: Any, 
     assert set(got) == {"passive_splits", "test_rows"}  # figures, no prediction
     assert int(got["passive_splits"][0]) == splits and int(got["test_rows"][0]) == data.X_test.shape[0]
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["active.predictions.npy", "active.proba.npy", "active.rows.npz",
+    assert sorted(p.name for p in out.iterdir()) == ["active.predictions.csv", "active.predictions.npy",
+                                                      "active.proba.npy", "active.rows.npz",
                                                       "active.test_ids.npy", "passive0.rows.npz", "passive1.rows.npz"]
     ids = tuple(np.load(out / "active.test_ids.npy").tolist())  # the active party's own ids, in the agreed order
     assert len(ids) == data.X_test.shape[0] and len(set(ids)) == len(ids) and all(i.startswith("test-") for i in ids)
