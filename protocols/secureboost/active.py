@@ -11,8 +11,9 @@ active party's trees hold those nodes as withheld, with the owner's record id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.paillier.batch import ciphertexts_to_bytes, decrypt_residues, encrypt_many, owner_encrypt_many
+from securetrees.paillier.prefill import BackgroundPool
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
@@ -98,11 +100,16 @@ class ActiveParty(Party):
         self, name: str, network: Network, *, X: npt.ArrayLike, y: npt.ArrayLike, passives: Sequence[str],
         params: SecureBoostParams, keypair: tuple[PublicKey, PrivateKey],
         categorical: tuple[bool, ...] | None = None, rng: RandomSource = SYSTEM_RANDOM,
-        executor: Executor | None = None, trusted_workers: bool = False,
+        executor: Executor | None = None, trusted_workers: bool = False, background_pool: bool = False,
     ) -> None:
         super().__init__(name, network)
         self.executor = executor
         self.trusted_workers = bool(trusted_workers)
+        self.background_pool = bool(background_pool)
+        self._prefill: BackgroundPool | None = None
+        self._trees_left = 0
+        self.prefill_seconds = 0.0
+        """CPU seconds the background pool's workers spent in the last ``fit``."""
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 2 or Xa.shape[1] < 1:
             raise ParameterError("the active party holds a two-dimensional table of at least two rows")
@@ -159,15 +166,37 @@ class ActiveParty(Party):
                 base = np.log(prior) if p.base_score == "prior" else np.zeros(p.n_classes)
         raw = np.tile(base, (n, 1))
         trees: list[TreeRecord] = []
-        for _ in range(p.n_estimators):
-            grad, hess = _gradients(raw, target, p.loss)
-            for j in range(base.size):
-                rec = self.grow(len(trees), grad[:, j], hess[:, j])
-                raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
-                trees.append(rec)
+        self._trees_left = p.n_estimators * base.size
+        with self._background_pool(n) as prefill:
+            self._prefill = prefill
+            try:
+                for _ in range(p.n_estimators):
+                    grad, hess = _gradients(raw, target, p.loss)
+                    for j in range(base.size):
+                        rec = self.grow(len(trees), grad[:, j], hess[:, j])
+                        raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
+                        trees.append(rec)
+            finally:
+                self._prefill = None
         self.call_many({q: End() for q in self.passives}, expect=Ack)
         self.model = SecureBoostModel(tuple(trees), base, float(p.learning_rate), int(base.size))
         return self.model
+
+    @contextmanager
+    def _background_pool(self, n: int) -> Iterator[BackgroundPool | None]:
+        """With ``background_pool``: a pool of the first tree's ``n`` obfuscators, filled by the
+        executor's workers or a dedicated process from now on; stopped when ``fit`` ends."""
+        if not self.background_pool:
+            yield None
+            return
+        key = self._sk if self.params.encryption == "key-owner" else self._pk
+        with BackgroundPool(key, executor=self.executor, trusted_workers=self.trusted_workers,
+                            rng=self._rng) as bg:
+            bg.request(n)
+            try:
+                yield bg
+            finally:
+                self.prefill_seconds = bg.worker_seconds
 
     # -- S1 -------------------------------------------------------------------------------------
     def layout_for(self, g_fixed: IntArray, h_fixed: IntArray) -> PackingLayout:
@@ -184,7 +213,12 @@ class ActiveParty(Party):
         """Fresh ciphertexts of the packed plaintexts, one per instance, as one byte string;
         reveals nothing."""
         plain = layout.encode(g_fixed, h_fixed)
-        if self.params.encryption == "key-owner":
+        self._trees_left -= 1
+        if self._prefill is not None:
+            cts = encrypt_many(self._pk, plain, pool=self._prefill.ready(len(plain)))
+            if self._trees_left > 0:  # the next tree's obfuscators, while this tree grows
+                self._prefill.request(len(plain))
+        elif self.params.encryption == "key-owner":
             cts = owner_encrypt_many(self._sk, plain, rng=self._rng, executor=self.executor,
                                      trusted_workers=self.trusted_workers)
         else:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gmpy2
 import numpy as np
@@ -32,6 +32,9 @@ from securetrees.executors import flatten_ints, modular_products, run_chunked
 from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
 from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
+
+if TYPE_CHECKING:
+    from securetrees.paillier.pool import RandomnessPool
 
 __all__ = [
     "ciphertext_values",
@@ -96,18 +99,25 @@ def obfuscators(
 def encrypt_many(
     key: PublicKey | PrivateKey, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
     executor: Executor | None = None, chunk_size: int | None = None,
-    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
+    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False, pool: RandomnessPool | None = None,
 ) -> list[Ciphertext]:
     """Fresh ciphertexts of signed integers, in input order (arrays are flattened, C order).
 
     With a public key and an executor, workers compute the obfuscators from the
     public key; plaintexts never leave this process.  With a private key (key-owner
-    CRT encryption) the executor is used only if ``trusted_workers=True``.
+    CRT encryption) the executor is used only if ``trusted_workers=True``.  With ``pool``
+    the obfuscators are taken from it (single use; its mode, not ``mode``), nothing is computed.
     """
     pk = key if isinstance(key, PublicKey) else key.public_key
     residues = [mpz(pk._range.embed(v)) for v in flatten_ints(values)]
-    obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
-                       trusted_workers=trusted_workers)
+    if pool is not None:
+        pk._same_key(pool.public_key)
+        if len(pool) < len(residues):
+            raise ParameterError(f"the pool holds {len(pool)} obfuscators, {len(residues)} are needed")
+        obfs = [pool.take() for _ in residues]
+    else:
+        obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
+                           trusted_workers=trusted_workers)
     n, n2 = pk._n, pk._n2
     return [_make(pk, (1 + m * n) * r % n2, True) for m, r in zip(residues, obfs, strict=True)]
 
