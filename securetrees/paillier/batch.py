@@ -55,8 +55,7 @@ __all__ = [
 def _obfuscator_chunk(
     sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, randomness: list[Any]
 ) -> list[mpz]:
-    key = WorkerPrivateKey.unwrap(sent)
-    return [key.obfuscator_from(mode, r) for r in randomness]
+    return WorkerPrivateKey.unwrap(sent).obfuscators_from(mode, randomness)
 
 
 def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
