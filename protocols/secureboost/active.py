@@ -244,19 +244,19 @@ class ActiveParty(Party):
     def _passive_hist(self, sums: IntArray, schema: SetupReply, n_nodes: int) -> FloatArray:
         """Place a passive party's decoded sums into the reference histogram layout."""
         mb = self.params.max_bins
-        hist = np.zeros((n_nodes, len(schema.n_bins), mb + 1, 3))
-        scale = float(1 << self.params.frac_bits)
-        pos = 0
-        for k in range(n_nodes):
-            for f, nb in enumerate(schema.n_bins):
-                block = sums[pos:pos + nb + 1].astype(np.float64)
-                block[:, 1:] /= scale
-                hist[k, f, :nb] = block[:nb]
-                hist[k, f, mb] = block[nb]
-                pos += nb + 1
-        if pos != sums.shape[0]:
+        n_features = len(schema.n_bins)
+        per_node = sum(nb + 1 for nb in schema.n_bins)
+        if sums.shape[0] != n_nodes * per_node:
             raise ProtocolError("a histogram reply has the wrong number of buckets")
-        return hist
+        # Where each bucket of one node goes in the (feature, bin) grid: its bins, then the
+        # missing bucket at bin ``max_bins``.
+        target = np.concatenate([np.r_[f * (mb + 1) + np.arange(nb), f * (mb + 1) + mb]
+                                 for f, nb in enumerate(schema.n_bins)]).astype(np.int64)
+        block = sums.reshape(n_nodes, per_node, 3).astype(np.float64)
+        block[:, :, 1:] /= float(1 << self.params.frac_bits)
+        hist = np.zeros((n_nodes, n_features * (mb + 1), 3))
+        hist[:, target] = block
+        return hist.reshape(n_nodes, n_features, mb + 1, 3)
 
     # -- one tree (S1-S4), layer by layer as the reference grower -------------------------------
     def grow(self, tree_no: int, grad: FloatArray, hess: FloatArray) -> TreeRecord:
