@@ -90,7 +90,7 @@ def obfuscators(
     The randomness is drawn here; a private key computes them by CRT (in this process
     unless ``trusted_workers``).
     """
-    randomness = [key.draw_randomness(mode, rng) for _ in range(count)]
+    randomness = key.draw_randomness_many(mode, count, rng)
     sent, where = _placement(key, executor, trusted_workers)
     return run_chunked(_obfuscator_chunk, randomness, where, chunk_size, sent, mode)
 

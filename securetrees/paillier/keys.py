@@ -72,6 +72,7 @@ MODES: Final[tuple[Mode, ...]] = ("djn", "djn-short", "classic")
 DEFAULT_BITS: Final = 2048
 INSECURE_MIN_BITS: Final = 1024
 COMB_WINDOW: Final = 8
+_DRAW_CHUNK: Final = 1024  # exponents per byte string drawn
 _SMALL_PRIMORIAL: Final = math.prod(
     [p for p in range(3, 1 << 12, 2) if all(p % d for d in range(3, int(p**0.5) + 1, 2))]
 )
@@ -271,6 +272,19 @@ class PublicKey:
                 if gmpy2.gcd(r, self._n) == 1:
                     return r
         return mpz(rng.randbits(self.exponent_bits(mode)))
+
+    def draw_randomness_many(self, mode: Mode, count: int, rng: RandomSource) -> list[mpz]:
+        """``count`` values of :meth:`draw_randomness`; in the DJN modes from one byte string per
+        chunk of exponents (the same values as one ``randbits`` call each for a byte stream)."""
+        if mode == "classic":
+            return [self.draw_randomness(mode, rng) for _ in range(count)]
+        bits = self.exponent_bits(mode)
+        width, shift = (bits + 7) // 8, -bits % 8
+        out: list[mpz] = []
+        for start in range(0, count, _DRAW_CHUNK):
+            raw = rng.token_bytes(width * min(_DRAW_CHUNK, count - start))
+            out += [mpz(int.from_bytes(raw[i:i + width], "big") >> shift) for i in range(0, len(raw), width)]
+        return out
 
     def obfuscator_from(self, mode: Mode, randomness: mpz) -> mpz:
         """``hs^a`` or ``r^N`` mod N²: a uniform-looking encryption of 0."""
@@ -501,6 +515,12 @@ class PrivateKey:
         if mode == "classic":
             return mpz(rng.randbelow(self._p - 1) + 1), mpz(rng.randbelow(self._q - 1) + 1)
         return self._pk.draw_randomness(mode, rng)
+
+    def draw_randomness_many(self, mode: Mode, count: int, rng: RandomSource) -> list[Any]:
+        """``count`` values of :meth:`draw_randomness`."""
+        if mode == "classic":
+            return [self.draw_randomness(mode, rng) for _ in range(count)]
+        return list(self._pk.draw_randomness_many(mode, count, rng))
 
     def obfuscator_from(self, mode: Mode, randomness: Any) -> mpz:
         """The public key's obfuscator for ``mode``, computed modulo p² and q² and joined by CRT.

@@ -90,7 +90,7 @@ class BackgroundPool:
         """Draw ``count`` exponents now and submit their obfuscators to the worker."""
         if type(count) is not int or count < 0:
             raise ParameterError("count must be a non-negative integer")
-        randomness = [self._key.draw_randomness(self._mode, self._rng) for _ in range(count)]
+        randomness = self._key.draw_randomness_many(self._mode, count, self._rng)
         for i in range(0, count, self._chunk):
             chunk = randomness[i:i + self._chunk]
             self._pending.append((chunk, self._executor.submit(_timed_chunk, self._sent, self._mode, chunk)))
