@@ -147,6 +147,16 @@ class ActiveParty(Party):
     # -- the boosting loop ----------------------------------------------------------------------
     def fit(self) -> SecureBoostModel:
         """Every round: gradients at the current scores, one tree per output (S1-S4)."""
+        n = self._X.shape[0]
+        with self._background_pool(n) as prefill:  # started first: it works through S0 too
+            self._prefill = prefill
+            try:
+                return self._boost()
+            finally:
+                self._prefill = None
+
+    def _boost(self) -> SecureBoostModel:
+        """The rounds of :meth:`fit`."""
         if not self._schema:
             self.setup()
         p = self.params
@@ -167,17 +177,12 @@ class ActiveParty(Party):
         raw = np.tile(base, (n, 1))
         trees: list[TreeRecord] = []
         self._trees_left = p.n_estimators * base.size
-        with self._background_pool(n) as prefill:
-            self._prefill = prefill
-            try:
-                for _ in range(p.n_estimators):
-                    grad, hess = _gradients(raw, target, p.loss)
-                    for j in range(base.size):
-                        rec = self.grow(len(trees), grad[:, j], hess[:, j])
-                        raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
-                        trees.append(rec)
-            finally:
-                self._prefill = None
+        for _ in range(p.n_estimators):
+            grad, hess = _gradients(raw, target, p.loss)
+            for j in range(base.size):
+                rec = self.grow(len(trees), grad[:, j], hess[:, j])
+                raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
+                trees.append(rec)
         self.call_many({q: End() for q in self.passives}, expect=Ack)
         self.model = SecureBoostModel(tuple(trees), base, float(p.learning_rate), int(base.size))
         return self.model
