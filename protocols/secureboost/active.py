@@ -11,9 +11,8 @@ active party's trees hold those nodes as withheld, with the owner's record id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +21,7 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.paillier.batch import ciphertexts_to_bytes, decrypt_residues, encrypt_many, owner_encrypt_many
-from securetrees.paillier.prefill import BackgroundPool
+from securetrees.paillier.prefill import BackgroundPool, role_pool
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
@@ -147,13 +146,15 @@ class ActiveParty(Party):
     # -- the boosting loop ----------------------------------------------------------------------
     def fit(self) -> SecureBoostModel:
         """Every round: gradients at the current scores, one tree per output (S1-S4)."""
-        n = self._X.shape[0]
-        with self._background_pool(n) as prefill:  # started first: it works through S0 too
+        key = self._sk if self.params.encryption == "key-owner" else self._pk
+        with role_pool(self.background_pool, key, first=self._X.shape[0], executor=self.executor,
+                       trusted_workers=self.trusted_workers, rng=self._rng) as prefill:  # from S0 on
             self._prefill = prefill
             try:
                 return self._boost()
             finally:
                 self._prefill = None
+                self.prefill_seconds = prefill.worker_seconds if prefill is not None else 0.0
 
     def _boost(self) -> SecureBoostModel:
         """The rounds of :meth:`fit`."""
@@ -186,22 +187,6 @@ class ActiveParty(Party):
         self.call_many({q: End() for q in self.passives}, expect=Ack)
         self.model = SecureBoostModel(tuple(trees), base, float(p.learning_rate), int(base.size))
         return self.model
-
-    @contextmanager
-    def _background_pool(self, n: int) -> Iterator[BackgroundPool | None]:
-        """With ``background_pool``: a pool of the first tree's ``n`` obfuscators, filled by the
-        executor's workers or a dedicated process from now on; stopped when ``fit`` ends."""
-        if not self.background_pool:
-            yield None
-            return
-        key = self._sk if self.params.encryption == "key-owner" else self._pk
-        with BackgroundPool(key, executor=self.executor, trusted_workers=self.trusted_workers,
-                            rng=self._rng) as bg:
-            bg.request(n)
-            try:
-                yield bg
-            finally:
-                self.prefill_seconds = bg.worker_seconds
 
     # -- S1 -------------------------------------------------------------------------------------
     def layout_for(self, g_fixed: IntArray, h_fixed: IntArray) -> PackingLayout:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from securetrees._nt import mpz
@@ -35,7 +37,7 @@ from securetrees.paillier.keys import MODES, Mode, PrivateKey, PublicKey, Worker
 from securetrees.paillier.pool import RandomnessPool
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
-__all__ = ["DEFAULT_CHUNK", "BackgroundPool"]
+__all__ = ["DEFAULT_CHUNK", "BackgroundPool", "role_pool"]
 
 DEFAULT_CHUNK = 1024
 """Obfuscators per task: small enough that the caller can take over the tail of a request."""
@@ -134,3 +136,19 @@ class BackgroundPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def role_pool(
+    enabled: bool, key: PublicKey | PrivateKey, *, first: int, mode: Mode = "djn",
+    executor: Executor | None = None, trusted_workers: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+) -> Iterator[BackgroundPool | None]:
+    """A role's pool for the duration of its ``fit``: ``None`` unless ``enabled``; else a
+    :class:`BackgroundPool` on the role's executor (or a dedicated process) with ``first``
+    obfuscators requested at once, closed on exit."""
+    if not enabled:
+        yield None
+        return
+    with BackgroundPool(key, mode=mode, executor=executor, trusted_workers=trusted_workers, rng=rng) as bg:
+        bg.request(first)
+        yield bg

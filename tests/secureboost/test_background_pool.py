@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import securetrees.protocols.secureboost.active as active_module
+import securetrees.paillier.prefill as prefill_module
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.paillier.pool import RandomnessPool
 from securetrees.paillier.prefill import BackgroundPool
@@ -87,7 +87,7 @@ def test_no_obfuscator_is_used_twice(
 def test_a_pool_that_reuses_an_obfuscator_is_caught(
     data: tuple[np.ndarray, np.ndarray], keypair: tuple[PublicKey, PrivateKey], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(active_module, "BackgroundPool", ReusingPool)
+    monkeypatch.setattr(prefill_module, "BackgroundPool", ReusingPool)
     obfs = _gradient_obfuscators(_fit(data, keypair, background_pool=True), keypair[1])
     assert len(obfs) == 3 * data[0].shape[0]
     assert not _all_distinct(obfs)
