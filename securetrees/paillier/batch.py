@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ciphertext_values",
+    "ciphertext_values_from_bytes",
     "ciphertexts_from_bytes",
     "ciphertexts_to_bytes",
     "decrypt_many",
@@ -111,9 +112,7 @@ def encrypt_many(
     residues = [mpz(pk._range.embed(v)) for v in flatten_ints(values)]
     if pool is not None:
         pk._same_key(pool.public_key)
-        if len(pool) < len(residues):
-            raise ParameterError(f"the pool holds {len(pool)} obfuscators, {len(residues)} are needed")
-        obfs = [pool.take() for _ in residues]
+        obfs = pool.take_many(len(residues))
     else:
         obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
                            trusted_workers=trusted_workers)
@@ -179,6 +178,12 @@ def ciphertexts_from_bytes(data: bytes, public_key: PublicKey) -> list[Ciphertex
     :class:`DecodeError` for a length that is not a multiple of the width and
     :class:`InvalidCiphertext` unless every value is in ``(0, N²)`` and a unit modulo N (one gcd
     for the batch: the product modulo N is a unit exactly when every factor is)."""
+    return [_make(public_key, v, False) for v in ciphertext_values_from_bytes(data, public_key)]
+
+
+def ciphertext_values_from_bytes(data: bytes, public_key: PublicKey) -> list[mpz]:
+    """The values of :func:`ciphertexts_from_bytes`, checked the same way, without building
+    :class:`Ciphertext` objects (for sums on raw values modulo N²)."""
     width = 2 * public_key.modulus_bytes
     if len(data) % width:
         raise DecodeError(f"a ciphertext string of {len(data)} bytes is not a multiple of {width}")
@@ -191,7 +196,7 @@ def ciphertexts_from_bytes(data: bytes, public_key: PublicKey) -> list[Ciphertex
         acc = acc * v % n
     if gmpy2.gcd(acc, n) != 1:
         raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")
-    return [_make(public_key, v, False) for v in values]
+    return values
 
 
 def _items(ciphertexts: Sequence[Ciphertext] | np.ndarray) -> Sequence[Ciphertext]:

@@ -103,6 +103,17 @@ class RandomnessPool:
         except IndexError:
             raise PoolExhausted("the randomness pool is empty; fill() it first") from None
 
+    def take_many(self, count: int) -> list[mpz]:
+        """Remove and return ``count`` obfuscators at once (:class:`PoolExhausted` if fewer are
+        left: then none is taken)."""
+        self._forget_if_forked()
+        with self._lock:
+            if count > len(self._values):
+                raise PoolExhausted(f"the randomness pool holds {len(self._values)} obfuscators, "
+                                    f"{count} are needed")
+            popleft = self._values.popleft
+            return [popleft() for _ in range(count)]
+
     def __reduce__(self) -> NoReturn:
         raise TypeMismatchError("a RandomnessPool cannot be pickled: its values are single-use")
 
