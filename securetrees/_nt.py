@@ -286,6 +286,8 @@ def window_digit_columns(exps: Sequence[int | mpz], window: int, count: int) -> 
     nbytes = width // 8 + 1
     guard = 1 << width
     raw = b"".join((int(e) | guard).to_bytes(nbytes, "little") for e in exps)
+    if window == 8:  # the digits are the bytes
+        return np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)[:, :count].T.tolist()
     bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes), axis=1,
                          bitorder="little")[:, :width]
     weights = np.left_shift(np.int64(1), np.arange(window, dtype=np.int64))
