@@ -287,7 +287,8 @@ def window_digit_columns(exps: Sequence[int | mpz], window: int, count: int) -> 
     guard = 1 << width
     raw = b"".join((int(e) | guard).to_bytes(nbytes, "little") for e in exps)
     if window == 8:  # the digits are the bytes
-        return np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)[:, :count].T.tolist()
+        columns: list[list[int]] = np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)[:, :count].T.tolist()
+        return columns
     bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes), axis=1,
                          bitorder="little")[:, :width]
     weights = np.left_shift(np.int64(1), np.arange(window, dtype=np.int64))
