@@ -9,6 +9,7 @@ carry the public key only.
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 import numpy as np
@@ -79,7 +80,10 @@ def test_the_same_model_with_the_background_pool(
 def test_no_obfuscator_is_used_twice(
     data: tuple[np.ndarray, np.ndarray], keypair: tuple[PublicKey, PrivateKey],
 ) -> None:
-    obfs = _gradient_obfuscators(_fit(data, keypair, background_pool=True), keypair[1])
+    before = set(multiprocessing.active_children())
+    model = _fit(data, keypair, background_pool=True)
+    assert set(multiprocessing.active_children()) <= before  # the pool process is stopped with fit
+    obfs = _gradient_obfuscators(model, keypair[1])
     assert len(obfs) == 3 * data[0].shape[0]
     assert _all_distinct(obfs)
 
