@@ -386,6 +386,6 @@ def test_paillier_layer_check_catches_a_circle() -> None:
     type-only upward import that is not the allowed one."""
     keys = ast.parse("def encrypt_many(self):\n    from securetrees.paillier import batch\n")
     batch = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                      "    from securetrees.paillier.pool import RandomnessPool\n")
+                      "    from securetrees.paillier.prefill import BackgroundPool\n")
     assert _layer_violations({"keys": keys, "batch": batch}, "securetrees.paillier") == [
-        "batch imports pool", "keys imports batch"]
+        "batch imports prefill", "keys imports batch"]
