@@ -278,6 +278,24 @@ def window_digits(exp: mpz, window: int, count: int) -> list[int]:
     return digits
 
 
+def window_digit_columns(exps: Sequence[int | mpz], window: int, count: int) -> list[list[int]]:
+    """:func:`window_digits` of many exponents at once, as ``count`` columns (column i: every
+    exponent's digit i).  Each exponent must lie in ``[0, 2^(window·count))``; the same guard bit
+    as :func:`window_digits` keeps every conversion the same size."""
+    width = window * count
+    nbytes = width // 8 + 1
+    guard = 1 << width
+    raw = b"".join((int(e) | guard).to_bytes(nbytes, "little") for e in exps)
+    if window == 8:  # the digits are the bytes
+        columns: list[list[int]] = np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)[:, :count].T.tolist()
+        return columns
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes), axis=1,
+                         bitorder="little")[:, :width]
+    weights = np.left_shift(np.int64(1), np.arange(window, dtype=np.int64))
+    digits = bits.reshape(len(exps), count, window).astype(np.int64) @ weights
+    return [col.tolist() for col in digits.T]
+
+
 @dataclass(frozen=True, eq=False)
 class FixedBaseTable:
     """Precomputed powers for ``base^e mod modulus``, secret ``e`` of at most ``exp_bits`` bits.
@@ -355,6 +373,26 @@ class FixedBaseTable:
         for row, d in zip(self.rows[1:count], digits[1:], strict=True):
             acc = acc * row[d] % m
         return acc
+
+    def pow_many(self, exps: Sequence[int | mpz], bits: int | None = None) -> list[mpz]:
+        """:meth:`pow` of every exponent in ``exps`` (same results, same fixed count of
+        multiplications per exponent), window by window over the whole batch: the digits are
+        extracted at once and the inner loop is one list comprehension per window."""
+        bound = self.exp_bits if bits is None else bits
+        if not 1 <= bound <= self.exp_bits:
+            raise ExponentRangeError(f"exponent bound must lie in [1, {self.exp_bits}] bits")
+        for e in exps:
+            check_exponent(e, bound)
+        if not exps:
+            return []
+        count = self.windows(bound)
+        columns = window_digit_columns(exps, self.window, count)
+        m = self.modulus
+        head = self.head(count)
+        accs = [head[d] for d in columns[0]]
+        for row, col in zip(self.rows[1:count], columns[1:], strict=True):
+            accs = [a * row[d] % m for a, d in zip(accs, col, strict=True)]
+        return accs
 
 
 def product_mod(values: Sequence[mpz], modulus: mpz) -> mpz:

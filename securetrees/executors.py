@@ -45,6 +45,7 @@ from securetrees.errors import ParameterError
 
 __all__ = [
     "CHUNKS_PER_WORKER",
+    "check_flag",
     "check_n_jobs",
     "check_trusted",
     "chunk_size",
@@ -233,12 +234,17 @@ def check_n_jobs(n_jobs: object) -> int | None:
     return n_jobs
 
 
+def check_flag(value: object, name: str) -> bool:
+    """An opt-in flag: exactly ``True`` or ``False`` (a string such as ``"false"`` is refused
+    with :class:`ParameterError` rather than read as true)."""
+    if not isinstance(value, bool):
+        raise ParameterError(f"{name} must be true or false")
+    return value
+
+
 def check_trusted(trusted_workers: object) -> bool:
-    """The ``trusted_workers`` opt-in: exactly ``True`` or ``False`` (a string such as ``"false"``
-    is refused with :class:`ParameterError` rather than read as true)."""
-    if not isinstance(trusted_workers, bool):
-        raise ParameterError("trusted_workers must be true or false")
-    return trusted_workers
+    """The ``trusted_workers`` opt-in (:func:`check_flag`)."""
+    return check_flag(trusted_workers, "trusted_workers")
 
 
 def process_pool(n_jobs: object) -> Executor | None:

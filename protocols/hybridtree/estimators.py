@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError
 from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
-from securetrees.executors import check_trusted, role_executor
+from securetrees.executors import check_flag, check_trusted, role_executor
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.progress import phase
 from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
@@ -151,7 +151,7 @@ class _HybridTree(Estimator):
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
         random_state: int | None = None, progress: bool | Callable[[FitProgress], None] = False,
         rng: RandomSource = SYSTEM_RANDOM, executor: Executor | None = None,
-        n_jobs: int | None = None, trusted_workers: bool = False,
+        n_jobs: int | None = None, trusted_workers: bool = False, background_pool: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.host_features = host_features
@@ -185,6 +185,7 @@ class _HybridTree(Estimator):
         self.executor = executor
         self.n_jobs = n_jobs
         self.trusted_workers = trusted_workers
+        self.background_pool = background_pool
 
     # -- hooks -----------------------------------------------------------------------------
     def _fit_targets(self, y: object, n: int) -> npt.NDArray[Any]:  # pragma: no cover - overridden
@@ -336,7 +337,8 @@ class _HybridTree(Estimator):
             host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols],
                                     owner=owners(n, rows), categorical=[cat[c] for c in host_cols],
                                     keypair=keys, rng=self.rng, executor=ex,
-                                    trusted_workers=check_trusted(self.trusted_workers))
+                                    trusted_workers=check_trusted(self.trusted_workers),
+                                    background_pool=check_flag(self.background_pool, "background_pool"))
             guests = [
                 Guest(name, net, params=params, ids=r, X=gx, mapper=guest_bins,
                       host_key=keys[0] if keys is not None else None,

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,9 @@ from securetrees.errors import (
     ProtocolError,
     UnexpectedMessage,
 )
-from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
+from securetrees.paillier import Ciphertext, Mode, PrivateKey, PublicKey
 from securetrees.paillier.batch import decrypt_residues, encrypt_many, owner_encrypt_many
+from securetrees.paillier.prefill import BackgroundPool, role_pool
 from securetrees.protocols.hybridtree.boosting import (
     FitProgress,
     Loss,
@@ -191,7 +193,11 @@ class Host(Party):
     row among the rows guest ``u`` owns (``0, 1, ...``; at inference among the test rows it owns),
     instead of the host's row positions, which a guest then never learns.  A deployment numbers
     each guest's rows by their place in its PSI order and orders the host's rows so that each
-    guest's rows follow that order (``deploy.arrange``)."""
+    guest's rows follow that order (``deploy.arrange``).
+
+    ``background_pool`` (opt-in) has H3's obfuscators computed ahead, during the previous tree, by
+    the executor's workers or a dedicated process (``specs/batch_executors.md``, "Randomness pools
+    in the roles")."""
 
     role = "host"
 
@@ -201,12 +207,16 @@ class Host(Party):
         categorical: Sequence[bool] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, rng: RandomSource = SYSTEM_RANDOM,
         executor: Executor | None = None, trusted_workers: bool = False, local_ids: bool = False,
+        background_pool: bool = False,
     ) -> None:
         super().__init__(name, network)
         self.params = params
         self.executor = executor
         self.trusted_workers = bool(trusted_workers)
         self.local_ids = bool(local_ids)
+        self.background_pool = bool(background_pool)
+        self._prefill: BackgroundPool | None = None
+        self._trees_left = 0
         self.guests = tuple(guests)
         if len(set(self.guests)) != len(self.guests):
             raise ParameterError("guest names must be distinct")
@@ -348,11 +358,14 @@ class Host(Party):
         t = targets(y, self._X.shape[0], loss, base_score)  # type: ignore[arg-type]
         self._progress = progress
         try:
-            if not self._set_up:
-                self.setup()
-            self._boost(t, loss, n_estimators)
+            with self._role_pool() as self._prefill:
+                if not self._set_up:
+                    self.setup()
+                self._trees_left = n_estimators * t.n_outputs
+                self._boost(t, loss, n_estimators)
         finally:
             self._progress = None
+            self._prefill = None
         self._targets, self._loss = t, loss
         return self
 
@@ -473,16 +486,31 @@ class Host(Party):
         self._live(dict(replies), asked)
         return layout
 
+    def _role_pool(self) -> AbstractContextManager[BackgroundPool | None]:
+        """The background pool of a secure ``fit`` (``background_pool``), one obfuscator per
+        training instance requested at once (a tree encrypts about that many)."""
+        if self._pk is None or self._sk is None:
+            return nullcontext()
+        owner = self.params.encryption == "key-owner"
+        mode: Mode = "djn-short" if self.params.encryption == "djn-short" else "djn"
+        return role_pool(self.background_pool, self._sk if owner else self._pk, first=self._X.shape[0],
+                         mode=mode, executor=self.executor,
+                         trusted_workers=self.trusted_workers, rng=self._rng)
+
     def _encrypt(self, flat: list[int]) -> list[int]:
         """H3's encryptions (wire values), ``ENCRYPT_CHUNK`` at a time with a progress event after
-        each chunk; the plaintexts themselves outside secure mode."""
+        each chunk; the plaintexts themselves outside secure mode.  With the background pool the
+        obfuscators are taken from it, and the next tree's are requested at the end."""
         p = self.params
         if self._pk is None or self._sk is None:
             return flat
         wire: list[int] = []
+        self._trees_left -= 1
         for at in range(0, len(flat), ENCRYPT_CHUNK):
             chunk = flat[at : at + ENCRYPT_CHUNK]
-            if p.encryption == "key-owner":
+            if self._prefill is not None:
+                cts = encrypt_many(self._pk, chunk, pool=self._prefill.ready(len(chunk)))
+            elif p.encryption == "key-owner":
                 cts = owner_encrypt_many(self._sk, chunk, rng=self._rng, executor=self.executor,
                                          trusted_workers=self.trusted_workers)
             else:
@@ -490,6 +518,8 @@ class Host(Party):
                                    executor=self.executor)
             wire += [c.value for c in cts]
             self._report("encrypting", len(wire), len(flat))
+        if self._prefill is not None and self._trees_left > 0:
+            self._prefill.request(max(0, len(flat) - len(self._prefill.pool) - self._prefill.queued))
         return wire
 
     def _aggregate(self, replies: dict[str, MaskedHistogram], length: int) -> list[int]:

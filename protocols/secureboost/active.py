@@ -21,6 +21,7 @@ import numpy.typing as npt
 from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.paillier.batch import ciphertexts_to_bytes, decrypt_residues, encrypt_many, owner_encrypt_many
+from securetrees.paillier.prefill import BackgroundPool, role_pool
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
@@ -100,11 +101,16 @@ class ActiveParty(Party):
         self, name: str, network: Network, *, X: npt.ArrayLike, y: npt.ArrayLike, passives: Sequence[str],
         params: SecureBoostParams, keypair: tuple[PublicKey, PrivateKey],
         categorical: tuple[bool, ...] | None = None, rng: RandomSource = SYSTEM_RANDOM,
-        executor: Executor | None = None, trusted_workers: bool = False,
+        executor: Executor | None = None, trusted_workers: bool = False, background_pool: bool = False,
     ) -> None:
         super().__init__(name, network)
         self.executor = executor
         self.trusted_workers = bool(trusted_workers)
+        self.background_pool = bool(background_pool)
+        self._prefill: BackgroundPool | None = None
+        self._trees_left = 0
+        self.prefill_seconds = 0.0
+        """CPU seconds the background pool's workers spent in the last ``fit``."""
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 2 or Xa.shape[1] < 1:
             raise ParameterError("the active party holds a two-dimensional table of at least two rows")
@@ -142,6 +148,18 @@ class ActiveParty(Party):
     # -- the boosting loop ----------------------------------------------------------------------
     def fit(self) -> SecureBoostModel:
         """Every round: gradients at the current scores, one tree per output (S1-S4)."""
+        key = self._sk if self.params.encryption == "key-owner" else self._pk
+        with role_pool(self.background_pool, key, first=self._X.shape[0], executor=self.executor,
+                       trusted_workers=self.trusted_workers, rng=self._rng) as prefill:  # from S0 on
+            self._prefill = prefill
+            try:
+                return self._boost()
+            finally:
+                self._prefill = None
+                self.prefill_seconds = prefill.worker_seconds if prefill is not None else 0.0
+
+    def _boost(self) -> SecureBoostModel:
+        """The rounds of :meth:`fit`."""
         if not self._schema:
             self.setup()
         p = self.params
@@ -161,6 +179,7 @@ class ActiveParty(Party):
                 base = np.log(prior) if p.base_score == "prior" else np.zeros(p.n_classes)
         raw = np.tile(base, (n, 1))
         trees: list[TreeRecord] = []
+        self._trees_left = p.n_estimators * base.size
         for _ in range(p.n_estimators):
             grad, hess = _gradients(raw, target, p.loss)
             for j in range(base.size):
@@ -228,7 +247,12 @@ class ActiveParty(Party):
         """Fresh ciphertexts of the packed plaintexts, one per instance, as one byte string;
         reveals nothing."""
         plain = layout.encode(g_fixed, h_fixed)
-        if self.params.encryption == "key-owner":
+        self._trees_left -= 1
+        if self._prefill is not None:
+            cts = encrypt_many(self._pk, plain, pool=self._prefill.ready(len(plain)))
+            if self._trees_left > 0:  # the next tree's obfuscators, while this tree grows
+                self._prefill.request(len(plain))
+        elif self.params.encryption == "key-owner":
             cts = owner_encrypt_many(self._sk, plain, rng=self._rng, executor=self.executor,
                                      trusted_workers=self.trusted_workers)
         else:
@@ -254,19 +278,19 @@ class ActiveParty(Party):
     def _passive_hist(self, sums: IntArray, schema: SetupReply, n_nodes: int) -> FloatArray:
         """Place a passive party's decoded sums into the reference histogram layout."""
         mb = self.params.max_bins
-        hist = np.zeros((n_nodes, len(schema.n_bins), mb + 1, 3))
-        scale = float(1 << self.params.frac_bits)
-        pos = 0
-        for k in range(n_nodes):
-            for f, nb in enumerate(schema.n_bins):
-                block = sums[pos:pos + nb + 1].astype(np.float64)
-                block[:, 1:] /= scale
-                hist[k, f, :nb] = block[:nb]
-                hist[k, f, mb] = block[nb]
-                pos += nb + 1
-        if pos != sums.shape[0]:
+        n_features = len(schema.n_bins)
+        per_node = sum(nb + 1 for nb in schema.n_bins)
+        if sums.shape[0] != n_nodes * per_node:
             raise ProtocolError("a histogram reply has the wrong number of buckets")
-        return hist
+        # Where each bucket of one node goes in the (feature, bin) grid: its bins, then the
+        # missing bucket at bin ``max_bins``.
+        target = np.concatenate([np.r_[f * (mb + 1) + np.arange(nb), f * (mb + 1) + mb]
+                                 for f, nb in enumerate(schema.n_bins)]).astype(np.int64)
+        block = sums.reshape(n_nodes, per_node, 3).astype(np.float64)
+        block[:, :, 1:] /= float(1 << self.params.frac_bits)
+        hist = np.zeros((n_nodes, n_features * (mb + 1), 3))
+        hist[:, target] = block
+        return hist.reshape(n_nodes, n_features, mb + 1, 3)
 
     # -- one tree (S1-S4), layer by layer as the reference grower -------------------------------
     def grow(self, tree_no: int, grad: FloatArray, hess: FloatArray) -> TreeRecord:

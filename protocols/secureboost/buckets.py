@@ -139,17 +139,17 @@ def _partial_sums(
         sel = np.flatnonzero(col != big[f])
         order = sel[np.argsort(col[sel], kind="stable")]
         bounds = np.searchsorted(col[order], np.arange(width + 1)).tolist()
+        members = [values[i] for i in order.tolist()]  # grouped by bucket, in row order
         sums = [ONE] * width
         for b in range(width):
             lo, hi = bounds[b], bounds[b + 1]
             if lo == hi:
                 continue
-            members = order[lo:hi].tolist()
-            acc = values[members[0]]
-            for i in members[1:]:
-                acc = acc * values[i] % modulus
+            acc = members[lo]
+            for v in members[lo + 1:hi]:
+                acc = acc * v % modulus
             sums[b] = acc
-            mults += len(members)
+        mults += len(members)
         out.extend(sums)
     return total, out, mults
 

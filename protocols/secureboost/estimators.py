@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import NotFittedError, ParameterError
-from securetrees.executors import check_trusted, role_executor
+from securetrees.executors import check_flag, check_trusted, role_executor
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost.active import ActiveParty
 from securetrees.protocols.secureboost.params import Encryption, Loss, SecureBoostParams
@@ -64,6 +64,7 @@ class _SecureBoost:
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = True,
         categorical_features: Sequence[int] | None = None, rng: RandomSource = SYSTEM_RANDOM,
         executor: Executor | None = None, n_jobs: int | None = None, trusted_workers: bool = False,
+        background_pool: bool = False,
     ) -> None:
         self.partition = partition
         self.n_estimators = n_estimators
@@ -87,6 +88,7 @@ class _SecureBoost:
         self.executor = executor
         self.n_jobs = n_jobs
         self.trusted_workers = trusted_workers
+        self.background_pool = background_pool
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in _PARAM_NAMES}
@@ -131,7 +133,8 @@ class _SecureBoost:
                         for name, cols in zip(names, parts[1:], strict=True)]
             active = ActiveParty("active", net, X=Xa[:, parts[0]], y=codes, passives=names, params=params,
                                  keypair=keys, categorical=tuple(c in cat for c in parts[0]), rng=self.rng,
-                                 executor=ex, trusted_workers=check_trusted(self.trusted_workers))
+                                 executor=ex, trusted_workers=check_trusted(self.trusted_workers),
+                                 background_pool=check_flag(self.background_pool, "background_pool"))
             active.fit()
         active.executor = self.executor  # an owned pool is shut down here: predict runs serially
         for passive in passives:

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from securetrees._nt import mpz
 from securetrees.errors import DecodeError, ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PublicKey
-from securetrees.paillier.batch import ciphertext_values, ciphertexts_from_bytes, obfuscators
+from securetrees.paillier.batch import ciphertext_values, ciphertext_values_from_bytes, obfuscators
 from securetrees.paillier.ciphertext import _make
 from securetrees.protocols.secureboost.buckets import (
     Quotients,
@@ -144,11 +144,11 @@ class PassiveParty(Party):
     def on_gradients(self, sender: str, msg: Gradients) -> Ack:
         """Store one tree's ciphertexts (validated under the active key); nothing is decrypted."""
         pk = self._key()
-        grads = ciphertexts_from_bytes(msg.ciphertexts, pk)
-        if len(grads) != self._X.shape[0]:
+        vals = ciphertext_values_from_bytes(msg.ciphertexts, pk)
+        if len(vals) != self._X.shape[0]:
             raise ProtocolError("one gradient ciphertext per instance expected")
         self._layout = PackingLayout(msg.frac_bits, msg.g_bound, msg.h_bound, self._X.shape[0], pk.n.bit_length() - 1)
-        self._vals = ciphertext_values(grads)
+        self._vals = vals
         self._tree = msg.tree
         self._cache = {}
         self._node_ids = {}

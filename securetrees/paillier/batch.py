@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gmpy2
 import numpy as np
@@ -33,8 +33,12 @@ from securetrees.paillier.ciphertext import Ciphertext, _key_mismatch, _make
 from securetrees.paillier.keys import Mode, PrivateKey, PublicKey, WorkerPrivateKey
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
+if TYPE_CHECKING:
+    from securetrees.paillier.pool import RandomnessPool
+
 __all__ = [
     "ciphertext_values",
+    "ciphertext_values_from_bytes",
     "ciphertexts_from_bytes",
     "ciphertexts_to_bytes",
     "decrypt_many",
@@ -52,8 +56,7 @@ __all__ = [
 def _obfuscator_chunk(
     sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, randomness: list[Any]
 ) -> list[mpz]:
-    key = WorkerPrivateKey.unwrap(sent)
-    return [key.obfuscator_from(mode, r) for r in randomness]
+    return WorkerPrivateKey.unwrap(sent).obfuscators_from(mode, randomness)
 
 
 def _decrypt_chunk(sent: PrivateKey | WorkerPrivateKey, constant_time: bool, values: list[mpz]) -> list[mpz]:
@@ -88,7 +91,7 @@ def obfuscators(
     The randomness is drawn here; a private key computes them by CRT (in this process
     unless ``trusted_workers``).
     """
-    randomness = [key.draw_randomness(mode, rng) for _ in range(count)]
+    randomness = key.draw_randomness_many(mode, count, rng)
     sent, where = _placement(key, executor, trusted_workers)
     return run_chunked(_obfuscator_chunk, randomness, where, chunk_size, sent, mode)
 
@@ -96,18 +99,23 @@ def obfuscators(
 def encrypt_many(
     key: PublicKey | PrivateKey, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
     executor: Executor | None = None, chunk_size: int | None = None,
-    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False,
+    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False, pool: RandomnessPool | None = None,
 ) -> list[Ciphertext]:
     """Fresh ciphertexts of signed integers, in input order (arrays are flattened, C order).
 
     With a public key and an executor, workers compute the obfuscators from the
     public key; plaintexts never leave this process.  With a private key (key-owner
-    CRT encryption) the executor is used only if ``trusted_workers=True``.
+    CRT encryption) the executor is used only if ``trusted_workers=True``.  With ``pool``
+    the obfuscators are taken from it (single use; its mode, not ``mode``), nothing is computed.
     """
     pk = key if isinstance(key, PublicKey) else key.public_key
     residues = [mpz(pk._range.embed(v)) for v in flatten_ints(values)]
-    obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
-                       trusted_workers=trusted_workers)
+    if pool is not None:
+        pk._same_key(pool.public_key)
+        obfs = pool.take_many(len(residues))
+    else:
+        obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
+                           trusted_workers=trusted_workers)
     n, n2 = pk._n, pk._n2
     return [_make(pk, (1 + m * n) * r % n2, True) for m, r in zip(residues, obfs, strict=True)]
 
@@ -170,6 +178,12 @@ def ciphertexts_from_bytes(data: bytes, public_key: PublicKey) -> list[Ciphertex
     :class:`DecodeError` for a length that is not a multiple of the width and
     :class:`InvalidCiphertext` unless every value is in ``(0, N²)`` and a unit modulo N (one gcd
     for the batch: the product modulo N is a unit exactly when every factor is)."""
+    return [_make(public_key, v, False) for v in ciphertext_values_from_bytes(data, public_key)]
+
+
+def ciphertext_values_from_bytes(data: bytes, public_key: PublicKey) -> list[mpz]:
+    """The values of :func:`ciphertexts_from_bytes`, checked the same way, without building
+    :class:`Ciphertext` objects (for sums on raw values modulo N²)."""
     width = 2 * public_key.modulus_bytes
     if len(data) % width:
         raise DecodeError(f"a ciphertext string of {len(data)} bytes is not a multiple of {width}")
@@ -182,7 +196,7 @@ def ciphertexts_from_bytes(data: bytes, public_key: PublicKey) -> list[Ciphertex
         acc = acc * v % n
     if gmpy2.gcd(acc, n) != 1:
         raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")
-    return [_make(public_key, v, False) for v in values]
+    return values
 
 
 def _items(ciphertexts: Sequence[Ciphertext] | np.ndarray) -> Sequence[Ciphertext]:

@@ -27,6 +27,7 @@ import math
 import warnings
 import weakref
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Final, Literal, NoReturn
 
 import gmpy2
@@ -71,6 +72,7 @@ MODES: Final[tuple[Mode, ...]] = ("djn", "djn-short", "classic")
 DEFAULT_BITS: Final = 2048
 INSECURE_MIN_BITS: Final = 1024
 COMB_WINDOW: Final = 8
+_DRAW_CHUNK: Final = 1024  # exponents per byte string drawn
 _SMALL_PRIMORIAL: Final = math.prod(
     [p for p in range(3, 1 << 12, 2) if all(p % d for d in range(3, int(p**0.5) + 1, 2))]
 )
@@ -271,6 +273,19 @@ class PublicKey:
                     return r
         return mpz(rng.randbits(self.exponent_bits(mode)))
 
+    def draw_randomness_many(self, mode: Mode, count: int, rng: RandomSource) -> list[mpz]:
+        """``count`` values of :meth:`draw_randomness`; in the DJN modes from one byte string per
+        chunk of exponents (the same values as one ``randbits`` call each for a byte stream)."""
+        if mode == "classic":
+            return [self.draw_randomness(mode, rng) for _ in range(count)]
+        bits = self.exponent_bits(mode)
+        width, shift = (bits + 7) // 8, -bits % 8
+        out: list[mpz] = []
+        for start in range(0, count, _DRAW_CHUNK):
+            raw = rng.token_bytes(width * min(_DRAW_CHUNK, count - start))
+            out += [mpz(int.from_bytes(raw[i:i + width], "big") >> shift) for i in range(0, len(raw), width)]
+        return out
+
     def obfuscator_from(self, mode: Mode, randomness: mpz) -> mpz:
         """``hs^a`` or ``r^N`` mod N²: a uniform-looking encryption of 0."""
         if mode == "classic":
@@ -279,6 +294,14 @@ class PublicKey:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
         # ``a`` is secret: a fixed number of windows and multiplications for the mode's bound.
         return self.comb_table().pow(randomness, self.exponent_bits(mode))
+
+    def obfuscators_from(self, mode: Mode, randomness: Sequence[Any]) -> list[mpz]:
+        """:meth:`obfuscator_from` of each value, the DJN modes through one batched table pass."""
+        if mode == "classic":
+            return [self.obfuscator_from(mode, r) for r in randomness]
+        if mode not in MODES:
+            raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
+        return self.comb_table().pow_many(randomness, self.exponent_bits(mode))
 
     def obfuscator(
         self, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
@@ -493,6 +516,12 @@ class PrivateKey:
             return mpz(rng.randbelow(self._p - 1) + 1), mpz(rng.randbelow(self._q - 1) + 1)
         return self._pk.draw_randomness(mode, rng)
 
+    def draw_randomness_many(self, mode: Mode, count: int, rng: RandomSource) -> list[Any]:
+        """``count`` values of :meth:`draw_randomness`."""
+        if mode == "classic":
+            return [self.draw_randomness(mode, rng) for _ in range(count)]
+        return list(self._pk.draw_randomness_many(mode, count, rng))
+
     def obfuscator_from(self, mode: Mode, randomness: Any) -> mpz:
         """The public key's obfuscator for ``mode``, computed modulo p² and q² and joined by CRT.
 
@@ -514,6 +543,18 @@ class PrivateKey:
         else:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
         return crt_pair(xp, xq, self._p2, self._q2, self._q2_inv_p2)
+
+    def obfuscators_from(self, mode: Mode, randomness: Sequence[Any]) -> list[mpz]:
+        """:meth:`obfuscator_from` of each value, the DJN modes through batched table passes."""
+        if mode == "classic":
+            return [self.obfuscator_from(mode, r) for r in randomness]
+        if mode not in MODES:
+            raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
+        tp, tq = self.comb_tables()
+        bits = self._pk.exponent_bits(mode)
+        p2, q2, inv = self._p2, self._q2, self._q2_inv_p2
+        return [crt_pair(xp, xq, p2, q2, inv)
+                for xp, xq in zip(tp.pow_many(randomness, bits), tq.pow_many(randomness, bits), strict=True)]
 
     def encrypt(self, m: int, *, mode: Mode = "djn", rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
         """Key-owner encryption of a signed integer: the public key's ``mode``, computed by CRT."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from typing import NoReturn
 
@@ -84,8 +85,12 @@ class RandomnessPool:
         """
         if type(count) is not int or count < 0:
             raise ParameterError("count must be a non-negative integer")
-        values = batch.obfuscators(self._pk, self._mode, count, executor=executor,
-                                   chunk_size=chunk_size, rng=rng)
+        self.extend(batch.obfuscators(self._pk, self._mode, count, executor=executor,
+                                      chunk_size=chunk_size, rng=rng))
+
+    def extend(self, values: Iterable[mpz]) -> None:
+        """Add obfuscators computed elsewhere (:class:`~securetrees.paillier.prefill.BackgroundPool`):
+        the caller hands each value over and keeps no copy of it."""
         self._forget_if_forked()
         with self._lock:
             self._values.extend(values)
@@ -97,6 +102,17 @@ class RandomnessPool:
             return self._values.popleft()
         except IndexError:
             raise PoolExhausted("the randomness pool is empty; fill() it first") from None
+
+    def take_many(self, count: int) -> list[mpz]:
+        """Remove and return ``count`` obfuscators at once (:class:`PoolExhausted` if fewer are
+        left: then none is taken)."""
+        self._forget_if_forked()
+        with self._lock:
+            if count > len(self._values):
+                raise PoolExhausted(f"the randomness pool holds {len(self._values)} obfuscators, "
+                                    f"{count} are needed")
+            popleft = self._values.popleft
+            return [popleft() for _ in range(count)]
 
     def __reduce__(self) -> NoReturn:
         raise TypeMismatchError("a RandomnessPool cannot be pickled: its values are single-use")

@@ -138,3 +138,13 @@ def test_fill_with_an_executor() -> None:
         pool.fill(9, executor=ex)
     assert len(pool) == 9
     assert SK.decrypt(PK.encrypt(-3, pool=pool)) == -3
+
+
+def test_take_many_removes_what_it_returns() -> None:
+    pool = RandomnessPool(PK)
+    pool.fill(6)
+    first = pool.take_many(4)
+    with pytest.raises(PoolExhausted):
+        pool.take_many(3)  # two left: none is taken
+    rest = pool.take_many(2)
+    assert len(set(first + rest)) == 6 and len(pool) == 0

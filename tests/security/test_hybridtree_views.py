@@ -289,8 +289,11 @@ class _NoFreshFactor:
     def obfuscator(self, **_: Any) -> int:
         return 1
 
-    def obfuscator_from(self, mode: Any, randomness: Any) -> int:  # the batch path (serial or workers)
+    def obfuscator_from(self, mode: Any, randomness: Any) -> int:
         return 1
+
+    def obfuscators_from(self, mode: Any, randomness: Any) -> list[int]:  # the batch path (serial or workers)
+        return [1] * len(randomness)
 
 
 def test_a_guest_that_does_not_rerandomise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -160,6 +160,47 @@ def test_table_takes_ceil_b_over_w_windows_for_every_exponent(bits: int, window:
     check_table_count(FixedBaseTable, bits, window, bound)
 
 
+def check_batch_count(cls: type[FixedBaseTable], bits: int, window: int, bound: int) -> None:
+    """:meth:`FixedBaseTable.pow_many`: per exponent (a batch of one) and over the whole batch."""
+    base = mpz(7)
+    counter = [0]
+    table = counting(cls.build(base, P25519, bits, window), counter, bound)
+    exps = probe_exponents(bound, "batch")
+
+    def same_as_powmod(e: int, got: mpz) -> None:
+        assert got == gmpy2.powmod(base, e, P25519)
+
+    counts = multiplications(lambda e: table.pow_many([e], bound)[0], exps, counter, same_as_powmod)
+    assert_fixed_count(counts, cost(bound, window))
+    counter[0] = 0
+    assert [value_of(v) for v in table.pow_many(exps, bound)] == [gmpy2.powmod(base, e, P25519) for e in exps]
+    assert_fixed_count([counter[0]], len(exps) * cost(bound, window))
+
+
+@pytest.mark.parametrize(("bits", "window", "bound"), [(200, 8, 200), (200, 10, 200), (97, 5, 3), (16, 1, 16)])
+def test_batched_table_takes_the_same_fixed_count(bits: int, window: int, bound: int) -> None:
+    check_batch_count(FixedBaseTable, bits, window, bound)
+
+
+def test_batch_count_check_catches_a_zero_digit_skip() -> None:
+    """Planted leak: a batched pass that skips the multiplication for a zero digit."""
+
+    class SkipZeroBatch(FixedBaseTable):
+        def pow_many(self, exps: Any, bits: int | None = None) -> list[mpz]:
+            return [self._skip_zero(e) for e in exps]
+
+        def _skip_zero(self, exp: int) -> Any:
+            digits = _nt.window_digits(mpz(exp), self.window, len(self.rows))
+            acc: Any = mpz(1)
+            for row, d in zip(self.rows, digits, strict=True):
+                if d:
+                    acc = row[d - 1] * acc % self.modulus  # row[d - 1] is base^(d·2^(w·i))
+            return acc
+
+    with pytest.raises(AssertionError, match="vary with the exponent"):
+        check_batch_count(SkipZeroBatch, 200, 8, 200)
+
+
 def test_count_check_catches_the_early_exit_table() -> None:
     """Planted leak: the old table (early exit, no multiplication for a zero digit) fails the check."""
     with pytest.raises(AssertionError, match="vary with the exponent"):
@@ -222,6 +263,11 @@ def test_digits_cover_every_window_whatever_the_exponent() -> None:
         for e in (0, 1, (1 << (3 * window)) - 1):
             digits = _nt.window_digits(mpz(e), window, 3)
             assert len(digits) == 3 and sum(d << (window * i) for i, d in enumerate(digits)) == e
+    exps = [0, 1, 2**30 - 1, 12345, 2**29]
+    for window in (1, 5, 6, 8, 10, 12):
+        count = -(-30 // window)
+        columns = _nt.window_digit_columns(exps, window, count)
+        assert [list(c) for c in zip(*columns, strict=True)] == [_nt.window_digits(mpz(e), window, count) for e in exps]
 
 
 # -- Paillier call sites -----------------------------------------------------------------------

@@ -1,0 +1,154 @@
+"""A randomness pool filled in the background by another process.
+
+Specification: ``specs/batch_executors.md``, "Randomness pools in the roles".
+
+The obfuscators of an encryption (``hs^a``, ``r^N``) do not depend on the plaintext, so a role
+that knows how many values it will encrypt can have them computed ahead, on another core,
+while it waits on its peers or does other work.  :class:`BackgroundPool` does that:
+
+* :meth:`request` draws the random exponents **here**, from the caller's ``RandomSource``, in
+  order, and submits them in chunks to a worker process: the executor the role was given, or,
+  without one, a dedicated single-process pool this object starts (and :meth:`close` stops).
+  What a task carries follows the trust rule of :mod:`securetrees.paillier.batch`: the public
+  key and the exponents; the private key (wrapped) only with ``trusted_workers=True``.
+* :meth:`ready` makes sure the underlying :class:`RandomnessPool` holds at least ``count``
+  values: finished chunks are moved in, in request order; a chunk the worker has not started
+  is cancelled and computed in this process instead (from the same exponents), so the caller
+  never waits for work it could do itself, and both cores work when the request came late.
+
+Every computed value enters the :class:`RandomnessPool` exactly once and leaves it exactly once
+(``take`` removes it), so the single-use rule holds whoever computed it; the values are the
+obfuscators of the exponents in draw order, so the ciphertexts are distributed as without a pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+from securetrees._nt import mpz
+from securetrees.errors import ParameterError
+from securetrees.paillier.batch import _obfuscator_chunk
+from securetrees.paillier.keys import MODES, Mode, PrivateKey, PublicKey, WorkerPrivateKey
+from securetrees.paillier.pool import RandomnessPool
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
+
+__all__ = ["DEFAULT_CHUNK", "BackgroundPool", "role_pool"]
+
+DEFAULT_CHUNK = 1024
+"""Obfuscators per task: small enough that the caller can take over the tail of a request."""
+
+
+def _timed_chunk(sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, randomness: list[Any]
+                 ) -> tuple[list[mpz], float]:
+    """A worker's chunk of obfuscators with the CPU seconds it took (module level: pickled by name)."""
+    t0 = time.process_time()
+    values = _obfuscator_chunk(sent, mode, randomness)
+    return values, time.process_time() - t0
+
+
+class BackgroundPool:
+    """Obfuscators for one key and mode, computed ahead by a worker process (see the module)."""
+
+    def __init__(
+        self, key: PublicKey | PrivateKey, *, mode: Mode = "djn", executor: Executor | None = None,
+        trusted_workers: bool = False, chunk_size: int = DEFAULT_CHUNK, rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
+        if mode not in MODES:
+            raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
+        if type(chunk_size) is not int or chunk_size < 1:
+            raise ParameterError("chunk_size must be a positive integer")
+        pk = key if isinstance(key, PublicKey) else key.public_key
+        self._key = key  # what this process computes with (the key owner's CRT if a private key)
+        # What a task carries: the public key, or the wrapped private key only when trusted.
+        self._sent: PublicKey | WorkerPrivateKey = (
+            key.for_workers() if isinstance(key, PrivateKey) and trusted_workers else pk)
+        self._mode: Mode = mode
+        self._rng = rng
+        self._chunk = chunk_size
+        self._owned = executor is None
+        self._executor: Executor = ProcessPoolExecutor(1) if executor is None else executor
+        self._pool = RandomnessPool(pk, mode=mode)
+        self._pending: deque[tuple[list[Any], Future[tuple[list[mpz], float]]]] = deque()
+        self.worker_seconds = 0.0
+        """CPU seconds the workers spent on the chunks taken so far."""
+        self.stolen = 0
+        """Obfuscators computed in this process because the worker had not started them."""
+
+    @property
+    def pool(self) -> RandomnessPool:
+        return self._pool
+
+    @property
+    def queued(self) -> int:
+        """Obfuscators requested and not yet moved into the pool."""
+        return sum(len(r) for r, _ in self._pending)
+
+    def request(self, count: int) -> None:
+        """Draw ``count`` exponents now and submit their obfuscators to the worker."""
+        if type(count) is not int or count < 0:
+            raise ParameterError("count must be a non-negative integer")
+        randomness = self._key.draw_randomness_many(self._mode, count, self._rng)
+        for i in range(0, count, self._chunk):
+            chunk = randomness[i:i + self._chunk]
+            self._pending.append((chunk, self._executor.submit(_timed_chunk, self._sent, self._mode, chunk)))
+
+    def ready(self, count: int) -> RandomnessPool:
+        """The pool, holding at least ``count`` obfuscators (requesting the shortfall if needed)."""
+        missing = count - len(self._pool) - self.queued
+        if missing > 0:
+            self.request(missing)
+        need = count - len(self._pool)
+        chunks: list[tuple[list[Any], Future[tuple[list[mpz], float]]]] = []
+        while need > 0:
+            chunk, fut = self._pending.popleft()
+            chunks.append((chunk, fut))
+            need -= len(chunk)
+        values: list[list[mpz] | None] = [None] * len(chunks)
+        for i in reversed(range(len(chunks))):  # take over the tail the worker has not started
+            chunk, fut = chunks[i]
+            if fut.cancel():
+                values[i] = _obfuscator_chunk(self._key, self._mode, chunk)
+                self.stolen += len(chunk)
+        for i, (_, fut) in enumerate(chunks):
+            if values[i] is None:
+                got, seconds = fut.result()
+                values[i] = got
+                self.worker_seconds += seconds
+            self._pool.extend(values[i] or [])
+        return self._pool
+
+    def close(self) -> None:
+        """Cancel what is still queued, drop the unused values, and stop a dedicated process."""
+        for _, fut in self._pending:
+            fut.cancel()
+        self._pending.clear()
+        self._pool = RandomnessPool(self._pool.public_key, mode=self._mode)
+        if self._owned:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> BackgroundPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def role_pool(
+    enabled: bool, key: PublicKey | PrivateKey, *, first: int, mode: Mode = "djn",
+    executor: Executor | None = None, trusted_workers: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+) -> Iterator[BackgroundPool | None]:
+    """A role's pool for the duration of its ``fit``: ``None`` unless ``enabled``; else a
+    :class:`BackgroundPool` on the role's executor (or a dedicated process) with ``first``
+    obfuscators requested at once, closed on exit."""
+    if not enabled:
+        yield None
+        return
+    with BackgroundPool(key, mode=mode, executor=executor, trusted_workers=trusted_workers, rng=rng) as bg:
+        bg.request(first)
+        yield bg

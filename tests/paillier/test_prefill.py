@@ -1,0 +1,80 @@
+"""The background pool (``securetrees.paillier.prefill``): the obfuscators of the exponents in
+draw order, whoever computed them (the worker, or this process for chunks the worker had not
+started); the worker's tasks carry a private key only when trusted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import pytest
+
+from securetrees.errors import ParameterError
+from securetrees.paillier import batch
+from securetrees.paillier.prefill import BackgroundPool
+from securetrees.rand import DeterministicRandom
+from securetrees.testing.paillier import small_keypair
+from tests.pickling_executor import PicklingExecutor, leaks
+
+PK, SK = small_keypair(1024)
+
+
+class StalledExecutor(Executor):
+    """Accepts tasks and never starts them: every chunk is left to the caller."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+        return Future()
+
+
+def _expected(key: Any, count: int) -> list[Any]:
+    return batch.obfuscators(key, "djn", count, rng=DeterministicRandom("prefill"))
+
+
+@pytest.mark.parametrize("key", [PK, SK], ids=["public", "private"])
+def test_worker_values_are_the_serial_obfuscators(key: Any) -> None:
+    ex = PicklingExecutor()
+    with BackgroundPool(key, executor=ex, chunk_size=7, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(20)
+        pool = bg.ready(30)  # 10 more requested on the way
+        assert len(pool) == 30 and bg.stolen == 0
+        assert [pool.take() for _ in range(30)] == _expected(key, 30)
+    assert not leaks(ex, int(SK._p), int(SK._q)) and not ex.shipped_private_key()
+
+
+def test_chunks_the_worker_did_not_start_are_computed_here() -> None:
+    ex = StalledExecutor()
+    with BackgroundPool(SK, executor=ex, chunk_size=4, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(10)
+        pool = bg.ready(6)  # two chunks taken over; the third stays queued
+        assert ex.submitted == 3 and bg.stolen == 8 and bg.queued == 2
+        assert [pool.take() for _ in range(8)] == _expected(SK, 8)
+        assert len(bg.ready(2)) == 2 and bg.queued == 0
+
+
+def test_trusted_workers_receive_the_private_key() -> None:
+    ex = PicklingExecutor()
+    with BackgroundPool(SK, executor=ex, trusted_workers=True, rng=DeterministicRandom("prefill")) as bg:
+        pool = bg.ready(5)
+        assert [pool.take() for _ in range(5)] == _expected(SK, 5)
+    assert ex.shipped_private_key()
+
+
+def test_a_dedicated_process_fills_the_pool() -> None:
+    with BackgroundPool(PK, chunk_size=8, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(24)
+        pool = bg.ready(24)
+        assert [pool.take() for _ in range(24)] == _expected(PK, 24)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ParameterError):
+        BackgroundPool(PK, chunk_size=0, executor=PicklingExecutor())
+    with pytest.raises(ParameterError):
+        BackgroundPool(PK, mode="bad", executor=PicklingExecutor())  # type: ignore[arg-type]
+    with BackgroundPool(PK, executor=PicklingExecutor()) as bg, pytest.raises(ParameterError):
+        bg.request(-1)
