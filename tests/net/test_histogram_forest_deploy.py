@@ -12,7 +12,6 @@ the outputs' form), not against the facade's figures.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +36,7 @@ from securetrees.protocols.histogram_forest.experiment import ClientSplit, adult
 from securetrees.protocols.histogram_forest.testing import fit_tables, pooled_tables
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork
+from securetrees.testing.runs import predict_only
 from securetrees.trees import persistence
 
 if sys.version_info >= (3, 11):
@@ -86,19 +86,6 @@ def _new_rows(tmp: Path, data: Any) -> dict[str, str]:
     return out
 
 
-def _predict_only(cfg: Path, new: dict[str, str]) -> Path:
-    """``run.toml`` turned predict-only with each client's ``test_data`` its new rows; every training
-    file is deleted."""
-    text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for name, path in new.items():
-        text = text.replace(f'"data/{name}-test.csv"', f'"{path}"')
-    for data in re.findall(r'^data = "(.+)"$', text, flags=re.M):
-        (cfg.parent / data).unlink()
-    out = cfg.parent / "predict.toml"
-    out.write_text(text, encoding="utf-8")
-    return out
-
-
 def test_clients_tables_fit_save_restart_predict_match_the_facade(
         adult: tuple[list[ClientSplit], dict[str, Any], Any], tmp_path: Path, checkout_deployments: Path) -> None:
     splits, _, data = adult
@@ -125,7 +112,7 @@ def test_clients_tables_fit_save_restart_predict_match_the_facade(
 
     # every role stopped; started again predict-only, the training files deleted, on new rows
     new = _new_rows(tmp_path, data)
-    predict_cfg = _predict_only(cfg, new)
+    predict_cfg = predict_only(cfg, new)
     again = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
     assert set(again) == set()  # client2's new rows have no labels: no score
     new_rows = pooled_tables(predict_cfg)  # the new rows as the facade reads them (the undeclared category missing)

@@ -10,7 +10,6 @@ Keys are 1024-bit (the size is not the point), hence the insecure-key warnings a
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from securetrees.protocols.federated_forest.model import MasterModel
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import codec
 from securetrees.testing.alignment import joined_view
+from securetrees.testing.runs import ModelIdReplies, predict_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -44,19 +44,6 @@ CLIENTS = ["client0", "client1", "client2"]
 
 def _insecure_loader(b: bytes) -> PublicKey:
     return PublicKey.from_bytes(b, allow_insecure=True)
-
-
-def _predict_only(cfg: Path, new_tests: dict[str, str]) -> Path:
-    """``run.toml`` turned predict-only: ``job = "predict"``, each client's ``test_data`` the new
-    rows; the training files are deleted (their keys stay, naming absent files)."""
-    text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for name, path in new_tests.items():
-        text = text.replace(f'"data/{name}-test.csv"', f'"{path}"')
-    for data in re.findall(r'^data = "(.+)"$', text, flags=re.M):
-        (cfg.parent / data).unlink()
-    out = cfg.parent / "predict.toml"
-    out.write_text(text, encoding="utf-8")
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +112,7 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     np.testing.assert_array_equal(fx["fitted"]["output"], fx["facade"].predict_proba(fx["fit_ref"].X_test))
     for name in ["master", *CLIENTS]:
         assert models.model_path(fx["config"], name).stat().st_mode & 0o777 == 0o600
-    cfg = _predict_only(fx["cfg"], fx["new_tests"])
+    cfg = predict_only(fx["cfg"], fx["new_tests"])
     got = launch(cfg, fx["tmp"] / "pki", log_dir=fx["tmp"] / "logs-predict")
     Xn, ids = _aligned_new_rows(fx, cfg)
     assert len(ids) == 30 - len(CLIENTS)
@@ -165,7 +152,7 @@ def test_hmac_trusted_predict_only_run_matches_the_facade(tmp_path: Path) -> Non
         path = f"new/{name}.csv"
         table_frame(new_ids, Xn[:, cols], [f"x{j}" for j in cols]).to_csv(tmp_path / path, index=False)
         new_tests[name] = path
-    got = launch(_predict_only(cfg, new_tests), tmp_path / "pki", log_dir=tmp_path / "logs-predict")
+    got = launch(predict_only(cfg, new_tests), tmp_path / "pki", log_dir=tmp_path / "logs-predict")
     assert not (tmp_path / "out" / "client0.rows.npz").exists()  # nothing was aligned by PSI
     np.testing.assert_array_equal(got["output"], ff.predict_proba(Xn))
 
@@ -219,18 +206,6 @@ def test_an_unauthenticated_decoder_would_take_a_tampered_threshold(ff_fitted: d
                               part.body.client.trees[0].threshold)  # type: ignore[attr-defined]
 
 
-class _Replies:
-    """The operator's end of ``model_id`` requests, answered from the parties' files (no processes:
-    every party reports the id of the part it opened, as a predict-only role does)."""
-
-    def __init__(self, ids: dict[str, bytes]) -> None:
-        self.ids = ids
-
-    def control_many(self, roles: list[str], action: str) -> dict[str, Any]:
-        assert action == "model_id"
-        return {r: type("Reply", (), {"info": {"model_id": self.ids[r].hex()}})() for r in roles}
-
-
 def test_parts_of_two_fits_are_refused_before_predicting(ff_fitted: dict[str, Any]) -> None:
     """client0's part re-sealed with another fit's model id: the file opens, and the operator's
     check of the parties' model ids refuses the mix (ProtocolError naming them); the same check
@@ -241,9 +216,9 @@ def test_parts_of_two_fits_are_refused_before_predicting(ff_fitted: dict[str, An
     other = models.open_model(models.seal_model(models.ModelFile(part.version, part.protocol, part.party, part.role,
                                                                  bytes(16), part.body), pw), pw)
     ids = {n: _part(fx, n).model_id for n in ["master", *CLIENTS]}
-    assert models.check_models(_Replies(ids), list(ids)) == part.model_id.hex()  # type: ignore[arg-type]
+    assert models.check_models(ModelIdReplies(ids), list(ids)) == part.model_id.hex()  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="different fits"):
-        models.check_models(_Replies({**ids, "client0": other.model_id}), list(ids))  # type: ignore[arg-type]
+        models.check_models(ModelIdReplies({**ids, "client0": other.model_id}), list(ids))  # type: ignore[arg-type]
 
 
 def test_a_predict_only_run_refuses_to_train_and_a_fit_run_reads_its_training_data(
@@ -253,7 +228,7 @@ def test_a_predict_only_run_refuses_to_train_and_a_fit_run_reads_its_training_da
     fx = ff_fitted
     cfg = fx["cfg"].parent / "predict.toml"
     if not cfg.exists():
-        cfg = _predict_only(fx["cfg"], fx["new_tests"])
+        cfg = predict_only(fx["cfg"], fx["new_tests"])
     assert not (fx["tmp"] / "data" / "client0.csv").exists()
     with pytest.raises(ParameterError, match="predict-only"):
         ff_deploy.fit(None, load_config(cfg))  # type: ignore[arg-type]
@@ -297,7 +272,7 @@ def test_histogram_forest_predict_only_run_matches_the_facade(tmp_path: Path, ch
                             categories=adult.categories, label=("label", adult.y_test[:20].tolist()))
         frame.to_csv(tmp_path / f"client{i}-new.csv", index=False)
         new[f"client{i}"] = f"client{i}-new.csv"
-    predict_cfg = _predict_only(cfg, new)
+    predict_cfg = predict_only(cfg, new)
     got = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
     rows_now = pooled_tables(predict_cfg)
     np.testing.assert_array_equal(got["score"], [facade.score(rows_now.tests[c], adult.y_test[:20]) for c in new])

@@ -12,7 +12,6 @@ fits, revocation and training in a predict-only run.  1024-bit keys: insecure-ke
 
 from __future__ import annotations
 
-import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -45,29 +44,13 @@ from securetrees.protocols.revfrf import deploy as rev_deploy
 from securetrees.protocols.revfrf.model import CSPart, ParticipantPart, RevokedPart, restore_forest
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.alignment import joined_view
+from securetrees.testing.runs import ModelIdReplies, predict_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
 PARTICIPANTS = ["u1", "u2", "u3"]
 ROLES = ["cs", "cc", "kgc", *PARTICIPANTS]
 SETTINGS = {"n_estimators": 2, "max_depth": 3, "random_state": 3, "n_classes": 2}
-
-
-def _predict_only(cfg: Path, new_tests: dict[str, str]) -> Path:
-    """``run.toml`` turned predict-only: ``job = "predict"``, each participant's and the
-    requester's ``test_data`` the new rows; every training file is deleted."""
-    text = cfg.read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for name, path in new_tests.items():
-        if f'"data/{name}-test.csv"' in text:
-            text = text.replace(f'"data/{name}-test.csv"', f'"{path}"')
-        else:  # the requester: its new requests beside its old ones
-            text = text.replace(f'data = "data/{name}.csv"', f'data = "data/{name}.csv"\ntest_data = "{path}"')
-    for data in re.findall(r'^data = "(.+)"$', text, flags=re.M):
-        if "requester" not in data:
-            (cfg.parent / data).unlink(missing_ok=True)
-    out = cfg.parent / "predict.toml"
-    out.write_text(text, encoding="utf-8")
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +120,7 @@ def test_fit_saves_parts_and_a_predict_only_run_matches_the_facade(fitted: dict[
     for name in ROLES:
         assert models.model_path(fx["config"], name).stat().st_mode & 0o777 == 0o600
     assert not models.model_path(fx["config"], "requester").exists()  # it keeps no model state
-    cfg = _predict_only(fx["cfg"], fx["new_tests"])
+    cfg = predict_only(fx["cfg"], fx["new_tests"], keep=("requester",))
     assert not (fx["tmp"] / "data" / "u1.csv").exists() and not (fx["tmp"] / "data" / "cs.csv").exists()
     pconfig, pki = load_config(cfg), fx["tmp"] / "pki"
     procs = {r: spawn_role(pconfig, r, pki / f"{r}.pass", fx["tmp"] / "logs-predict" / f"{r}.log")
@@ -168,7 +151,7 @@ def test_fit_saves_parts_and_a_predict_only_run_matches_the_facade(fitted: dict[
 def test_a_predict_only_run_neither_trains_nor_revokes(fitted: dict[str, Any]) -> None:
     """Refused steps; the companion of "no training file is read": the same deleted file stops a
     fit run's participant at start-up, so a predict-only role that opened it would fail."""
-    config = load_config(_predict_only(fitted["cfg"], fitted["new_tests"]))
+    config = load_config(predict_only(fitted["cfg"], fitted["new_tests"], keep=("requester",)))
     with pytest.raises(ParameterError, match="predict-only"):
         rev_deploy.fit(None, config)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedActionError, match="cannot revoke"):
@@ -197,7 +180,7 @@ def test_each_part_holds_its_partys_state(fitted: dict[str, Any]) -> None:
 
 def test_missing_tampered_and_other_partys_parts_are_refused(fitted: dict[str, Any], tmp_path: Path) -> None:
     fx = fitted
-    config = load_config(_predict_only(fx["cfg"], fx["new_tests"]))
+    config = load_config(predict_only(fx["cfg"], fx["new_tests"], keep=("requester",)))
     moved = tmp_path / "models"
     shutil.copytree(config.model_dir, moved)
     other = replace(config, models=moved)
@@ -237,19 +220,8 @@ def test_a_malformed_forest_is_refused_and_the_check_can_fail(fitted: dict[str, 
         restore_forest(cs.trees, {k: v for k, v in keys.items() if k != "u1"}, d)
 
 
-class _Replies:
-    """The operator's end of ``model_id`` requests, answered from the parties' files."""
-
-    def __init__(self, ids: dict[str, bytes]) -> None:
-        self.ids = ids
-
-    def control_many(self, roles: list[str], action: str) -> dict[str, Any]:
-        assert action == "model_id"
-        return {r: type("Reply", (), {"info": {"model_id": self.ids[r].hex()}})() for r in roles}
-
-
 def test_parts_of_two_fits_are_refused(fitted: dict[str, Any]) -> None:
     ids = {n: _part(fitted, n).model_id for n in ROLES}
-    assert models.check_models(_Replies(ids), ROLES) == ids["cs"].hex()  # type: ignore[arg-type]
+    assert models.check_models(ModelIdReplies(ids), ROLES) == ids["cs"].hex()  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="different fits"):
-        models.check_models(_Replies({**ids, "u2": bytes(16)}), ROLES)  # type: ignore[arg-type]
+        models.check_models(ModelIdReplies({**ids, "u2": bytes(16)}), ROLES)  # type: ignore[arg-type]

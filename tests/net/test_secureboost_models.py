@@ -12,7 +12,6 @@ Keys are 1024-bit (the size is not the point), hence the insecure-key warnings a
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from securetrees.rand import DeterministicRandom
 from securetrees.runtime import codec
 from securetrees.testing.alignment import joined_view
 from securetrees.testing.paillier import small_keypair
+from securetrees.testing.runs import ModelIdReplies, predict_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -84,13 +84,7 @@ def _predict_only(fx: dict[str, Any]) -> Path:
     out = tmp / "predict.toml"
     if out.exists():
         return out
-    text = fx["cfg"].read_text(encoding="utf-8").replace("[run]\n", '[run]\njob = "predict"\n', 1)
-    for name in PARTIES:
-        text = text.replace(f'"data/{name}-test.csv"', f'"new/{name}.csv"')
-    for data in re.findall(r'^data = "(.+)"$', text, flags=re.M):
-        (tmp / data).unlink()
-    out.write_text(text, encoding="utf-8")
-    return out
+    return predict_only(fx["cfg"], {name: f"new/{name}.csv" for name in PARTIES})
 
 
 def _joined_new_rows(fx: dict[str, Any], cfg: Path) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -244,17 +238,6 @@ def test_missing_tampered_and_other_partys_parts_are_refused(fitted: dict[str, A
         start_role(other, "passive0", pw["passive0"])
 
 
-class _Replies:
-    """The operator's end of ``model_id`` requests, answered from the parties' files."""
-
-    def __init__(self, ids: dict[str, bytes]) -> None:
-        self.ids = ids
-
-    def control_many(self, roles: list[str], action: str) -> dict[str, Any]:
-        assert action == "model_id"
-        return {r: type("Reply", (), {"info": {"model_id": self.ids[r].hex()}})() for r in roles}
-
-
 def test_parts_of_different_fits_are_refused(fitted: dict[str, Any]) -> None:
     """passive1's part re-sealed with another fit's id opens, and the operator's model-id check
     refuses the mix, in processes (a predict-only run on a model folder holding it) and on the ids
@@ -262,9 +245,9 @@ def test_parts_of_different_fits_are_refused(fitted: dict[str, Any]) -> None:
     fx = fitted
     ids = {n: _part(fx, n).model_id for n in PARTIES}
     assert len(set(ids.values())) == 1
-    assert models.check_models(_Replies(ids), PARTIES) == ids["active"].hex()  # type: ignore[arg-type]
+    assert models.check_models(ModelIdReplies(ids), PARTIES) == ids["active"].hex()  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="different fits"):
-        models.check_models(_Replies({**ids, "passive1": bytes(16)}), PARTIES)  # type: ignore[arg-type]
+        models.check_models(ModelIdReplies({**ids, "passive1": bytes(16)}), PARTIES)  # type: ignore[arg-type]
     tmp = fx["tmp"]
     shutil.copytree(fx["config"].model_dir, tmp / "mixed")
     pw = read_passphrase("passive1", tmp / "pki" / "passive1.pass")
