@@ -122,19 +122,22 @@ def _secureboost(rows: int, trees: int, bits: int) -> Run:
                                 "key_bits": bits, "allow_insecure": bits < 2048}
     cats = [j for j, name in enumerate(ad.feature_names) if name in ad.categories]
 
-    def run(tmp: Path) -> tuple[float, int, Callable[[Path], bool]]:
-        t0 = time.perf_counter()
-        clf = SecureBoostClassifier(part, **settings, keypair=keys, categorical_features=cats).fit(X, y)
-        want = clf.predict_proba(Xt)
-        seconds = time.perf_counter() - t0
+    def run(tmp: Path) -> Callable[[Path], tuple[float, int, bool]]:
         sb_deploy.prepare(tmp, X, y, part, X_test=Xt, params=settings, keypair=keys, names=ad.feature_names,
                           categories=ad.categories, lacking=0)
 
-        def same(out: Path) -> bool:  # the active party's rows in the agreed order, named by its own ids
+        def facade(out: Path) -> tuple[float, int, bool]:
+            """The facade on the same rows (every party holds every id); the active party's output rows
+            are in the agreed order, named by its own ids."""
+            t0 = time.perf_counter()
+            clf = SecureBoostClassifier(part, **settings, keypair=keys, categorical_features=cats).fit(X, y)
+            want = clf.predict_proba(Xt)
+            seconds = time.perf_counter() - t0
             order = [int(i.removeprefix("test-")) for i in np.load(out / "active.test_ids.npy").tolist()]
-            return bool(np.array_equal(np.load(out / "active.proba.npy"), want[order]))
+            return seconds, clf.network_.transcript.total_bytes, bool(
+                np.array_equal(np.load(out / "active.proba.npy"), want[order]))
 
-        return seconds, clf.network_.transcript.total_bytes, same
+        return facade
 
     return run
 
