@@ -61,6 +61,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
 
     sign = step("sign", "as the CA, sign a party's request: NAME.crt; prints the issuer fingerprint")
     sign.add_argument("--csr", required=True, help="the party's NAME.csr")
+    sign.add_argument("--name", required=True,
+                      help="the party the CA signs for: a request that asks for another name is refused")
     sign.add_argument("--ca-cert", required=True, help="the CA's certificate (ca.pem)")
     sign.add_argument("--ca-key", required=True, help="the CA's key (ca.key)")
     sign.add_argument("--out", help="where to write the certificate (default NAME.crt beside the request)")
@@ -167,7 +169,7 @@ def _request(args: argparse.Namespace) -> int:
 def _sign(args: argparse.Namespace) -> int:
     from securetrees.net.pki import sign_request
 
-    cert, name, fp = sign_request(args.csr, args.ca_cert, args.ca_key, _pass("the CA", args.passphrase_file),
+    cert, name, fp = sign_request(args.csr, args.name, args.ca_cert, args.ca_key, _pass("the CA", args.passphrase_file),
                                   args.out, days=args.days)
     print(f"wrote {cert} for {name}\nissuer = \"{fp}\"")
     return 0

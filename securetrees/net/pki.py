@@ -122,44 +122,72 @@ def make_request(name: str, out_dir: str | Path, passphrase: bytes) -> tuple[Pat
     return key_path, csr_path
 
 
+ALLOWED_CURVES: tuple[type[ec.EllipticCurve], ...] = (ec.SECP256R1, ec.SECP384R1)
+"""The curves a party's key may use (NIST P-256, P-384)."""
+
+
 def request_name(csr: x509.CertificateSigningRequest) -> str:
-    """The party name a request asks for: its one CN, equal to its one DNS SAN and a valid name;
-    :class:`CertificateRequestError` otherwise (or when its signature does not verify)."""
+    """The party name a request asks for: its one CN, equal to its one subject-alternative name,
+    which is a DNS name and a valid party name; the request carries no other extension (a CA flag,
+    key usages: the CA decides those) and a P-256 or P-384 key.  :class:`CertificateRequestError`
+    otherwise, or when its signature does not verify."""
     if not csr.is_signature_valid:
         raise CertificateRequestError("the request's signature does not verify")
+    others = [ext.oid.dotted_string for ext in csr.extensions if not isinstance(ext.value, x509.SubjectAlternativeName)]
+    if others:
+        raise CertificateRequestError(f"the request carries extensions the CA does not take from a request: {others} "
+                                      "(only the subject-alternative name)")
     cns = [str(a.value) for a in csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     try:
-        sans = csr.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-            x509.DNSName)
+        general = list(csr.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
     except x509.ExtensionNotFound:
-        sans = []
+        general = []
+    if any(not isinstance(g, x509.DNSName) for g in general):
+        raise CertificateRequestError("the request's subject-alternative names must be DNS names only")
+    sans = [str(g.value) for g in general]
     if len(cns) != 1 or sans != cns:
         raise CertificateRequestError(f"the request's common name {cns} and DNS names {sans} must be one and "
                                       "the same party name")
     if not DEPLOYABLE_NAME.match(cns[0]):
         raise CertificateRequestError(f"{cns[0]!r} is not a party name (one lower-case DNS label)")
+    public = csr.public_key()
+    if not isinstance(public, ec.EllipticCurvePublicKey) or not isinstance(public.curve, ALLOWED_CURVES):
+        raise CertificateRequestError("the request's key is not an EC key on P-256 or P-384")
     return cns[0]
 
 
-def sign_request(csr_path: str | Path, ca_cert: str | Path, ca_key: str | Path, ca_passphrase: bytes,
+def sign_request(csr_path: str | Path, expect: str, ca_cert: str | Path, ca_key: str | Path, ca_passphrase: bytes,
                  out: str | Path | None = None, *, days: int = DEFAULT_DAYS) -> tuple[Path, str, str]:
-    """Issue the certificate a request asks for (``NAME.crt`` beside the request unless ``out``);
-    returns its path, the party's name and the CA's fingerprint (the entry's ``issuer``)."""
+    """Issue the certificate a request asks for, if it asks for party ``expect`` (the CA names the
+    party it signs for, so a request for another name, say ``operator``, is refused); writes
+    ``NAME.crt`` beside the request unless ``out``; returns its path, the party's name and the CA's
+    fingerprint (the entry's ``issuer``).  The certificate ends no later than the CA's."""
     validity = _days(days)
+    check_name(expect)
     try:
         csr = x509.load_pem_x509_csr(Path(csr_path).read_bytes())
     except (OSError, ValueError) as exc:
         raise CertificateRequestError(f"cannot read a certificate signing request from {csr_path}: {exc}") from exc
     name = request_name(csr)
+    if name != expect:
+        raise CertificateRequestError(f"the request asks for {name!r}, not {expect!r} (the party the CA signs for)")
     public = csr.public_key()
-    if not isinstance(public, ec.EllipticCurvePublicKey):
+    if not isinstance(public, ec.EllipticCurvePublicKey):  # pragma: no cover - request_name checked it
         raise CertificateRequestError("the request's key is not an EC key")
     cert_path = Path(out) if out is not None else Path(csr_path).with_name(f"{name}.crt")
     _fresh(cert_path)
     cacert, cakey = load_ca(ca_cert, ca_key, ca_passphrase)
-    cert = party_certificate(name, public, cacert, cakey, validity=validity)
+    cert = party_certificate(name, public, cacert, cakey, validity=_within(cacert, validity))
     _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, name, fingerprint(cacert.public_bytes(serialization.Encoding.PEM))
+
+
+def _within(cacert: x509.Certificate, validity: datetime.timedelta) -> datetime.timedelta:
+    """``validity`` cut so that a certificate issued now ends no later than its CA."""
+    left = cacert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)
+    if left <= datetime.timedelta(0):
+        raise ParameterError("the CA's certificate has expired")
+    return min(validity, left)
 
 
 def issue(name: str, out_dir: str | Path, ca_cert: str | Path, ca_key: str | Path, ca_passphrase: bytes,
@@ -174,7 +202,7 @@ def issue(name: str, out_dir: str | Path, ca_cert: str | Path, ca_key: str | Pat
     cacert, cakey = load_ca(ca_cert, ca_key, ca_passphrase)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = encrypted_key(key, passphrase)
-    cert = party_certificate(name, key.public_key(), cacert, cakey, validity=validity)
+    cert = party_certificate(name, key.public_key(), cacert, cakey, validity=_within(cacert, validity))
     _write_private(key_path, pem)
     _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path

@@ -71,12 +71,12 @@ def test_issued_certificates_load_as_identities(run_dir: Path, capsys: pytest.Ca
 def test_request_and_sign(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["setup", "request", "--name", "telco", "--out", "telco"]) == 0
     capsys.readouterr()
-    assert main(["setup", "sign", "--csr", "telco/telco.csr", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"]
+    assert main([*_sign("telco"), "--csr", "telco/telco.csr", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"]
                 ) == 0
     out = capsys.readouterr().out
     assert f'issuer = "{fingerprint((run_dir / "pki/ca.pem").read_bytes())}"' in out
     load_identity("telco", "pki/ca.pem", "telco/telco.crt", "telco/telco.key", PASS.encode())
-    assert _refused(["setup", "sign", "--csr", "telco/telco.csr", "--ca-cert", "pki/ca.pem", "--ca-key",
+    assert _refused([*_sign("telco"), "--csr", "telco/telco.csr", "--ca-cert", "pki/ca.pem", "--ca-key",
                      "pki/ca.key"], capsys) == "OutputExistsError"
 
 
@@ -95,9 +95,67 @@ def _csr(path: Path, cn: str, sans: list[str]) -> str:
 def test_sign_refuses_a_request_whose_names_differ_or_are_invalid(run_dir: Path, capsys: pytest.CaptureFixture[str],
                                                                   cn: str, sans: list[str]) -> None:
     csr = _csr(run_dir / "bad.csr", cn, sans)
-    assert _refused(["setup", "sign", "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key",
+    assert _refused([*_sign("bank"), "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key",
                      "--out", "bad.crt"], capsys) == "CertificateRequestError"
     assert not (run_dir / "bad.crt").exists()
+
+
+def _sign(name: str) -> list[str]:
+    return ["setup", "sign", "--name", name]
+
+
+def _request(path: Path, builder: x509.CertificateSigningRequestBuilder,
+             key: ec.EllipticCurvePrivateKey | None = None) -> str:
+    path.write_bytes(builder.sign(key or ec.generate_private_key(ec.SECP256R1()), hashes.SHA256())
+                     .public_bytes(serialization.Encoding.PEM))
+    return str(path)
+
+
+def _bank() -> x509.CertificateSigningRequestBuilder:
+    return x509.CertificateSigningRequestBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                                                              "bank")]))
+
+
+@pytest.mark.parametrize("kind", ["ip-san", "uri-san", "ca-flag", "key-usage", "p192", "other-name"])
+def test_sign_refuses_extra_names_extensions_weak_curves_and_another_party(
+        run_dir: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    """What a request may carry: its one DNS name and a P-256/P-384 key; a request for a name other
+    than the one the CA signs for (a party asking for ``operator``) is refused too.  The companion:
+    the same builder with only the DNS name is signed."""
+    import ipaddress
+
+    dns = x509.SubjectAlternativeName([x509.DNSName("bank")])
+    builders = {
+        "ip-san": (_bank().add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("bank"), x509.IPAddress(ipaddress.ip_address("10.0.0.1"))]), critical=False), None),
+        "uri-san": (_bank().add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("bank"), x509.UniformResourceIdentifier("https://x")]), critical=False), None),
+        "ca-flag": (_bank().add_extension(dns, critical=False)
+                    .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True), None),
+        "key-usage": (_bank().add_extension(dns, critical=False).add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CODE_SIGNING]), critical=False), None),
+        "p192": (_bank().add_extension(dns, critical=False), ec.generate_private_key(ec.SECP192R1())),
+        "other-name": (x509.CertificateSigningRequestBuilder().subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator")])).add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("operator")]), critical=False), None),
+    }
+    builder, key = builders[kind]
+    sign = ["setup", "sign", "--name", "bank", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"]
+    assert _refused([*sign, "--csr", _request(run_dir / "bad.csr", builder, key), "--out", "bad.crt"],
+                    capsys) == "CertificateRequestError"
+    assert not (run_dir / "bad.crt").exists()
+    assert main([*sign, "--csr", _request(run_dir / "good.csr", _bank().add_extension(dns, critical=False)),
+                 "--out", "good.crt"]) == 0
+
+
+def test_a_certificate_ends_no_later_than_its_ca(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csr = _request(run_dir / "long.csr", _bank().add_extension(x509.SubjectAlternativeName([x509.DNSName("bank")]),
+                                                               critical=False))
+    assert main([*_sign("bank"), "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key",
+                 "pki/ca.key", "--out", "long.crt", "--days", "3650"]) == 0
+    ca = x509.load_pem_x509_certificate((run_dir / "pki" / "ca.pem").read_bytes())
+    cert = x509.load_pem_x509_certificate((run_dir / "long.crt").read_bytes())
+    assert cert.not_valid_after_utc <= ca.not_valid_after_utc
 
 
 def test_sign_refuses_a_request_whose_signature_fails(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,22 +164,22 @@ def test_sign_refuses_a_request_whose_signature_fails(run_dir: Path, capsys: pyt
     der[-1] ^= 1  # the last byte of the signature
     tampered = x509.load_der_x509_csr(bytes(der))
     (run_dir / "bad.csr").write_bytes(tampered.public_bytes(serialization.Encoding.PEM))
-    assert _refused(["setup", "sign", "--csr", "bad.csr", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key",
+    assert _refused([*_sign("bank"), "--csr", "bad.csr", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key",
                      "--out", "bad.crt"], capsys) == "CertificateRequestError"
 
 
 def test_sign_refuses_garbage_a_wrong_passphrase_and_a_non_ca(run_dir: Path, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     (run_dir / "junk.csr").write_text("not a request")
-    assert _refused(["setup", "sign", "--csr", "junk.csr", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"],
+    assert _refused([*_sign("telco"), "--csr", "junk.csr", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"],
                     capsys) == "CertificateRequestError"
     csr = _csr(run_dir / "ok.csr", "telco", ["telco"])
-    assert _refused(["setup", "sign", "--csr", csr, "--ca-cert", "pki/bank.crt", "--ca-key", "pki/bank.key"],
+    assert _refused([*_sign("telco"), "--csr", csr, "--ca-cert", "pki/bank.crt", "--ca-key", "pki/bank.key"],
                     capsys) == "ParameterError"  # a party's certificate is no CA
-    assert _refused(["setup", "sign", "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/bank.key"],
+    assert _refused([*_sign("telco"), "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/bank.key"],
                     capsys) == "ParameterError"  # another key than the CA's
     monkeypatch.setenv("SECURETREES_PASSPHRASE", "wrong")
-    assert _refused(["setup", "sign", "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"],
+    assert _refused([*_sign("telco"), "--csr", csr, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key"],
                     capsys) == "ParameterError"
     assert not (run_dir / "telco.crt").exists()
 
