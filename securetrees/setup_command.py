@@ -176,11 +176,15 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _issue(args: argparse.Namespace) -> int:
-    from securetrees.net.pki import issue
-    from securetrees.net.tls import fingerprint
+    from securetrees.net.pki import issue, refuse_overwrite
+    from securetrees.net.tls import check_name, fingerprint
 
     ca_pass = _pass("the CA", args.passphrase_file)
     party_pass = _pass("the parties", args.party_passphrase_file)
+    out = Path(args.out)
+    for name in args.name:  # every name checked before any is issued: all or nothing
+        check_name(name)
+    refuse_overwrite(*(out / f"{n}.{ext}" for n in args.name for ext in ("crt", "key")))
     for name in args.name:
         cert, key = issue(name, args.out, args.ca_cert, args.ca_key, ca_pass, party_pass, days=args.days)
         print(f"wrote {cert} and {key} (encrypted)")
@@ -240,7 +244,11 @@ def _run(args: argparse.Namespace) -> int:
         if target.exists() and not args.force:
             raise OutputExistsError(f"refusing to overwrite {target} (--force replaces it)")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(b"".join((base / c).read_bytes() for c in args.ca))
+        try:
+            certs = b"".join((base / c).read_bytes() for c in args.ca)
+        except OSError as exc:
+            raise ParameterError(f"cannot read a CA certificate: {exc}") from None
+        target.write_bytes(certs)
         bundle = args.bundle
     params: dict[str, Any] = {}
     for f in args.params:

@@ -14,6 +14,7 @@ on the same address.  No party ever receives another's ids; what each learns is 
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from securetrees.errors import DuplicateIdError, ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
+from securetrees.files import write_private
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.tables import PartyTable, party_tables
@@ -210,9 +212,9 @@ def serve_alignment(config: RunConfig, role: str, network: Network, plan: Alignm
         party.finished.wait()
     finally:
         net.close(grace=2.0)
-    path = rows_path(config, role)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **party.rows)  # type: ignore[arg-type]
+    buffer = io.BytesIO()
+    np.savez(buffer, **party.rows)  # type: ignore[arg-type]
+    write_private(rows_path(config, role), buffer.getvalue())  # its rows' order is its own
     return dict(party.rows)
 
 

@@ -11,6 +11,7 @@ machine (:func:`save_output`); the operator receives figures only when the proto
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
+from securetrees.files import write_private
 from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
 
@@ -49,10 +51,11 @@ def output_path(config: RunConfig, party: str, name: str) -> Path:
 
 
 def save_output(config: RunConfig, party: str, stem: str, array: npt.ArrayLike) -> Path:
-    """Write ``array`` (without pickle) to ``out/PARTY.STEM.npy``; returns the path."""
-    path = output_path(config, party, f"{stem}.npy")
-    np.save(path, np.asarray(array), allow_pickle=False)
-    return path
+    """Write ``array`` (without pickle) to ``out/PARTY.STEM.npy``, readable by its owner only (a
+    party's outputs are its own); returns the path."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return write_private(output_path(config, party, f"{stem}.npy"), buffer.getvalue())
 
 
 def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.ArrayLike, predictions: npt.ArrayLike,
@@ -77,12 +80,11 @@ def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.Arr
         save_output(config, party, "proba", p)
         header += [f"proba_{c}" for c in classes]
         columns += [p[:, k] for k in range(p.shape[1])]
-    path = output_path(config, party, "predictions.csv")
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(zip(*(c.tolist() for c in columns), strict=True))
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(header)
+    writer.writerows(zip(*(c.tolist() for c in columns), strict=True))
+    return write_private(output_path(config, party, "predictions.csv"), text.getvalue().encode("utf-8"))
 
 
 def seal_paillier(sk: PrivateKey) -> Callable[[bytes], bytes]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from securetrees.errors import DecodeError, KeyMismatchError, ParameterError
+from securetrees.files import write_private
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, message
@@ -48,9 +49,7 @@ def write_key_file(path: str | Path, party: str, items: Mapping[str, bytes], pas
     if not all(isinstance(k, str) and isinstance(v, bytes) for k, v in items.items()):
         raise ParameterError("key-file items map names to bytes")
     data = seal(_LABEL, _kid(party), codec.encode(KeyBundle(party, dict(items))), passphrase, rng=rng)
-    target = Path(path)
-    target.write_bytes(data)
-    target.chmod(0o600)
+    write_private(path, data)
 
 
 def open_key_file(path: str | Path, party: str, passphrase: bytes) -> dict[str, bytes]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from securetrees.errors import DecodeError, KeyMismatchError, ParameterError, ProtocolError
+from securetrees.files import write_private
 from securetrees.net.config import RunConfig
 from securetrees.net.control import ControlReply, Operator
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
@@ -117,13 +118,8 @@ def open_model(data: bytes, passphrase: bytes) -> ModelFile:
 
 def save_model(config: RunConfig, name: str, role: str, model_id: bytes, body: Message, passphrase: bytes) -> Path:
     """Seal ``body`` (party ``name``'s part, protocol ``role``) into :func:`model_path` (mode 0600)."""
-    path = model_path(config, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".model.tmp")
-    tmp.write_bytes(seal_model(ModelFile(FORMAT_VERSION, config.protocol, name, role, model_id, body), passphrase))
-    tmp.chmod(0o600)
-    tmp.replace(path)
-    return path
+    return write_private(model_path(config, name),
+                         seal_model(ModelFile(FORMAT_VERSION, config.protocol, name, role, model_id, body), passphrase))
 
 
 def load_model(config: RunConfig, name: str, role: str, passphrase: bytes, expect: type[Message]) -> ModelFile:

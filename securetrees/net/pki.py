@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from securetrees.errors import CertificateRequestError, OutputExistsError, ParameterError
+from securetrees.files import write_private
 from securetrees.net.tls import (
     DEPLOYABLE_NAME,
     ca_certificate,
@@ -41,16 +42,11 @@ DEFAULT_DAYS = 365
 """Validity of the certificates these commands make, in days (``--days``)."""
 
 
-def _fresh(*paths: Path) -> None:
+def refuse_overwrite(*paths: Path) -> None:
+    """:class:`OutputExistsError` naming every path of ``paths`` that exists."""
     taken = [str(p) for p in paths if p.exists()]
     if taken:
         raise OutputExistsError(f"refusing to overwrite {', '.join(taken)}")
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    path.chmod(0o600)
 
 
 def _write_public(path: Path, data: bytes) -> None:
@@ -68,15 +64,15 @@ def make_ca(out_dir: str | Path, passphrase: bytes, *, name: str = "securetrees 
             days: int = DEFAULT_DAYS) -> tuple[Path, Path, str]:
     """Write ``ca.key`` (encrypted) and ``ca.pem`` into ``out_dir``; returns their paths and the
     CA's fingerprint (the ``issuer`` of the names it issues)."""
-    if not name.strip():
-        raise ParameterError("the CA needs a name")
+    if not name.strip() or len(name) > 64:
+        raise ParameterError("the CA's name is 1 to 64 characters (an X.509 common name)")
     out = Path(out_dir)
     cert_path, key_path = out / "ca.pem", out / "ca.key"
-    _fresh(cert_path, key_path)
+    refuse_overwrite(cert_path, key_path)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = encrypted_key(key, passphrase)
     cert = ca_certificate(key, name, validity=_days(days)).public_bytes(serialization.Encoding.PEM)
-    _write_private(key_path, pem)
+    write_private(key_path, pem)
     _write_public(cert_path, cert)
     return cert_path, key_path, fingerprint(cert)
 
@@ -110,14 +106,14 @@ def make_request(name: str, out_dir: str | Path, passphrase: bytes) -> tuple[Pat
     check_name(name)
     out = Path(out_dir)
     key_path, csr_path = out / f"{name}.key", out / f"{name}.csr"
-    _fresh(key_path, csr_path)
+    refuse_overwrite(key_path, csr_path)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = encrypted_key(key, passphrase)
     csr = (x509.CertificateSigningRequestBuilder()
            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
            .sign(key, hashes.SHA256()))
-    _write_private(key_path, pem)
+    write_private(key_path, pem)
     _write_public(csr_path, csr.public_bytes(serialization.Encoding.PEM))
     return key_path, csr_path
 
@@ -175,7 +171,7 @@ def sign_request(csr_path: str | Path, expect: str, ca_cert: str | Path, ca_key:
     if not isinstance(public, ec.EllipticCurvePublicKey):  # pragma: no cover - request_name checked it
         raise CertificateRequestError("the request's key is not an EC key")
     cert_path = Path(out) if out is not None else Path(csr_path).with_name(f"{name}.crt")
-    _fresh(cert_path)
+    refuse_overwrite(cert_path)
     cacert, cakey = load_ca(ca_cert, ca_key, ca_passphrase)
     cert = party_certificate(name, public, cacert, cakey, validity=_within(cacert, validity))
     _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
@@ -198,11 +194,11 @@ def issue(name: str, out_dir: str | Path, ca_cert: str | Path, ca_key: str | Pat
     validity = _days(days)
     out = Path(out_dir)
     cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
-    _fresh(cert_path, key_path)
+    refuse_overwrite(cert_path, key_path)
     cacert, cakey = load_ca(ca_cert, ca_key, ca_passphrase)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = encrypted_key(key, passphrase)
     cert = party_certificate(name, key.public_key(), cacert, cakey, validity=_within(cacert, validity))
-    _write_private(key_path, pem)
+    write_private(key_path, pem)
     _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path

@@ -160,7 +160,7 @@ def _feature_count(party: PartySpec, base: Path) -> int:
     if path.suffix.lower() != ".csv":
         raise ParameterError(f"{party.name}: feature_ids are derived from CSV headers only; give feature_ids")
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte-order mark is no column
             header = next(csv.reader(f), [])
     except OSError as exc:
         raise TableError(f"{party.name}: cannot read {path}: {exc}") from exc

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from securetrees.errors import AuthenticationError, ParameterError
+from securetrees.files import write_private
 
 __all__ = ["DEPLOYABLE_NAME", "TlsIdentity", "bind_issuers", "ca_certificate", "check_fingerprint", "encrypted_key",
            "fingerprint", "issued_by", "load_ca_bundle", "load_identity", "make_test_pki", "party_certificate"]
@@ -217,8 +218,7 @@ def make_test_pki(names: list[str], out_dir: str | Path, passphrases: dict[str, 
         cert = party_certificate(name, key.public_key(), ca_cert, ca_key)
         cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(_encrypted(key, passphrases[name]))
-        key_path.chmod(0o600)
+        write_private(key_path, _encrypted(key, passphrases[name]))
         paths[name] = (cert_path, key_path)
     return paths
 

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
+from securetrees.files import write_private
 from securetrees.net.config import dump_toml
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keyfile import write_key_file
@@ -96,9 +97,7 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
     names = [*plan.roles, plan.operator]
     passphrases = {n: SYSTEM_RANDOM.token_bytes(24).hex().encode() for n in names}
     for n, pw in passphrases.items():
-        f = out / "pki" / f"{n}.pass"
-        f.write_bytes(pw + b"\n")
-        f.chmod(0o600)
+        write_private(out / "pki" / f"{n}.pass", pw + b"\n")
     make_test_pki(names, out / "pki", passphrases)
     issuer = fingerprint((out / "pki" / "ca.pem").read_bytes())  # one CA issues every name of a trial
     ports = [base_port + i for i in range(len(names))] if base_port else free_ports(len(names), host)

@@ -23,18 +23,19 @@ obfuscators of the exponents in draw order, so the ciphertexts are distributed a
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from securetrees._nt import mpz
-from securetrees.errors import ParameterError
+from securetrees.errors import ParameterError, TypeMismatchError
 from securetrees.paillier.batch import _obfuscator_chunk
 from securetrees.paillier.keys import MODES, Mode, PrivateKey, PublicKey, WorkerPrivateKey
-from securetrees.paillier.pool import RandomnessPool
+from securetrees.paillier.pool import PoolExhausted, RandomnessPool
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 
 __all__ = ["DEFAULT_CHUNK", "BackgroundPool", "role_pool"]
@@ -78,6 +79,19 @@ class BackgroundPool:
         """CPU seconds the workers spent on the chunks taken so far."""
         self.stolen = 0
         """Obfuscators computed in this process because the worker had not started them."""
+        self._pid = os.getpid()
+
+    def _check_process(self) -> None:
+        # The pending exponents are secrets of the process that drew them: a forked child that
+        # took them would compute the parent's obfuscators (two ciphertexts sharing randomness).
+        if self._pid != os.getpid():
+            self._pending = deque()
+            self._pool = RandomnessPool(self._pool.public_key, mode=self._mode)
+            raise PoolExhausted("a background pool is not usable in a forked process: its values belong to the "
+                                "parent")
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeMismatchError("a background pool holds single-use secrets and is never pickled or copied")
 
     @property
     def pool(self) -> RandomnessPool:
@@ -92,6 +106,7 @@ class BackgroundPool:
         """Draw ``count`` exponents now and submit their obfuscators to the worker."""
         if type(count) is not int or count < 0:
             raise ParameterError("count must be a non-negative integer")
+        self._check_process()
         randomness = self._key.draw_randomness_many(self._mode, count, self._rng)
         for i in range(0, count, self._chunk):
             chunk = randomness[i:i + self._chunk]
@@ -99,6 +114,7 @@ class BackgroundPool:
 
     def ready(self, count: int) -> RandomnessPool:
         """The pool, holding at least ``count`` obfuscators (requesting the shortfall if needed)."""
+        self._check_process()
         missing = count - len(self._pool) - self.queued
         if missing > 0:
             self.request(missing)

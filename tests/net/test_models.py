@@ -125,6 +125,8 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     order = [ids.index(i) for i in own_ids]
     np.testing.assert_array_equal(proba, want[order])
     assert set(np.load(out / "client1.predictions.npy").tolist()) <= {">50K", "<=50K"}
+    for kept in out.glob("client1.*"):  # the label holder's predictions are its own: mode 0600
+        assert kept.stat().st_mode & 0o077 == 0, kept
 
 
 def test_hmac_trusted_predict_only_run_matches_the_facade(tmp_path: Path) -> None:

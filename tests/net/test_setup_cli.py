@@ -192,6 +192,11 @@ def test_certificate_steps_refuse_bad_names_overwrites_and_empty_passphrases(
     assert _refused(["setup", "ca", "--out", "pki"], capsys) == "OutputExistsError"
     assert _refused(["setup", "issue", "--name", "bank", "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key",
                      "--out", "pki"], capsys) == "OutputExistsError"
+    for names in (["telco", "bank"], ["telco", "Bad_Name"]):  # all or nothing: telco is not issued either
+        assert _refused(["setup", "issue", "--name", *names, "--ca-cert", "pki/ca.pem", "--ca-key", "pki/ca.key",
+                         "--out", "pki"], capsys) in ("OutputExistsError", "ParameterError")
+        assert not (run_dir / "pki" / "telco.key").exists()
+    assert _refused(["setup", "ca", "--out", "other", "--name", "x" * 65], capsys) == "ParameterError"
     assert _refused(["setup", "ca", "--out", "other", "--days", "0"], capsys) == "ParameterError"
     (run_dir / "empty.pass").write_text("\n")
     assert _refused(["setup", "ca", "--out", "other", "--passphrase-file", "empty.pass"], capsys) == "ParameterError"

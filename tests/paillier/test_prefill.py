@@ -78,3 +78,40 @@ def test_bad_arguments_are_refused() -> None:
         BackgroundPool(PK, mode="bad", executor=PicklingExecutor())  # type: ignore[arg-type]
     with BackgroundPool(PK, executor=PicklingExecutor()) as bg, pytest.raises(ParameterError):
         bg.request(-1)
+
+
+def test_a_forked_child_cannot_take_the_parents_pending_exponents() -> None:
+    """A child process (fork) holding the pool refuses to compute from the parent's pending secret
+    exponents; the companion: the parent itself, with the same pending chunks, takes them.  Pickling
+    (and so copying into another process) is refused."""
+    import copy
+    import os
+    import pickle
+
+    from securetrees.errors import TypeMismatchError
+    from securetrees.paillier.pool import PoolExhausted
+
+    ex = StalledExecutor()
+    with BackgroundPool(PK, executor=ex, chunk_size=4, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(8)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what ready() did, then leave without running the parent's exit code
+            try:
+                bg.ready(4)
+                verdict = b"took"
+            except PoolExhausted:
+                verdict = b"refused"
+            except BaseException:
+                verdict = b"error"
+            os.write(write, verdict)
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        assert os.read(read, 16) == b"refused"
+        os.close(read)
+        assert [bg.ready(4).take() for _ in range(4)] == _expected(PK, 4)  # the parent still may
+        with pytest.raises(TypeMismatchError):
+            pickle.dumps(bg)
+        with pytest.raises(TypeMismatchError):
+            copy.copy(bg)
