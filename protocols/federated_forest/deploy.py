@@ -53,7 +53,14 @@ from securetrees.net.alignment import (
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import open_paillier, save_predictions, seal_paillier
+from securetrees.net.deployment import (
+    check_own_key,
+    open_paillier,
+    published_bytes,
+    published_key,
+    save_predictions,
+    seal_paillier,
+)
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, encode_labels, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
@@ -244,10 +251,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         if "paillier_key" in secrets:
             keypair = open_paillier(secrets, "paillier_key", passphrase, role=role,
                                     allow_insecure=bool(p.get("allow_insecure")))
-            pinned = _pinned(p)
-            if pinned is not None and keypair[0].to_bytes() != pinned:
-                raise KeyMismatchError(f"{role}'s key file holds another key than [protocol] label_public_key")
-        elif _pinned(p) is not None:
+            check_own_key(keypair[0], _pinned(p, bool(p.get("allow_insecure"))), "label_public_key", role)
+        elif _pinned(p, True) is not None:
             raise ParameterError(f"[protocol] label_public_key is set but {role}'s key file has no paillier_key")
         n_classes = int(p.get("n_classes", 0))
         labels = LabelSpec(encode_labels(train, n_classes), n_classes or None, key_bits=int(p.get("key_bits", 2048)),
@@ -264,22 +269,16 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     return client
 
 
-def _pinned(params: Mapping[str, Any]) -> bytes | None:
-    """``[protocol] label_public_key`` (hex), the label holder's published Paillier public key, or ``None``."""
-    value = params.get("label_public_key")
-    if value is None:
-        return None
-    try:
-        return bytes.fromhex(str(value))
-    except ValueError:
-        raise ParameterError("label_public_key must be the label holder's public key in hex") from None
+def _pinned(params: Mapping[str, Any], insecure: bool) -> PublicKey | None:
+    """``[protocol] label_public_key``: the label holder's published Paillier public key, or ``None``."""
+    return published_key(params, "label_public_key", insecure=insecure)
 
 
 def public_key_loader(params: Mapping[str, Any], insecure: bool) -> Callable[[bytes], PublicKey]:
     """How a client reads the label holder's public key from its encrypted labels: with ``[protocol]
     label_public_key`` (``securetrees setup keys`` publishes it), only that key is accepted
     (:class:`KeyMismatchError` otherwise, before any ciphertext is used)."""
-    pinned = _pinned(params)
+    pinned = published_bytes(params, "label_public_key")
 
     def loader(raw: bytes) -> PublicKey:
         if pinned is not None and raw != pinned:

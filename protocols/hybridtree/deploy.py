@@ -55,7 +55,14 @@ from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align, alignment_mode, serve_alignment
 from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, open_paillier, save_predictions, seal_paillier
+from securetrees.net.deployment import (
+    check_own_key,
+    check_protocol_keys,
+    open_paillier,
+    published_key,
+    save_predictions,
+    seal_paillier,
+)
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, TableOptions, party_tables, read_table, table_columns, test_table
 from securetrees.net.trial import TrialPlan, table_frame, write_trial
@@ -411,6 +418,8 @@ def _make_host(config: RunConfig, network: Network, secrets: dict[str, bytes], p
     keypair = None
     if hp.mode == "secure":
         keypair = open_paillier(secrets, "paillier_key", passphrase, role=HOST, allow_insecure=bool(est.allow_insecure))
+        check_own_key(keypair[0], published_key(config.params, "host_public_key", insecure=bool(est.allow_insecure)),
+                      "host_public_key", HOST)
     sets = {name: (train.ids if name.startswith("train:") and train is not None else (test.ids if test else ()))
             for name in plan.sets}
     rows = serve_alignment(config, HOST, network, plan, sets)
@@ -446,12 +455,9 @@ def _make_guest(role: str, config: RunConfig, network: Network, passphrase: byte
     insecure = bool(est.allow_insecure)
     pinned = None
     if hp.mode == "secure":
-        if "host_public_key" not in p:
+        pinned = published_key(p, "host_public_key", insecure=insecure)
+        if pinned is None:
             raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
-        try:
-            pinned = PublicKey.from_bytes(bytes.fromhex(str(p["host_public_key"])), allow_insecure=insecure)
-        except ValueError:
-            raise ParameterError("host_public_key must be the host's public key in hex") from None
     space = guest_space(p, hp.max_bins)
     predicting = config.job == "predict"
     plan = alignment_plan(config)

@@ -55,7 +55,14 @@ from securetrees.net.alignment import (
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, open_paillier, save_predictions, seal_paillier
+from securetrees.net.deployment import (
+    check_own_key,
+    check_protocol_keys,
+    open_paillier,
+    published_key,
+    save_predictions,
+    seal_paillier,
+)
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
@@ -117,11 +124,11 @@ def _passives(params: Mapping[str, Any]) -> list[str]:
 
 
 def _pinned_key(params: Mapping[str, Any], insecure: bool) -> PublicKey:
-    try:
-        raw = bytes.fromhex(str(params["active_public_key"]))
-    except ValueError:
-        raise ParameterError("active_public_key must be the active party's public key in hex") from None
-    return PublicKey.from_bytes(raw, allow_insecure=insecure)
+    """``[protocol] active_public_key``, which every passive party pins (required)."""
+    key = published_key(params, "active_public_key", insecure=insecure)
+    if key is None:
+        raise ParameterError("[protocol] must give active_public_key (hex) for the passive parties to pin")
+    return key
 
 
 def alignment_plan(config: RunConfig) -> AlignmentPlan:
@@ -251,8 +258,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     keypair = None
     if role == ACTIVE:
         keypair = open_paillier(secrets, "paillier_key", passphrase, role=role, allow_insecure=insecure)
-        if keypair[0] != pinned:
-            raise ParameterError("the active party's key file holds another key than [protocol] active_public_key")
+        check_own_key(keypair[0], pinned, "active_public_key", role)
     plan = alignment_plan(config)
     party: DeployedActive | DeployedPassive
     if config.job == "predict":

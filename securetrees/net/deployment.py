@@ -19,13 +19,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError
+from securetrees.errors import KeyMismatchError, ParameterError
 from securetrees.files import write_private
 from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
 
-__all__ = ["check_protocol_keys", "open_paillier", "output_path", "prediction_score", "save_output",
-           "save_predictions", "seal_paillier"]
+__all__ = [
+    "check_own_key",
+    "check_protocol_keys",
+    "open_paillier",
+    "output_path",
+    "prediction_score",
+    "published_bytes",
+    "published_key",
+    "save_output",
+    "save_predictions",
+    "seal_paillier",
+]
 
 PAILLIER_SCRYPT_LOG2_N = 14
 """Work factor of a Paillier key sealed inside a key file (the file itself is sealed again)."""
@@ -85,6 +95,32 @@ def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.Arr
     writer.writerow(header)
     writer.writerows(zip(*(c.tolist() for c in columns), strict=True))
     return write_private(output_path(config, party, "predictions.csv"), text.getvalue().encode("utf-8"))
+
+
+def published_bytes(params: Mapping[str, Any], key: str) -> bytes | None:
+    """``[protocol] KEY``: the encoding of the Paillier public key a party published (hex;
+    ``securetrees setup keys`` writes it), which the other parties pin, or ``None`` when the run names
+    none.  :class:`ParameterError` when it is not hex."""
+    value = params.get(key)
+    if value is None:
+        return None
+    try:
+        return bytes.fromhex(str(value))
+    except ValueError:
+        raise ParameterError(f"[protocol] {key} must be a Paillier public key in hex") from None
+
+
+def published_key(params: Mapping[str, Any], key: str, *, insecure: bool) -> PublicKey | None:
+    """:func:`published_bytes` read as a public key (its size checked against ``insecure``)."""
+    raw = published_bytes(params, key)
+    return None if raw is None else PublicKey.from_bytes(raw, allow_insecure=insecure)
+
+
+def check_own_key(public: PublicKey, published: PublicKey | None, key: str, role: str) -> None:
+    """The key holder's own check: its key file holds the key ``[protocol] KEY`` publishes
+    (:class:`KeyMismatchError` otherwise: the others would pin a key it cannot use)."""
+    if published is not None and public != published:
+        raise KeyMismatchError(f"{role}'s key file holds another key than [protocol] {key}")
 
 
 def seal_paillier(sk: PrivateKey) -> Callable[[bytes], bytes]:

@@ -29,6 +29,7 @@ pytest.importorskip("grpc")
 from securetrees import cli
 from securetrees.errors import (
     DuplicateIdError,
+    KeyMismatchError,
     ParameterError,
     PartyUnavailable,
     ProtocolError,
@@ -284,12 +285,20 @@ def test_a_missing_guest_stops_the_run(adult: AdultHybrid, keys: Any, tmp_path: 
     assert not (tmp_path / "out" / "host.proba.npy").exists()
 
 
-def test_guests_refuse_a_host_key_other_than_the_pinned_one(adult: AdultHybrid, keys: Any, tmp_path: Path) -> None:
-    """The host serves its own key; the run's ``host_public_key`` names another: the alignment
-    completes, then no guest takes part (with the key the run names, the same run trains: the first test)."""
+def test_guests_refuse_a_host_key_other_than_the_pinned_one(adult: AdultHybrid, keys: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's ``host_public_key`` names another key than the host's: an honest host refuses to
+    start (its own check); a host that skips that check serves its own key, the alignment completes,
+    then no guest takes part (with the key the run names, the same run trains: the first test)."""
     cfg = _prepare(tmp_path, adult, keys)
     other = generate_keypair(1024, allow_insecure=True)[0].to_bytes().hex()
     cfg.write_text(cfg.read_text().replace(keys[0].to_bytes().hex(), other))
+    config = load_config(cfg)
+    pw = read_passphrase("host", tmp_path / "pki" / "host.pass")
+    secrets = open_key_file(config.party("host").secrets, "host", pw)  # type: ignore[arg-type]
+    with pytest.raises(KeyMismatchError, match="host_public_key"):
+        deploy.make_role("host", config, None, secrets, {}, pw)  # type: ignore[arg-type]
+    monkeypatch.setattr(deploy, "check_own_key", lambda *a: None)  # the host that does not check its key
     with _roles_in_threads(cfg, ["host", *GUESTS]) as operator, pytest.raises(ProtocolError, match="pinned key"):
         deploy.fit(operator, load_config(cfg))
 

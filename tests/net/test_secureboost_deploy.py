@@ -20,7 +20,7 @@ pytest.importorskip("grpc")
 
 from securetrees import cli
 from securetrees.datasets import load_adult
-from securetrees.errors import ParameterError, PartyUnavailable, ProtocolError, UnknownKeyError
+from securetrees.errors import KeyMismatchError, ParameterError, PartyUnavailable, ProtocolError, UnknownKeyError
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.keyfile import open_key_file
@@ -223,7 +223,7 @@ def test_parameters_and_keys_are_checked(adult: Any, keys: Any, other: Any, tmp_
 
     pw = read_passphrase("active", cfg_path.parent / "pki" / "active.pass")
     wrong = other[1]
-    with pytest.raises(ParameterError, match="another key than \\[protocol\\] active_public_key"):
+    with pytest.raises(KeyMismatchError, match="another key than \\[protocol\\] active_public_key"):
         build("active", cfg, secrets={"paillier_key": seal_paillier(wrong)(pw)})
 
 
