@@ -583,6 +583,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
             X_test: npt.ArrayLike, settings: dict[str, Any], kgc: KGC | None = None, key_bits: int = 2048,
             allow_insecure: bool = False, base_port: int = 0, names: Sequence[str] | None = None,
             categories: Mapping[str, Sequence[str]] | None = None, lacking: int = 0,
+            test_lacking: int | None = None,
             rng: RandomSource = SYSTEM_RANDOM) -> Path:
     """A local trial: the KGC's offline key set-up, every party's key file and table, ``run.toml``.
 
@@ -590,7 +591,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     ``y`` holds the classes, codes or names (``settings["n_classes"] = k``) or, with ``task =
     "regression"``, targets: the CS's table holds the ids and the column ``label``.  Each
     participant's table holds the ids and its columns of ``X`` (``X_test`` in its test table),
-    its rows shuffled and ``lacking`` of them left out (:func:`securetrees.net.trial.deal_rows`);
+    its rows shuffled and ``lacking`` of them left out (:func:`securetrees.net.trial.deal_rows`;
+    of its test rows ``test_lacking``, default ``lacking``, at most what leaves rows all share);
     the requester's table holds every column of ``X_test``.  Columns are named ``names`` (else
     ``x0, x1 ...``); those in ``categories`` hold codes, written as category names and declared
     in each party's section (so every party codes them alike).  Pass ``kgc`` to reuse a key
@@ -605,7 +607,9 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     public, secrets = issue_keys(kgc, names_, ["requester"])
     ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
     rows = deal_rows(Xa.shape[0], [*names_, "cs"], lacking=lacking, rng=rng)
-    test_rows = deal_rows(Xt.shape[0], names_, lacking=min(lacking, (Xt.shape[0] - 1) // len(names_)), rng=rng)
+    spare = (Xt.shape[0] - 1) // len(names_)
+    test_rows = deal_rows(Xt.shape[0], names_, lacking=min(lacking if test_lacking is None else test_lacking, spare),
+                          rng=rng)
 
     params = {**settings, "participants": names_, "columns": [list(c) for c in parts], "requesters": ["requester"],
               "n_features": Xa.shape[1], **public, "allow_insecure": allow_insecure or kgc.params.bits < 2048}
@@ -630,7 +634,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
 def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path:
     """``securetrees federation init revfrf``: Adult's first ``rows`` training rows, three
     participants (columns dealt in turn) and the CS with the labels, each lacking a few of the
-    others' ids (CSV files, string categories, empty cells for missing values), 20 test rows."""
+    others' ids (CSV files, string categories, empty cells for missing values), 20 test rows of
+    which each participant lacks one (17 are predicted by all three)."""
     from securetrees.datasets import load_adult
 
     data = load_adult()
@@ -640,4 +645,4 @@ def trial(out_dir: str | Path, *, rows: int, trees: int, insecure: bool) -> Path
     return prepare(out_dir, data.X_train[:rows], labels, [list(range(i, d, 3)) for i in range(3)],
                    X_test=data.X_test[:20], settings=settings, key_bits=1024 if insecure else 2048,
                    allow_insecure=insecure, names=data.feature_names, categories=data.categories,
-                   lacking=max(1, rows // 50))
+                   lacking=max(1, rows // 50), test_lacking=1)
