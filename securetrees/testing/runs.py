@@ -1,5 +1,6 @@
-"""Test helpers for deployed runs: a fit run's ``run.toml`` turned predict-only, and the operator's
-end of the model-id check answered without processes (tests only)."""
+"""Test helpers for deployed runs: a fit run's ``run.toml`` turned predict-only, its new rows joined
+in the agreed order (the one-process reference), and the operator's end of the model-id check
+answered without processes (tests only)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,22 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from securetrees.errors import ProtocolError
-from securetrees.net.config import dump_toml
+from securetrees.net.alignment import rows_path
+from securetrees.net.config import dump_toml, load_config
 from securetrees.net.control import ControlReply
+from securetrees.net.tables import TableOptions, read_table
+from securetrees.schema import TabularSchema
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ModelIdReplies", "predict_only"]
+__all__ = ["ModelIdReplies", "joined_new_rows", "predict_only"]
 
 
 def predict_only(cfg: Path, new_tests: Mapping[str, str], *, keep: Collection[str] = (),
@@ -49,3 +56,31 @@ class ModelIdReplies:
         if action != "model_id":
             raise ProtocolError(f"only model_id is answered here, not {action!r}")
         return {r: ControlReply(info={"model_id": self.ids[r].hex()}) for r in roles}
+
+
+def joined_new_rows(config_path: Path, parties: Sequence[str], partition: Sequence[Sequence[int]],
+                    schemas: Mapping[str, TabularSchema], d: int) -> tuple[npt.NDArray[np.float64], tuple[str, ...]]:
+    """A predict-only run's new rows joined over ``parties`` (party ``parties[i]`` holds the global
+    columns ``partition[i]``; a column no party holds is NaN) in the agreed order of its alignment,
+    each party's ``test_data`` read with its saved ``schemas[name]``, and their ids.
+    :class:`ProtocolError` when a party aligned more than the test ids or the orders differ."""
+    config = load_config(config_path)
+    X: npt.NDArray[np.float64] | None = None
+    ids: tuple[str, ...] = ()
+    for name, cols in zip(parties, partition, strict=True):
+        party = config.party(name)
+        if party.test_data is None:
+            raise ProtocolError(f"{name} names no test_data")
+        table = read_table(party.test_data, TableOptions.from_config(party.table, name), schema=schemas[name])
+        with np.load(rows_path(config, name), allow_pickle=False) as rows:
+            if rows.files != ["test"]:  # a predict-only run aligns the test ids only
+                raise ProtocolError(f"{name} aligned {rows.files}, not the test ids alone")
+            aligned = table.take(rows["test"])
+        if X is None:
+            X, ids = np.full((len(aligned), d), np.nan), aligned.ids
+        if aligned.ids != ids:
+            raise ProtocolError(f"{name}'s new rows are not in the agreed order")
+        X[:, list(cols)] = aligned.X
+    if X is None:
+        raise ProtocolError("no party to join")
+    return X, ids

@@ -23,10 +23,9 @@ pytest.importorskip("grpc")
 from securetrees.datasets import load_adult
 from securetrees.errors import DecodeError, KeyMismatchError, ParameterError, ProtocolError, TableError
 from securetrees.net import models
-from securetrees.net.alignment import rows_path
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.service import launch, start_role
-from securetrees.net.tables import TableOptions, party_tables, read_table
+from securetrees.net.tables import party_tables
 from securetrees.net.trial import table_frame
 from securetrees.paillier import PublicKey, generate_keypair
 from securetrees.protocols.federated_forest import FederatedForestClassifier
@@ -35,7 +34,7 @@ from securetrees.protocols.federated_forest.model import MasterModel
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import codec
 from securetrees.testing.alignment import joined_view
-from securetrees.testing.runs import ModelIdReplies, predict_only
+from securetrees.testing.runs import ModelIdReplies, joined_new_rows, predict_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -90,21 +89,7 @@ def ff_fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _aligned_new_rows(fx: dict[str, Any], config_path: Path) -> tuple[np.ndarray, tuple[str, ...]]:
     """The new rows joined over the clients in the agreed order of the predict-only run."""
-    config = load_config(config_path)
-    Xj: np.ndarray | None = None
-    ids: tuple[str, ...] = ()
-    for name, cols in zip(CLIENTS, fx["part"], strict=True):
-        party = config.party(name)
-        table = read_table(party.test_data, TableOptions.from_config(party.table, name), schema=fx["schemas"][name])
-        with np.load(rows_path(config, name), allow_pickle=False) as rows:
-            assert rows.files == ["test"]  # a predict-only run aligns the test ids only
-            aligned = table.take(rows["test"])
-        if Xj is None:
-            Xj, ids = np.empty((len(aligned), fx["d"])), aligned.ids
-        assert aligned.ids == ids
-        Xj[:, cols] = aligned.X
-    assert Xj is not None
-    return Xj, ids
+    return joined_new_rows(config_path, CLIENTS, fx["part"], fx["schemas"], fx["d"])
 
 
 def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff_fitted: dict[str, Any]) -> None:

@@ -33,7 +33,6 @@ from securetrees.errors import (
     UnsupportedActionError,
 )
 from securetrees.net import models
-from securetrees.net.alignment import rows_path
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.operate import run_step
 from securetrees.net.service import launch, spawn_role, start_role
@@ -44,7 +43,7 @@ from securetrees.protocols.revfrf import deploy as rev_deploy
 from securetrees.protocols.revfrf.model import CSPart, ParticipantPart, RevokedPart, restore_forest
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.alignment import joined_view
-from securetrees.testing.runs import ModelIdReplies, predict_only
+from securetrees.testing.runs import ModelIdReplies, joined_new_rows, predict_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -91,20 +90,8 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _joined_new_rows(fx: dict[str, Any], config_path: Path) -> np.ndarray:
     """The participants' new rows joined in the agreed order of the predict-only run."""
-    config = load_config(config_path)
-    Xj: np.ndarray | None = None
-    ids: tuple[str, ...] = ()
-    for name, cols in zip(PARTICIPANTS, fx["part"], strict=True):
-        party = config.party(name)
-        table = read_table(party.test_data, TableOptions.from_config(party.table, name), schema=fx["schemas"][name])
-        with np.load(rows_path(config, name), allow_pickle=False) as rows:
-            assert rows.files == ["test"]  # a predict-only run aligns the new rows only
-            aligned = table.take(rows["test"])
-        if Xj is None:
-            Xj, ids = np.full((len(aligned), fx["d"]), np.nan), aligned.ids
-        assert aligned.ids == ids
-        Xj[:, cols] = aligned.X
-    assert Xj is not None and len(ids) == 10 - 3
+    Xj, ids = joined_new_rows(config_path, PARTICIPANTS, fx["part"], fx["schemas"], fx["d"])
+    assert len(ids) == 10 - 3
     return Xj
 
 

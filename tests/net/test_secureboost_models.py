@@ -25,10 +25,8 @@ from securetrees import cli
 from securetrees.datasets import load_adult
 from securetrees.errors import DecodeError, KeyMismatchError, ParameterError, ProtocolError, TableError
 from securetrees.net import models
-from securetrees.net.alignment import rows_path
 from securetrees.net.config import load_config, read_passphrase
 from securetrees.net.service import launch, spawn_role, start_role
-from securetrees.net.tables import TableOptions, read_table
 from securetrees.net.trial import table_frame
 from securetrees.protocols.secureboost import SecureBoostClassifier, deploy
 from securetrees.protocols.secureboost.demo import MAX_BINS, adult_partition
@@ -37,7 +35,7 @@ from securetrees.rand import DeterministicRandom
 from securetrees.runtime import codec
 from securetrees.testing.alignment import joined_view
 from securetrees.testing.paillier import small_keypair
-from securetrees.testing.runs import ModelIdReplies, predict_only
+from securetrees.testing.runs import ModelIdReplies, joined_new_rows, predict_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -91,21 +89,12 @@ def _joined_new_rows(fx: dict[str, Any], cfg: Path) -> tuple[np.ndarray, tuple[s
     """The new rows joined over the parties in the agreed order of the predict-only run (read
     with each party's saved schema: its training file is gone)."""
     config = load_config(cfg)
-    Xj = np.empty((0, 0))
-    ids: tuple[str, ...] = ()
-    for name, cols in zip(PARTIES, fx["part"], strict=True):
-        party = config.party(name)
+    schemas = {}
+    for name in PARTIES:
         pw = read_passphrase(name, fx["tmp"] / "pki" / f"{name}.pass")
-        schema = models.open_model(models.model_path(config, name).read_bytes(), pw).body.schema  # type: ignore[attr-defined]
-        table = read_table(party.test_data, TableOptions.from_config(party.table, name), schema=schema.schema())
-        with np.load(rows_path(config, name), allow_pickle=False) as rows:
-            assert rows.files == ["test"]  # a predict-only run aligns the test ids only
-            aligned = table.take(rows["test"])
-        if not ids:
-            Xj, ids = np.empty((len(aligned), fx["d"])), aligned.ids
-        assert aligned.ids == ids
-        Xj[:, cols] = aligned.X
-    return Xj, ids
+        part = models.open_model(models.model_path(config, name).read_bytes(), pw)
+        schemas[name] = part.body.schema.schema()  # type: ignore[attr-defined]
+    return joined_new_rows(cfg, PARTIES, fx["part"], schemas, fx["d"])
 
 
 def _operator(cfg: Path, *args: str) -> int:
