@@ -36,6 +36,7 @@ __all__ = [
     "batch_invert",
     "check_exponent",
     "crt_pair",
+    "exponent_columns",
     "invert",
     "is_probable_prime",
     "mpz",
@@ -280,20 +281,41 @@ def window_digits(exp: mpz, window: int, count: int) -> list[int]:
 
 def window_digit_columns(exps: Sequence[int | mpz], window: int, count: int) -> list[list[int]]:
     """:func:`window_digits` of many exponents at once, as ``count`` columns (column i: every
-    exponent's digit i).  Each exponent must lie in ``[0, 2^(window·count))``; the same guard bit
-    as :func:`window_digits` keeps every conversion the same size."""
+    exponent's digit i), for ``window`` up to 16.  Each exponent must lie in
+    ``[0, 2^(window·count))``; the same guard bit as :func:`window_digits` keeps every conversion
+    the same size.  Digit i is read from the three bytes holding bits ``[w·i, w·i + w)``."""
+    if not 1 <= window <= 16:
+        raise ParameterError("window must lie in [1, 16]")
     width = window * count
-    nbytes = width // 8 + 1
+    nbytes = width // 8 + 3
     guard = 1 << width
-    raw = b"".join((int(e) | guard).to_bytes(nbytes, "little") for e in exps)
+    raw = b"".join((e | guard).to_bytes(nbytes, "little") for e in exps)
+    data = np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)
     if window == 8:  # the digits are the bytes
-        columns: list[list[int]] = np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)[:, :count].T.tolist()
+        columns: list[list[int]] = data[:, :count].T.tolist()
         return columns
-    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes), axis=1,
-                         bitorder="little")[:, :width]
-    weights = np.left_shift(np.int64(1), np.arange(window, dtype=np.int64))
-    digits = bits.reshape(len(exps), count, window).astype(np.int64) @ weights
-    return [col.tolist() for col in digits.T]
+    starts = np.arange(count, dtype=np.int64) * window
+    at = starts // 8
+    three = (data[:, at].astype(np.uint32) | data[:, at + 1].astype(np.uint32) << 8
+             | data[:, at + 2].astype(np.uint32) << 16)
+    digits = three >> (starts % 8).astype(np.uint32) & np.uint32((1 << window) - 1)
+    out: list[list[int]] = digits.T.tolist()
+    return out
+
+
+def exponent_columns(exps: Sequence[int | mpz], bits: int, window: int) -> list[list[int]]:
+    """The ``ceil(bits / window)`` digit columns of exponents that must all lie in ``[0, 2^bits)``:
+    :class:`ExponentRangeError` otherwise (one check for the batch, not one per exponent)."""
+    count = -(-bits // window)
+    if not exps:
+        return [[] for _ in range(count)]
+    try:
+        low, high = min(exps), max(exps)
+        if low < 0 or int(high).bit_length() > bits:
+            raise ExponentRangeError(f"exponent must lie in [0, 2^{bits})")
+        return window_digit_columns(exps, window, count)
+    except (TypeError, OverflowError) as exc:
+        raise ExponentRangeError(f"exponents must be integers in [0, 2^{bits})") from exc
 
 
 @dataclass(frozen=True, eq=False)
@@ -363,9 +385,7 @@ class FixedBaseTable:
         Exactly ``ceil(bits / w) - 1`` multiplications mod ``modulus`` for every exponent in
         range; :class:`ExponentRangeError` outside it, or if ``bits`` exceeds the table.
         """
-        bound = self.exp_bits if bits is None else bits
-        if not 1 <= bound <= self.exp_bits:
-            raise ExponentRangeError(f"exponent bound must lie in [1, {self.exp_bits}] bits")
+        bound = self._bound(bits)
         count = self.windows(bound)
         digits = window_digits(check_exponent(exp, bound), self.window, count)
         m = self.modulus
@@ -378,21 +398,28 @@ class FixedBaseTable:
         """:meth:`pow` of every exponent in ``exps`` (same results, same fixed count of
         multiplications per exponent), window by window over the whole batch: the digits are
         extracted at once and the inner loop is one list comprehension per window."""
-        bound = self.exp_bits if bits is None else bits
-        if not 1 <= bound <= self.exp_bits:
-            raise ExponentRangeError(f"exponent bound must lie in [1, {self.exp_bits}] bits")
-        for e in exps:
-            check_exponent(e, bound)
-        if not exps:
+        return self.pow_columns(exponent_columns(exps, self._bound(bits), self.window))
+
+    def pow_columns(self, columns: list[list[int]]) -> list[mpz]:
+        """:meth:`pow_many` from the exponents' digit columns (:func:`exponent_columns` with this
+        table's window), so that tables with the same window share one extraction."""
+        if not columns or not columns[0]:
             return []
-        count = self.windows(bound)
-        columns = window_digit_columns(exps, self.window, count)
+        count = len(columns)
+        if count > len(self.rows):
+            raise ExponentRangeError(f"exponent bound must lie in [1, {self.exp_bits}] bits")
         m = self.modulus
         head = self.head(count)
         accs = [head[d] for d in columns[0]]
         for row, col in zip(self.rows[1:count], columns[1:], strict=True):
             accs = [a * row[d] % m for a, d in zip(accs, col, strict=True)]
         return accs
+
+    def _bound(self, bits: int | None) -> int:
+        bound = self.exp_bits if bits is None else bits
+        if not 1 <= bound <= self.exp_bits:
+            raise ExponentRangeError(f"exponent bound must lie in [1, {self.exp_bits}] bits")
+        return bound
 
 
 def product_mod(values: Sequence[mpz], modulus: mpz) -> mpz:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, overload
 
@@ -263,6 +263,18 @@ class SignedRange:
     def embed(self, v: int) -> int:
         """``v mod modulus`` after checking the range."""
         return self.check(v) % self.modulus
+
+    def embed_many(self, values: Sequence[int]) -> list[int]:
+        """:meth:`embed` of every value (Python ints), with one range check for the batch."""
+        if not values:
+            return []
+        low, high = min(values), max(values)
+        self.check(low)
+        self.check(high)
+        if low >= 0:
+            return list(values)
+        m = self.modulus
+        return [v % m for v in values]
 
     def extract(self, residue: int) -> int:
         """The signed integer a residue stands for; raise in the overflow band."""

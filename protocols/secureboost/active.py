@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from securetrees.errors import DecodeError, NotFittedError, ParameterError, ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
-from securetrees.paillier.batch import ciphertexts_to_bytes, decrypt_residues, encrypt_many, owner_encrypt_many
+from securetrees.paillier.batch import decrypt_residues, encrypt_to_bytes, owner_key
 from securetrees.paillier.prefill import BackgroundPool, role_pool
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
@@ -249,16 +249,16 @@ class ActiveParty(Party):
         plain = layout.encode(g_fixed, h_fixed)
         self._trees_left -= 1
         if self._prefill is not None:
-            cts = encrypt_many(self._pk, plain, pool=self._prefill.ready(len(plain)))
+            data = encrypt_to_bytes(self._pk, plain, pool=self._prefill.ready(len(plain)))
             if self._trees_left > 0:  # the next tree's obfuscators, while this tree grows
                 self._prefill.request(len(plain))
-        elif self.params.encryption == "key-owner":
-            cts = owner_encrypt_many(self._sk, plain, rng=self._rng, executor=self.executor,
-                                     trusted_workers=self.trusted_workers)
         else:
-            cts = encrypt_many(self._pk, plain, rng=self._rng, executor=self.executor)
-        self.counts["encrypt"] += len(cts)
-        return ciphertexts_to_bytes(cts, rng=self._rng)
+            key = (owner_key(self._sk, self.executor, self.trusted_workers)
+                   if self.params.encryption == "key-owner" else self._pk)
+            data = encrypt_to_bytes(key, plain, rng=self._rng, executor=self.executor,
+                                    trusted_workers=self.trusted_workers)
+        self.counts["encrypt"] += len(plain)
+        return data
 
     # -- S3 -------------------------------------------------------------------------------------
     def decrypt_buckets(self, layout: PackingLayout, reply: HistogramReply, schema: SetupReply,

@@ -44,8 +44,10 @@ __all__ = [
     "decrypt_many",
     "decrypt_residues",
     "encrypt_many",
+    "encrypt_to_bytes",
     "obfuscators",
     "owner_encrypt_many",
+    "owner_key",
     "pack_slots",
     "sum_ciphertexts",
     "sum_many",
@@ -109,7 +111,30 @@ def encrypt_many(
     the obfuscators are taken from it (single use; its mode, not ``mode``), nothing is computed.
     """
     pk = key if isinstance(key, PublicKey) else key.public_key
-    residues = [mpz(pk._range.embed(v)) for v in flatten_ints(values)]
+    return [_make(pk, c, True) for c in _encrypted_values(key, values, mode, executor, chunk_size, rng,
+                                                          trusted_workers, pool)]
+
+
+def encrypt_to_bytes(
+    key: PublicKey | PrivateKey, values: Iterable[int] | np.ndarray, *, mode: Mode = "djn",
+    executor: Executor | None = None, chunk_size: int | None = None,
+    rng: RandomSource = SYSTEM_RANDOM, trusted_workers: bool = False, pool: RandomnessPool | None = None,
+) -> bytes:
+    """:func:`encrypt_many` written as :func:`ciphertexts_to_bytes` writes fresh ciphertexts (the
+    same bytes for the same random source), without building the ciphertext objects."""
+    pk = key if isinstance(key, PublicKey) else key.public_key
+    width = 2 * pk.modulus_bytes
+    return b"".join(c.to_bytes(width, "big") for c in _encrypted_values(key, values, mode, executor, chunk_size,
+                                                                        rng, trusted_workers, pool))
+
+
+def _encrypted_values(
+    key: PublicKey | PrivateKey, values: Iterable[int] | np.ndarray, mode: Mode, executor: Executor | None,
+    chunk_size: int | None, rng: RandomSource, trusted_workers: bool, pool: RandomnessPool | None,
+) -> list[mpz]:
+    """The values ``(1 + mN) · obfuscator mod N²`` of :func:`encrypt_many`."""
+    pk = key if isinstance(key, PublicKey) else key.public_key
+    residues = pk._range.embed_many(flatten_ints(values))
     if pool is not None:
         pk._same_key(pool.public_key)
         obfs = pool.take_many(len(residues))
@@ -117,7 +142,7 @@ def encrypt_many(
         obfs = obfuscators(key, mode, len(residues), executor=executor, chunk_size=chunk_size, rng=rng,
                            trusted_workers=trusted_workers)
     n, n2 = pk._n, pk._n2
-    return [_make(pk, (1 + m * n) * r % n2, True) for m, r in zip(residues, obfs, strict=True)]
+    return [(1 + m * n) * r % n2 for m, r in zip(residues, obfs, strict=True)]
 
 
 def owner_encrypt_many(
@@ -133,11 +158,14 @@ def owner_encrypt_many(
     the exponents are drawn as the key owner draws them, so the ciphertexts are the same
     values for the same ``rng`` in all three placements.
     """
-    if executor is not None and not trusted_workers:
-        return encrypt_many(sk.public_key, values, mode=mode, executor=executor,
-                            chunk_size=chunk_size, rng=rng)
-    return encrypt_many(sk, values, mode=mode, executor=executor, chunk_size=chunk_size, rng=rng,
-                        trusted_workers=trusted_workers)
+    return encrypt_many(owner_key(sk, executor, trusted_workers), values, mode=mode, executor=executor,
+                        chunk_size=chunk_size, rng=rng, trusted_workers=trusted_workers)
+
+
+def owner_key(sk: PrivateKey, executor: Executor | None, trusted_workers: bool) -> PublicKey | PrivateKey:
+    """The key a key owner's batch encrypts with (:func:`owner_encrypt_many`): the private key
+    (CRT) in this process or on trusted workers, the public key on untrusted workers."""
+    return sk.public_key if executor is not None and not trusted_workers else sk
 
 
 def _values_of(pk: PublicKey, ciphertexts: Iterable[Ciphertext]) -> list[mpz]:

@@ -36,6 +36,7 @@ from securetrees import sealing
 from securetrees._nt import (
     FixedBaseTable,
     crt_pair,
+    exponent_columns,
     invert,
     is_probable_prime,
     mpz,
@@ -72,6 +73,15 @@ MODES: Final[tuple[Mode, ...]] = ("djn", "djn-short", "classic")
 DEFAULT_BITS: Final = 2048
 INSECURE_MIN_BITS: Final = 1024
 COMB_WINDOW: Final = 8
+BATCH_TABLE_BYTES: Final = 16 << 20
+"""About the most a key's batch table may hold (its residues' bytes)."""
+CRT_OBFUSCATOR_MIN_BITS: Final = 768
+"""From this key size on the key owner's DJN obfuscators go through the two half-size CRT tables;
+below it one pass modulo N² is cheaper (measured: at 512 bits the per-operation overhead of two
+passes outweighs their smaller operands; at 768 bits and above CRT is the faster)."""
+BATCH_TABLE_MIN: Final = 4096
+"""Exponents in one call from which a batch uses the batch table (building one costs about 2^w
+multiplications per row, so smaller calls use the window-8 table)."""
 _DRAW_CHUNK: Final = 1024  # exponents per byte string drawn
 _SMALL_PRIMORIAL: Final = math.prod(
     [p for p in range(3, 1 << 12, 2) if all(p % d for d in range(3, int(p**0.5) + 1, 2))]
@@ -133,6 +143,16 @@ def validate_public_values(n: mpz, hs: mpz) -> None:
 _KEYS: weakref.WeakValueDictionary[bytes, PublicKey] = weakref.WeakValueDictionary()
 
 
+def batch_window(modulus_bits: int, exp_bits: int, budget: int = BATCH_TABLE_BYTES) -> int:
+    """The widest window in ``[COMB_WINDOW, 12]`` whose table (``ceil(exp_bits / w) · 2^w``
+    residues of ``modulus_bits``) stays within ``budget`` bytes: 12 for 512-bit keys, 10 for
+    1024-bit keys, 8 from 2048 bits on (a key owner's two CRT tables share one budget)."""
+    window = COMB_WINDOW
+    while window < 12 and (-(-exp_bits // (window + 1)) << (window + 1)) * ((modulus_bits + 7) // 8) <= budget:
+        window += 1
+    return window
+
+
 class PublicKey:
     """A Paillier public key ``(N, hs)``; immutable, identified by :attr:`key_id`.
 
@@ -142,7 +162,16 @@ class PublicKey:
     """
 
     __slots__ = (
-        "__weakref__", "_bits", "_half_bits", "_hs", "_key_id", "_n", "_n2", "_range", "_table",
+        "__weakref__",
+        "_batch_table",
+        "_bits",
+        "_half_bits",
+        "_hs",
+        "_key_id",
+        "_n",
+        "_n2",
+        "_range",
+        "_table",
         "_width",
     )
 
@@ -155,6 +184,7 @@ class PublicKey:
     _key_id: bytes
     _range: SignedRange
     _table: FixedBaseTable | None
+    _batch_table: FixedBaseTable | None
 
     def __init__(self, n: int, hs: int, *, allow_insecure: bool = False) -> None:
         n_, hs_ = mpz(as_int(n)), mpz(as_int(hs))
@@ -180,6 +210,7 @@ class PublicKey:
         s(self, "_key_id", wire.key_id(n, hs))
         s(self, "_range", SignedRange.thirds(int(n)))
         s(self, "_table", None)
+        s(self, "_batch_table", None)
         _KEYS.setdefault(self._key_id, self)
 
     __setattr__ = _immutable
@@ -256,6 +287,17 @@ class PublicKey:
             object.__setattr__(self, "_table", table)
         return table
 
+    def batch_table(self) -> FixedBaseTable:
+        """The table for large batches: the :func:`batch_window` of this key (built on first use;
+        the comb table itself when that window is 8)."""
+        table = self._batch_table
+        if table is None:
+            window = batch_window(self._n2.bit_length(), self._half_bits)
+            table = (self.comb_table() if window == COMB_WINDOW
+                     else FixedBaseTable.build(self._hs, self._n2, self._half_bits, window))
+            object.__setattr__(self, "_batch_table", table)
+        return table
+
     def exponent_bits(self, mode: Mode) -> int:
         """Bits of the random exponent ``a`` in the DJN modes."""
         if mode == "djn":
@@ -301,7 +343,8 @@ class PublicKey:
             return [self.obfuscator_from(mode, r) for r in randomness]
         if mode not in MODES:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
-        return self.comb_table().pow_many(randomness, self.exponent_bits(mode))
+        table = self.batch_table() if len(randomness) >= BATCH_TABLE_MIN else self.comb_table()
+        return table.pow_many(randomness, self.exponent_bits(mode))
 
     def obfuscator(
         self, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
@@ -381,7 +424,17 @@ class PrivateKey:
     """
 
     __slots__ = (
-        "__weakref__", "_hp", "_hq", "_p", "_p2", "_pk", "_q", "_q2", "_q2_inv_p2", "_q_inv_p",
+        "__weakref__",
+        "_batch_tables",
+        "_hp",
+        "_hq",
+        "_p",
+        "_p2",
+        "_pk",
+        "_q",
+        "_q2",
+        "_q2_inv_p2",
+        "_q_inv_p",
         "_tables",
     )
 
@@ -395,6 +448,7 @@ class PrivateKey:
     _q_inv_p: mpz
     _q2_inv_p2: mpz
     _tables: tuple[FixedBaseTable, FixedBaseTable] | None
+    _batch_tables: tuple[FixedBaseTable, FixedBaseTable] | None
 
     def __init__(self, public_key: PublicKey, p: int, q: int) -> None:
         p_, q_ = mpz(as_int(p)), mpz(as_int(q))
@@ -433,6 +487,7 @@ class PrivateKey:
         s(self, "_q_inv_p", invert(q, p))
         s(self, "_q2_inv_p2", invert(q2, p2))
         s(self, "_tables", None)
+        s(self, "_batch_tables", None)
         _PRIVATE.setdefault(pk.key_id, self)
 
     __setattr__ = _immutable
@@ -510,6 +565,19 @@ class PrivateKey:
             object.__setattr__(self, "_tables", tables)
         return tables
 
+    def batch_tables(self) -> tuple[FixedBaseTable, FixedBaseTable]:
+        """The CRT tables for large batches, with the :func:`batch_window` of ``p²`` (built on
+        first use; the comb tables themselves when that window is 8)."""
+        tables = self._batch_tables
+        if tables is None:
+            bits = self._pk._half_bits
+            window = batch_window(self._p2.bit_length(), bits, BATCH_TABLE_BYTES // 2)
+            tables = (self.comb_tables() if window == COMB_WINDOW else
+                      (FixedBaseTable.build(self._pk._hs % self._p2, self._p2, bits, window),
+                       FixedBaseTable.build(self._pk._hs % self._q2, self._q2, bits, window)))
+            object.__setattr__(self, "_batch_tables", tables)
+        return tables
+
     def draw_randomness(self, mode: Mode, rng: RandomSource) -> Any:
         """``a`` for the DJN modes (as the public key draws it); ``(r_p, r_q)`` for classic."""
         if mode == "classic":
@@ -550,11 +618,13 @@ class PrivateKey:
             return [self.obfuscator_from(mode, r) for r in randomness]
         if mode not in MODES:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
-        tp, tq = self.comb_tables()
-        bits = self._pk.exponent_bits(mode)
+        if self._pk._bits < CRT_OBFUSCATOR_MIN_BITS:
+            return self._pk.obfuscators_from(mode, randomness)  # the same values, one pass mod N²
+        tp, tq = self.batch_tables() if len(randomness) >= BATCH_TABLE_MIN else self.comb_tables()
+        columns = exponent_columns(randomness, self._pk.exponent_bits(mode), tp.window)  # shared by both
         p2, q2, inv = self._p2, self._q2, self._q2_inv_p2
-        return [crt_pair(xp, xq, p2, q2, inv)
-                for xp, xq in zip(tp.pow_many(randomness, bits), tq.pow_many(randomness, bits), strict=True)]
+        return [xq + q2 * ((xp - xq) * inv % p2)  # crt_pair, inlined for the batch
+                for xp, xq in zip(tp.pow_columns(columns), tq.pow_columns(columns), strict=True)]
 
     def encrypt(self, m: int, *, mode: Mode = "djn", rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
         """Key-owner encryption of a signed integer: the public key's ``mode``, computed by CRT."""

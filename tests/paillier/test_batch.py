@@ -26,6 +26,7 @@ from securetrees.paillier.batch import (
     ciphertexts_to_bytes,
     decrypt_many,
     encrypt_many,
+    encrypt_to_bytes,
     sum_many,
 )
 from securetrees.rand import DeterministicRandom
@@ -194,3 +195,24 @@ def test_ciphertext_bytes_refuse_bad_values() -> None:
     for bad in (0, PK.n_square, PK.n * 7):  # zero, out of range, not a unit
         with pytest.raises(InvalidCiphertext):
             ciphertexts_from_bytes(good + int(bad).to_bytes(width, "big"), PK)
+
+
+@pytest.mark.parametrize("key", [PK, SK])
+def test_encrypt_to_bytes_writes_what_the_objects_would(key: Any) -> None:
+    """Same seeded source: the bytes of :func:`ciphertexts_to_bytes` over :func:`encrypt_many`."""
+    data = encrypt_to_bytes(key, VALUES, rng=DeterministicRandom("to bytes"))
+    assert data == ciphertexts_to_bytes(encrypt_many(key, VALUES, rng=DeterministicRandom("to bytes")))
+    assert decrypt_many(SK, ciphertexts_from_bytes(data, PK)) == VALUES
+    assert encrypt_to_bytes(PK, []) == b""
+
+
+def test_a_batch_is_range_checked_at_both_ends() -> None:
+    """One check per batch (the least and the greatest value) still refuses any value outside."""
+    for bad in (PK.n // 3, -(PK.n // 3)):
+        for where in (0, len(VALUES) // 2, len(VALUES)):
+            values = [*VALUES[:where], bad, *VALUES[where:]]
+            with pytest.raises(EncodingOverflowError):
+                encrypt_to_bytes(PK, values)
+            with pytest.raises(EncodingOverflowError):
+                encrypt_many(PK, values)
+    assert PK.plaintext_range.embed_many([-1, 0, 5]) == [PK.n - 1, 0, 5]

@@ -177,7 +177,8 @@ def check_batch_count(cls: type[FixedBaseTable], bits: int, window: int, bound: 
     assert_fixed_count([counter[0]], len(exps) * cost(bound, window))
 
 
-@pytest.mark.parametrize(("bits", "window", "bound"), [(200, 8, 200), (200, 10, 200), (97, 5, 3), (16, 1, 16)])
+@pytest.mark.parametrize(("bits", "window", "bound"), [(200, 8, 200), (200, 10, 200), (200, 12, 200), (97, 5, 3),
+                                                        (16, 1, 16)])
 def test_batched_table_takes_the_same_fixed_count(bits: int, window: int, bound: int) -> None:
     check_batch_count(FixedBaseTable, bits, window, bound)
 
@@ -264,7 +265,7 @@ def test_digits_cover_every_window_whatever_the_exponent() -> None:
             digits = _nt.window_digits(mpz(e), window, 3)
             assert len(digits) == 3 and sum(d << (window * i) for i, d in enumerate(digits)) == e
     exps = [0, 1, 2**30 - 1, 12345, 2**29]
-    for window in (1, 5, 6, 8, 10, 12):
+    for window in (1, 5, 6, 8, 10, 12, 13, 16):
         count = -(-30 // window)
         columns = _nt.window_digit_columns(exps, window, count)
         assert [list(c) for c in zip(*columns, strict=True)] == [_nt.window_digits(mpz(e), window, count) for e in exps]
