@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ from securetrees.executors import chunk_size, run_chunked
 from securetrees.protocols.secureboost.messages import BUCKET_EMPTY, BUCKET_REST, BUCKET_SENT
 
 __all__ = ["Quotients", "bucket_codes", "bucket_counts", "bucket_kinds", "direct_sums", "expand_buckets",
-           "sibling_sums"]
+           "most_populous", "sibling_sums"]
 
 IntArray = npt.NDArray[np.int64]
 ONE = mpz(1)
@@ -64,16 +65,29 @@ class Quotients:
         return count
 
 
-def bucket_codes(binned: IntArray, n_bins: Sequence[int], missing_bin: int) -> IntArray:
-    """Each (instance, feature)'s bucket: its bin, or ``n_bins[f]`` (the last bucket) if missing."""
+def bucket_codes(binned: IntArray, n_bins: Sequence[int], missing_bin: int) -> npt.NDArray[np.int16]:
+    """Each (instance, feature)'s bucket: its bin, or ``n_bins[f]`` (the last bucket) if missing;
+    16-bit (a bin budget is at most 255), so that a node's rows are cheap to gather."""
     nb = np.asarray(n_bins, dtype=np.int64)[None, :]
-    return np.where(binned == missing_bin, nb, binned).astype(np.int64)
+    return np.where(binned == missing_bin, nb, binned).astype(np.int16)
 
 
-def bucket_counts(codes: IntArray, widths: Sequence[int]) -> IntArray:
+def bucket_counts(codes: npt.NDArray[np.integer[Any]], widths: Sequence[int]) -> IntArray:
     """The instance count of every (feature, bucket) of one node from its rows of bucket codes."""
     starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
     return np.bincount((codes + starts[None, :]).ravel(), minlength=int(sum(widths))).astype(np.int64)
+
+
+def most_populous(counts: IntArray, widths: Sequence[int]) -> IntArray:
+    """Per feature, the first of its buckets with the largest count (an index within the feature)."""
+    w = np.asarray(widths, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(w)[:-1]])
+    top = np.repeat(np.maximum.reduceat(counts, starts), w)
+    at_top = np.flatnonzero(counts == top)
+    feature = np.searchsorted(starts, at_top, side="right") - 1
+    _, first = np.unique(feature, return_index=True)
+    out: IntArray = at_top[first] - starts
+    return out
 
 
 def bucket_kinds(counts: IntArray, widths: Sequence[int]) -> npt.NDArray[np.uint8]:
@@ -82,14 +96,9 @@ def bucket_kinds(counts: IntArray, widths: Sequence[int]) -> npt.NDArray[np.uint
     kinds = np.where(counts == 0, BUCKET_EMPTY, BUCKET_SENT).astype(np.uint8)
     if not len(widths):
         return kinds
-    w = np.asarray(widths, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(w)[:-1]])
-    top = np.maximum.reduceat(counts, starts)
-    at_top = np.flatnonzero(counts == np.repeat(top, w))
-    feature = np.searchsorted(starts, at_top, side="right") - 1
-    _, first = np.unique(feature, return_index=True)  # the first bucket at the maximum, per feature
-    rest = at_top[first]
-    kinds[rest[top[feature[first]] > 0]] = BUCKET_REST
+    starts = np.concatenate([[0], np.cumsum(np.asarray(widths, dtype=np.int64))[:-1]])
+    rest = starts + most_populous(counts, widths)
+    kinds[rest[counts[rest] > 0]] = BUCKET_REST
     return kinds
 
 
@@ -123,7 +132,7 @@ def expand_buckets(sent: IntArray, kinds: npt.NDArray[np.uint8], totals: IntArra
 
 
 def _partial_sums(
-    modulus: mpz, widths: list[int], big: list[int], values: list[mpz], codes: IntArray,
+    modulus: mpz, widths: list[int], big: list[int], values: list[mpz], codes: npt.NDArray[np.integer[Any]],
 ) -> tuple[mpz, list[mpz], int]:
     """A run of a node's rows (ciphertext values, one row of bucket codes each): the product of
     the values, and per (feature, bucket) the product of its members, the most populous bucket
@@ -155,14 +164,14 @@ def _partial_sums(
 
 
 def _partials(
-    modulus: mpz, widths: list[int], big: list[int], runs: list[tuple[list[mpz], IntArray]],
+    modulus: mpz, widths: list[int], big: list[int], runs: list[tuple[list[mpz], npt.NDArray[np.integer[Any]]]],
 ) -> list[tuple[mpz, list[mpz], int]]:
     return [_partial_sums(modulus, widths, big, values, codes) for values, codes in runs]
 
 
 def direct_sums(
-    values: Sequence[mpz], codes: IntArray, widths: Sequence[int], modulus: mpz, pending: Quotients,
-    executor: Executor | None = None,
+    values: Sequence[mpz], codes: npt.NDArray[np.integer[Any]], widths: Sequence[int], modulus: mpz,
+    pending: Quotients, executor: Executor | None = None, counts: IntArray | None = None,
 ) -> tuple[list[mpz], int]:
     """The bucket sums of one node from its instances' ciphertext values ``values`` and bucket
     codes ``codes`` (one row per instance, one column per feature with ``widths[f]`` buckets).
@@ -172,7 +181,7 @@ def direct_sums(
     ``pending`` is resolved) and the number of row multiplications (the same with any executor;
     joining the partials is not counted)."""
     w = [int(x) for x in widths]
-    big = [int(np.argmax(np.bincount(codes[:, f], minlength=width))) for f, width in enumerate(w)]
+    big = most_populous(bucket_counts(codes, w) if counts is None else counts, w).tolist()
     vals = list(values)
     step = chunk_size(len(vals), executor)
     runs = [(vals[i:i + step], codes[i:i + step]) for i in range(0, len(vals), step)]

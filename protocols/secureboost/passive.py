@@ -98,7 +98,7 @@ class PassiveParty(Party):
         self._pk: PublicKey | None = None
         self._mapper: BinMapper | None = None
         self._binned: IntArray | None = None
-        self._codes: IntArray | None = None
+        self._codes: npt.NDArray[np.int16] | None = None
         self._widths: list[int] = []
         self._vals: list[mpz] = []
         self._layout: PackingLayout | None = None
@@ -155,7 +155,7 @@ class PassiveParty(Party):
         return Ack()
 
     # -- S2: bucket sums with sibling subtraction -------------------------------------------------
-    def _direct(self, ids: IntArray, pending: Quotients) -> list[mpz]:
+    def _direct(self, ids: IntArray, counts: IntArray, pending: Quotients) -> list[mpz]:
         """Encrypted ``(count, G, H)`` per (feature, bucket) of the instances ``ids`` (the most
         populous bucket of each feature left to ``pending``); an empty bucket is the trivial
         encryption of 0 (re-randomised when packed)."""
@@ -164,38 +164,49 @@ class PassiveParty(Party):
             raise ProtocolError("no setup received")
         vals = self._vals
         sums, mults = direct_sums([vals[i] for i in ids.tolist()], codes[ids], self._widths,
-                                  self._key()._n2, pending, self.executor)
+                                  self._key()._n2, pending, self.executor, counts)
         self.op_counts["add"] += mults
         return sums
 
     def bucket_sums(self, jobs: tuple[NodeJob, ...]) -> list[list[Ciphertext]]:
         """Per job, its bucket sums: where the parent's sums are cached and the sibling is in the
         same request, the smaller child is summed directly and the larger is parent − smaller."""
+        pk = self._key()
+        sums, _ = self._sums_and_counts(jobs)
+        return [[_make(pk, v, False) for v in node] for node in sums]
+
+    def _sums_and_counts(self, jobs: tuple[NodeJob, ...]) -> tuple[list[list[mpz]], list[IntArray]]:
+        """:meth:`bucket_sums` as raw values, with each job's bucket counts."""
         n = self._X.shape[0]
         pk = self._key()
+        codes = self._codes
+        if codes is None:
+            raise ProtocolError("no setup received")
+        for job in jobs:
+            if job.ids.size and (job.ids.min() < 0 or job.ids.max() >= n):
+                raise ProtocolError("a node names instances that do not exist")
+        counts = {job.node: bucket_counts(codes[job.ids], self._widths) for job in jobs}
         by_node = {j.node: j for j in jobs}
         done: dict[int, list[mpz]] = {}
         pairs: list[tuple[int, int, int]] = []  # (large, small, parent)
         pending = Quotients(pk._n2)
         for job in jobs:
-            if job.ids.size and (job.ids.min() < 0 or job.ids.max() >= n):
-                raise ProtocolError("a node names instances that do not exist")
             if job.node in done or any(job.node == large for large, _, _ in pairs):
                 continue
             sib = by_node.get(job.sibling)
             if sib is not None and job.parent in self._cache and sib.parent == job.parent:
                 small, large = (job, sib) if (job.ids.size, job.node) <= (sib.ids.size, sib.node) else (sib, job)
-                done[small.node] = self._direct(small.ids, pending)
+                done[small.node] = self._direct(small.ids, counts[small.node], pending)
                 pairs.append((large.node, small.node, job.parent))
             else:
-                done[job.node] = self._direct(job.ids, pending)
+                done[job.node] = self._direct(job.ids, counts[job.node], pending)
         self.op_counts["subtract"] += pending.resolve()
         for large_node, small_node, parent in pairs:
             done[large_node] = sibling_sums(self._cache[parent], done[small_node], pending)
         self.op_counts["subtract"] += pending.resolve()
         self._cache = done
         self._node_ids = {j.node: j.ids for j in jobs}
-        return [[_make(pk, v, False) for v in done[j.node]] for j in jobs]
+        return [done[j.node] for j in jobs], [counts[j.node] for j in jobs]
 
     @handles(HistogramRequest)
     def on_histogram(self, sender: str, msg: HistogramRequest) -> HistogramReply:
@@ -204,14 +215,14 @@ class PassiveParty(Party):
         ciphertext, each packed ciphertext re-randomised before it leaves."""
         if msg.tree != self._tree or self._layout is None or self._codes is None:
             raise ProtocolError("a histogram request for a tree whose gradients were not received")
-        sums = self.bucket_sums(msg.jobs)
-        kinds = np.concatenate([bucket_kinds(bucket_counts(self._codes[job.ids], self._widths), self._widths)
-                                for job in msg.jobs]) if msg.jobs else np.zeros(0, dtype=np.uint8)
+        sums, counts = self._sums_and_counts(msg.jobs)
+        kinds = np.concatenate([bucket_kinds(c, self._widths) for c in counts]) if msg.jobs else np.zeros(
+            0, dtype=np.uint8)
         flat = [c for node in sums for c in node]
-        sent = [c for c, kind in zip(flat, kinds.tolist(), strict=True) if kind == BUCKET_SENT]
+        pk = self._key()
+        sent = [_make(pk, c, False) for c, kind in zip(flat, kinds.tolist(), strict=True) if kind == BUCKET_SENT]
         packed = pack_ciphertexts(sent, self._layout, self.executor)
         self.op_counts["shift"] += len(sent) - len(packed)
-        pk = self._key()
         noise = obfuscators(pk, "djn", len(packed), executor=self.executor, rng=self._rng)
         self.op_counts["rerandomize"] += len(packed)
         return HistogramReply(len(flat), kinds,

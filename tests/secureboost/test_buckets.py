@@ -13,11 +13,19 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from securetrees.errors import ProtocolError
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.secureboost import passive as passive_module
-from securetrees.protocols.secureboost.buckets import bucket_counts, bucket_kinds, expand_buckets
+from securetrees.protocols.secureboost.buckets import (
+    bucket_codes,
+    bucket_counts,
+    bucket_kinds,
+    expand_buckets,
+    most_populous,
+)
 from securetrees.protocols.secureboost.messages import (
     BUCKET_EMPTY,
     BUCKET_REST,
@@ -124,3 +132,21 @@ def test_planted_leak_kinds_carrying_more_than_the_counts_are_refused(
     monkeypatch.setattr(passive_module, "bucket_kinds", _leaky_kinds(move_rest))
     with pytest.raises(ProtocolError, match="do not follow from its counts"):
         make("reg", PARTITION, keypair, n_estimators=1).fit(X, y)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=5).flatmap(
+    lambda widths: st.tuples(st.just(widths), st.lists(
+        st.tuples(*[st.integers(0, w - 1) for w in widths]), min_size=0, max_size=30))))
+def test_most_populous_is_the_first_argmax_of_each_feature(case: tuple[list[int], list[tuple[int, ...]]]) -> None:
+    widths, rows = case
+    codes = np.asarray(rows, dtype=np.int16).reshape(len(rows), len(widths))
+    expect = [int(np.argmax(np.bincount(codes[:, f], minlength=w))) for f, w in enumerate(widths)]
+    assert most_populous(bucket_counts(codes, widths), widths).tolist() == expect
+
+
+def test_bucket_codes_hold_the_largest_budget() -> None:
+    """Codes are 16-bit: 255 bins and the missing bucket after them survive the narrowing."""
+    binned = np.array([[0, 254], [255, 3]], dtype=np.int64)  # 255: the missing code
+    codes = bucket_codes(binned, [255, 255], missing_bin=255)
+    assert codes.dtype == np.int16 and codes.tolist() == [[0, 254], [255, 3]]
