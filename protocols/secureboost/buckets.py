@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -141,26 +142,22 @@ def _partial_sums(
     total = ONE
     for v in values:
         total = total * v % modulus
-    mults = len(values)
-    out: list[mpz] = []
-    for f, width in enumerate(widths):
-        col = codes[:, f]
-        sel = np.flatnonzero(col != big[f])
-        order = sel[np.argsort(col[sel], kind="stable")]
-        bounds = np.searchsorted(col[order], np.arange(width + 1)).tolist()
-        members = [values[i] for i in order.tolist()]  # grouped by bucket, in row order
-        sums = [ONE] * width
-        for b in range(width):
-            lo, hi = bounds[b], bounds[b + 1]
-            if lo == hi:
-                continue
-            acc = members[lo]
-            for v in members[lo + 1:hi]:
-                acc = acc * v % modulus
-            sums[b] = acc
-        mults += len(members)
-        out.extend(sums)
-    return total, out, mults
+    n_rows, n_features = codes.shape
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+    keys = (codes + starts[None, :]).ravel()  # (row, feature) -> its bucket over all features
+    kept = np.flatnonzero((codes != np.asarray(big, dtype=np.int64)[None, :]).ravel())
+    order = kept[np.argsort(keys[kept], kind="stable")]  # grouped by bucket, in row order
+    bounds = np.searchsorted(keys[order], np.arange(int(sum(widths)) + 1)).tolist()
+    members = [values[i] for i in (order // max(n_features, 1)).tolist()]
+    out = [ONE] * (len(bounds) - 1)
+    for b, (lo, hi) in enumerate(pairwise(bounds)):
+        if lo == hi:
+            continue
+        acc = members[lo]
+        for v in members[lo + 1:hi]:
+            acc = acc * v % modulus
+        out[b] = acc
+    return total, out, n_rows + len(members)
 
 
 def _partials(
