@@ -65,13 +65,13 @@ class BackgroundPool:
             raise ParameterError("chunk_size must be a positive integer")
         pk = key if isinstance(key, PublicKey) else key.public_key
         self._key = key  # what this process computes with (the key owner's CRT if a private key)
-        self._owned = executor is None
         # What a task carries: the public key, or the wrapped private key only when trusted.
         self._sent: PublicKey | WorkerPrivateKey = (
             key.for_workers() if isinstance(key, PrivateKey) and trusted_workers else pk)
         self._mode: Mode = mode
         self._rng = rng
         self._chunk = chunk_size
+        self._owned = executor is None
         self._executor: Executor = ProcessPoolExecutor(1) if executor is None else executor
         self._pool = RandomnessPool(pk, mode=mode)
         self._pending: deque[tuple[list[Any], Future[tuple[list[mpz], float]]]] = deque()
@@ -119,26 +119,23 @@ class BackgroundPool:
         if missing > 0:
             self.request(missing)
         need = count - len(self._pool)
-        chunks: deque[tuple[list[Any], Future[tuple[list[mpz], float]]]] = deque()
+        chunks: list[tuple[list[Any], Future[tuple[list[mpz], float]]]] = []
         while need > 0:
             chunk, fut = self._pending.popleft()
             chunks.append((chunk, fut))
             need -= len(chunk)
-        # The worker runs the chunks from the head; this process takes the tail one chunk at a
-        # time while the worker has not started it, so both end together.
-        done: list[list[mpz]] = []
-        tail: list[list[mpz]] = []
-        while chunks:
-            if chunks[0][1].done() or not chunks[-1][1].cancel():
-                got, seconds = chunks.popleft()[1].result()
-                done.append(got)
+        values: list[list[mpz] | None] = [None] * len(chunks)
+        for i in reversed(range(len(chunks))):  # take over the tail the worker has not started
+            chunk, fut = chunks[i]
+            if fut.cancel():
+                values[i] = _obfuscator_chunk(self._key, self._mode, chunk)
+                self.stolen += len(chunk)
+        for i, (_, fut) in enumerate(chunks):
+            if values[i] is None:
+                got, seconds = fut.result()
+                values[i] = got
                 self.worker_seconds += seconds
-                continue
-            chunk, _ = chunks.pop()
-            tail.append(_obfuscator_chunk(self._key, self._mode, chunk))
-            self.stolen += len(chunk)
-        for values in done + tail[::-1]:
-            self._pool.extend(values)
+            self._pool.extend(values[i] or [])
         return self._pool
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ started); the worker's tasks carry a private key only when trusted."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from securetrees.errors import ParameterError
-from securetrees.paillier import batch
+from securetrees.paillier import batch, prefill
 from securetrees.paillier.prefill import BackgroundPool
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
@@ -54,6 +55,77 @@ def test_chunks_the_worker_did_not_start_are_computed_here() -> None:
         assert ex.submitted == 3 and bg.stolen == 8 and bg.queued == 2
         assert [pool.take() for _ in range(8)] == _expected(SK, 8)
         assert len(bg.ready(2)) == 2 and bg.queued == 0
+
+
+class HeadStartedExecutor(Executor):
+    """A worker that has finished the first task and is running the second (it completes shortly,
+    on a timer); the others are never started."""
+
+    def __init__(self) -> None:
+        self.futures: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        if len(self.futures) == 0:
+            fut.set_result(fn(*args, **kwargs))
+        elif len(self.futures) == 1:
+            fut.set_running_or_notify_cancel()
+            threading.Timer(0.05, fut.set_result, [fn(*args, **kwargs)]).start()
+        self.futures.append(fut)
+        return fut
+
+
+def test_the_caller_takes_the_tail_while_the_worker_holds_the_head() -> None:
+    """Shared chunk by chunk: the finished head is taken, the two unstarted tail chunks are
+    computed here, and the running one is waited for; the values keep the request order."""
+    ex = HeadStartedExecutor()
+    with BackgroundPool(SK, executor=ex, chunk_size=3, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(12)
+        pool = bg.ready(12)
+        assert bg.stolen == 6 and bg.queued == 0 and [f.cancelled() for f in ex.futures] == [False, False, True, True]
+        assert [pool.take() for _ in range(12)] == _expected(SK, 12)
+
+
+class SteppedExecutor(Executor):
+    """A worker that starts and finishes its next task, in submission order, each time
+    :meth:`step` is called (the test steps it whenever the caller computes a chunk)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        self.tasks.append((fut, lambda: fn(*args, **kwargs)))
+        return fut
+
+    def step(self) -> None:
+        for fut, run in self.tasks:
+            if not fut.done() and fut.set_running_or_notify_cancel():
+                fut.set_result(run())
+                return
+
+
+def test_both_sides_keep_working_until_the_request_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the caller computes a tail chunk the worker finishes a head chunk: 8 chunks end 4 and
+    4: the caller cancels a tail chunk only just before computing it."""
+    ex = SteppedExecutor()
+    here = prefill._obfuscator_chunk
+
+    worker = [False]
+
+    def computed_here(*args: Any) -> Any:  # also what the stepped worker's task calls
+        if not worker[0]:
+            worker[0] = True
+            ex.step()
+            worker[0] = False
+        return here(*args)
+
+    monkeypatch.setattr(prefill, "_obfuscator_chunk", computed_here)
+    with BackgroundPool(SK, executor=ex, chunk_size=2, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(16)
+        pool = bg.ready(16)
+        assert bg.stolen == 8 and bg.queued == 0
+        assert [pool.take() for _ in range(16)] == _expected(SK, 16)
 
 
 def test_trusted_workers_receive_the_private_key() -> None:
