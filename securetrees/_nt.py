@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -309,13 +310,14 @@ def exponent_columns(exps: Sequence[int | mpz], bits: int, window: int) -> list[
     count = -(-bits // window)
     if not exps:
         return [[] for _ in range(count)]
-    try:
-        low, high = min(exps), max(exps)
-        if low < 0 or int(high).bit_length() > bits:
-            raise ExponentRangeError(f"exponent must lie in [0, 2^{bits})")
-        return window_digit_columns(exps, window, count)
-    except (TypeError, OverflowError) as exc:
-        raise ExponentRangeError(f"exponents must be integers in [0, 2^{bits})") from exc
+    if not all(type(e) is mpz for e in exps):  # as drawn here: the fast path needs no conversion
+        try:
+            exps = [mpz(operator.index(e)) for e in exps]
+        except TypeError as exc:
+            raise ExponentRangeError(f"exponents must be integers in [0, 2^{bits})") from exc
+    if min(exps) < 0 or max(exps).bit_length() > bits:
+        raise ExponentRangeError(f"exponent must lie in [0, 2^{bits})")
+    return window_digit_columns(exps, window, count)
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import gmpy2
+import numpy as np
 import pytest
 
 from securetrees._nt import FixedBaseTable, exponent_columns, mpz, window_digits
@@ -47,7 +48,7 @@ def test_large_batches_give_the_single_obfuscators(bits: int) -> None:
     assert pk.obfuscators_from("djn", small) == sk.obfuscators_from("djn", small) == expect[:10]
 
 
-@pytest.mark.parametrize("bad", [[-1], [1 << 64], [3, -5, 7], [1.5], ["7"], [None]])
+@pytest.mark.parametrize("bad", [[-1], [1 << 64], [3, -5, 7], [1.5], ["7"], [None], [np.float64(2.0)]])
 def test_a_batch_with_one_exponent_out_of_range_is_refused(bad: list[Any]) -> None:
     with pytest.raises(ExponentRangeError):
         exponent_columns([1, 2, *bad], 64, 12)
@@ -64,3 +65,5 @@ def test_exponent_columns_are_the_digits() -> None:
         assert len(columns) == count
         assert [list(c) for c in zip(*columns, strict=True)] == [window_digits(e, window, count) for e in exps]
     assert exponent_columns([], 64, 12) == [[]] * 6
+    as_numpy = exponent_columns([np.int64(5), 7, mpz(9)], 64, 12)  # any integer type, as mpz
+    assert as_numpy == exponent_columns([mpz(5), mpz(7), mpz(9)], 64, 12)
