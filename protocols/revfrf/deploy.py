@@ -7,6 +7,10 @@ share, a participant's Ed25519 seed, the session id) and writes the public
 directory and the Ed25519 verification keys into ``run.toml``.  The KGC service
 then holds only the directory and the revocation list (:meth:`KGC.restore`).
 
+``[protocol] n_jobs`` (2 or more) gives each participant a process pool for its HoEnc batches
+(FOS-Find's thresholds, FT-Test's values) for the life of its process; no other role has a loop
+on an executor, and none a secret-key step on one (so there is no ``trusted_workers``).
+
 Each data holder reads its own table (``securetrees.net.tables``): the CS its ids and label
 column, each participant its ids and columns (``[protocol] columns`` lists their global
 indexes), with ``test_data`` the rows to predict; the requester its own whole rows.  Before
