@@ -31,6 +31,7 @@ exponents and public residues by default (the trust rule of the spec).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -249,9 +250,17 @@ def check_trusted(trusted_workers: object) -> bool:
 
 def process_pool(n_jobs: object) -> Executor | None:
     """A deployed role's executor from its ``n_jobs`` setting: a ``ProcessPoolExecutor`` of that
-    many workers for the life of the role's process when it is at least 2, else None."""
+    many workers for the life of the role's process when it is at least 2, else None.
+
+    The workers are never forked from the role's process, which runs gRPC's threads: a worker
+    forked from it can die on its first task (``BrokenProcessPool``; gRPC skips its fork
+    handlers while other threads are in a call).  They are forked from a fresh ``forkserver``
+    process instead (``spawn`` where there is none)."""
     jobs = check_n_jobs(n_jobs)
-    return ProcessPoolExecutor(jobs) if jobs is not None and jobs >= 2 else None
+    if jobs is None or jobs < 2:
+        return None
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method))
 
 
 @contextmanager

@@ -4,6 +4,7 @@ and the trust rule (workers receive public keys only unless the caller opts in).
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import threading
 import time
@@ -224,5 +225,7 @@ def test_role_executor_and_process_pool() -> None:
     assert process_pool(None) is None and process_pool(1) is None
     pool = process_pool(2)
     assert isinstance(pool, ProcessPoolExecutor)
+    if "forkserver" in multiprocessing.get_all_start_methods():  # a role's process runs gRPC threads:
+        assert pool.submit(os.getppid).result() != os.getpid()  # its workers are a forkserver's children
     pool.shutdown()
     given.shutdown()

@@ -7,6 +7,10 @@ share, a participant's Ed25519 seed, the session id) and writes the public
 directory and the Ed25519 verification keys into ``run.toml``.  The KGC service
 then holds only the directory and the revocation list (:meth:`KGC.restore`).
 
+``[protocol] n_jobs`` (2 or more) gives each participant a process pool for its HoEnc batches
+(FOS-Find's thresholds, FT-Test's values) for the life of its process; no other role has a loop
+on an executor, and none a secret-key step on one (so there is no ``trusted_workers``).
+
 Each data holder reads its own table (``securetrees.net.tables``): the CS its ids and label
 column, each participant its ids and columns (``[protocol] columns`` lists their global
 indexes), with ``test_data`` the rows to predict; the requester its own whole rows.  Before
@@ -55,6 +59,7 @@ from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
 from securetrees.errors import ParameterError, TableError, UnsupportedActionError
+from securetrees.executors import check_n_jobs, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align, align_party, align_test, alignment_mode
 from securetrees.net.config import RunConfig
@@ -104,8 +109,10 @@ __all__ = ["PARAMETERS", "PREDICT_ONLY", "fit", "issue_keys", "make_role", "mode
 FloatArray = npt.NDArray[np.float64]
 
 PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", "participants", "columns",
-                        "requesters", "n_features", "allow_insecure", "directory", "verify_keys"})
-"""The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout."""
+                        "requesters", "n_features", "allow_insecure", "directory", "verify_keys", "n_jobs"})
+"""The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout,
+and ``n_jobs`` (each participant's HoEnc batches on a process pool of that many workers; no role has a
+secret-key step on an executor, so there is no ``trusted_workers``)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
@@ -308,6 +315,7 @@ def model_roles(config: RunConfig) -> list[str]:
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
+    check_n_jobs(p.get("n_jobs"))  # every role refuses a bad value at start-up, before any alignment
     participants = [str(u) for u in p["participants"]]
     columns = {u: tuple(int(c) for c in cols) for u, cols in zip(participants, p["columns"], strict=True)}
     d = int(p["n_features"])
@@ -404,7 +412,10 @@ def _participant(role: str, config: RunConfig, network: Network, secrets: dict[s
                  directory: dict[str, PublicKey], participants: list[str], columns: dict[str, tuple[int, ...]],
                  verify_keys: dict[str, bytes], passphrase: bytes) -> DeployedParticipant:
     """A participant: its columns of the training and test rows (aligned by PSI), or in a
-    predict-only run its saved part and its ``test_data`` alone, encoded with the saved schema."""
+    predict-only run its saved part and its ``test_data`` alone, encoded with the saved schema.
+    With ``n_jobs`` of 2 or more its HoEnc batches (FOS-Find's thresholds, FT-Test's values) run on
+    a process pool of its own for the life of the process; a task carries public values and
+    exponents only (``specs/batch_executors.md``)."""
     p = config.params
     part = None
     if config.job == "predict":
@@ -429,7 +440,9 @@ def _participant(role: str, config: RunConfig, network: Network, secrets: dict[s
         role, network, columns=columns[role], X_own=X, weak_key=_weak(secrets, directory, role),
         signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=secrets.get("session", b""),
         verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer, ml_seed=run.ml_seed + 1 + i,
-        codec=run.codec, holt_params=run.holt)
+        codec=run.codec, holt_params=run.holt, executor=process_pool(p.get("n_jobs")))
+    if dp.executor is not None:
+        dp.logger.info("%s: HoEnc batches on a pool of %d worker processes (n_jobs)", role, p["n_jobs"])
     dp.schema = SchemaState.of(schema)
     _keep(dp, config, passphrase)
     if part is not None:
