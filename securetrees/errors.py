@@ -21,6 +21,7 @@ __all__ = [
     "InvalidCiphertext",
     "KeyMismatchError",
     "MissingDependencyError",
+    "MissingKeyMaterialError",
     "NamespaceError",
     "NotFittedError",
     "OutputExistsError",
@@ -162,6 +163,12 @@ class CollusionError(ParameterError):
 class CertificateRequestError(ParameterError):
     """A certificate signing request the run's CA refuses: its signature does not verify, or its
     common name and single DNS name are not one and the same valid party name."""
+
+
+class MissingKeyMaterialError(ParameterError):
+    """A run configuration lacks public key material its protocol's roles need at start-up (e.g.
+    SecureBoost's ``active_public_key``); the message names the ``[protocol]`` key and the set-up
+    command that makes it."""
 
 
 class TableError(ParameterError):

@@ -8,7 +8,7 @@
 ``setup issue``            the CA makes key and certificate for parties its organisation hosts
 ``setup keys``             a party's protocol key material, sealed in its key file (Paillier holders)
 ``setup kgc``              RevFRF's KGC: every party's sealed key file and the public directory
-``setup run``              ``run.toml``: the roster, ``[protocol]``, each name's issuer, checked
+``setup run``              ``run.toml``: the roster, ``[protocol]``, each name's issuer, checked (key material too)
 ========================  ==============================================================================
 
 Passphrases are never arguments: ``--passphrase-file``, else ``$SECURETREES_PASSPHRASE``, else a
@@ -109,7 +109,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     kgc.set_defaults(func=_kgc)
 
     run = step("run", "write run.toml: the roster (each name bound to its CA), [protocol], the non-collusion "
-                      "assumption; checked before it is written")
+                      "assumption; checked before it is written (a run lacking the key material its protocol "
+                      "needs is refused, naming the setup keys / setup kgc command that makes it)")
     run.add_argument("protocol", help="a deployment (securetrees.deployments entry point)")
     run.add_argument("--out", required=True, help="the run.toml to write (paths below are relative to its folder)")
     run.add_argument("--ca", required=True, nargs="+",

@@ -152,8 +152,8 @@ class DeployedClient(SavesModel, Controllable, Client):
     _test: tuple[FloatArray, list[str]] | None = None
     _own_test_ids: tuple[str, ...] = ()
     """This client's own ids of its test rows (aligned order), for the label holder's predictions."""
-    _canonical_ids: tuple[str, ...] = ()
-    """The same ids in the canonical order of the loaded test rows (the forest output's order)."""
+    _order: npt.NDArray[np.int64] | None = None
+    """Where each row of the canonical order (the forest output's) is among the loaded test rows."""
     schema: SchemaState | None = None
     classes: tuple[str, ...] = ()
 
@@ -162,26 +162,31 @@ class DeployedClient(SavesModel, Controllable, Client):
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
         X, ids = self._test
         self.load_test(X, ids)
-        order = canonical_order(hash_ids(self._id_key, ids))
-        self._canonical_ids = tuple(self._own_test_ids[k] for k in order) if self._own_test_ids else ()
-        return ControlReply(arrays={"order": order})
+        self._order = canonical_order(hash_ids(self._id_key, ids))
+        return ControlReply(arrays={"order": self._order})
 
     def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
         """``Client.on_leaf_values``; the label holder also keeps the forest output it computes
-        (its own file, beside its own ids of the rows: it is the party entitled to it)."""
+        (its own file, beside its own ids of the rows: it is the party entitled to it), in the
+        order of its test rows, which is the order the operator puts the output in (:func:`predict`):
+        the ``row`` column of its file is the row of the operator's predictions file."""
         reply = super().on_leaf_values(sender, msg)
         if not isinstance(reply, m.ForestOutput):  # pragma: no cover - Client's handler always answers
             raise ProtocolError("no forest output")
-        out = np.asarray(reply.output)
-        ids = self._canonical_ids
-        if len(ids) != out.shape[0]:  # rows it cannot name (no test ids of its own): nothing to keep
+        canonical = np.asarray(reply.output)
+        ids = self._own_test_ids
+        if self._order is None or len(ids) != canonical.shape[0]:  # rows it cannot name: nothing to keep
             self.logger.warning("%s keeps no predictions: %d output rows for %d own test ids", self.name,
-                                out.shape[0], len(ids))
-        elif self.classes:
+                                canonical.shape[0], len(ids))
+            return reply
+        out = np.empty_like(canonical)
+        out[self._order] = canonical
+        rows = np.arange(len(ids))
+        if self.classes:
             save_predictions(self.run, self.name, ids, np.asarray(self.classes)[np.argmax(out, axis=1)], out,
-                             self.classes)
+                             self.classes, rows=rows)
         else:
-            save_predictions(self.run, self.name, ids, out[:, 0])
+            save_predictions(self.run, self.name, ids, out[:, 0], rows=rows)
         return reply
 
     def model_part(self) -> Message:
@@ -201,15 +206,21 @@ def alignment_plan(config: RunConfig) -> AlignmentPlan:
     (it learns each pairwise intersection, ``specs/deployment.md``); a predict-only run aligns
     the test ids only."""
     clients = [str(c) for c in config.params["clients"]]
-    holders = [c for c in clients if config.party(c).table.get("label")]
-    if len(holders) != 1:
-        raise ParameterError(f"exactly one client names its label column (label = ...); found {holders}")
+    holder = label_holder(config)
     sets = {} if config.job == "predict" else {"train": tuple(clients)}
     if all(config.party(c).test_data is not None for c in clients):
         sets["test"] = tuple(clients)
     if not sets:
         raise ParameterError("a predict-only run needs every client's test_data")
-    return AlignmentPlan(holders[0], sets)
+    return AlignmentPlan(holder, sets)
+
+
+def label_holder(config: RunConfig) -> str:
+    """The client that names its label column (``label = ...``): exactly one does."""
+    holders = [str(c) for c in config.params["clients"] if config.party(str(c)).table.get("label")]
+    if len(holders) != 1:
+        raise ParameterError(f"exactly one client names its label column (label = ...); found {holders}")
+    return holders[0]
 
 
 def _keep(party: SavesModel, config: RunConfig, passphrase: bytes) -> None:
@@ -361,7 +372,8 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """The forest's output on the clients' test rows, in their agreed order (with
-    ``hmac-trusted``: the clients' own test row order); ``method`` is ``one-round`` or
+    ``hmac-trusted``: the label holder's own test row order), the order of the label holder's
+    ``out/NAME.predictions.csv`` (whose ``row`` column numbers them so); ``method`` is ``one-round`` or
     ``classical`` (default: ``[protocol] prediction``, else one-round).  In a predict-only run the
     test ids are aligned first and every role's model part must come from the same fit."""
     clients = [str(c) for c in config.params["clients"]]
@@ -373,7 +385,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
     with operator.step(f"predict {how}"):
         orders = operator.control_many(clients, "load_test")
         out = operator.control("master", "predict", method=how).arrays["output"]
-    order = orders[clients[0]].arrays["order"]
+    order = orders[label_holder(config)].arrays["order"]  # the label holder's row order: its file's too
     result = np.empty_like(out)
     result[order] = out
     return {"output": result}

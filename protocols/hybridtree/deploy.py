@@ -87,8 +87,8 @@ from securetrees.trees import BinMapper
 from securetrees.trees.binning import uniform_edges
 
 __all__ = ["HOST", "PARAMETERS", "PREDICT_ONLY", "DeployedGuest", "DeployedHost", "GuestSpace", "HostPart",
-           "alignment_plan", "arrange", "estimator_from", "fit", "guest_space", "guest_tables", "make_role",
-           "predict", "prepare", "run_job", "trial"]
+           "alignment_plan", "arrange", "check_parameters", "estimator_from", "fit", "guest_space", "guest_tables",
+           "make_role", "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -127,6 +127,24 @@ def estimator_from(params: Mapping[str, Any], protocol: str = "hybridtree") -> _
     if est.base_score not in ("prior", "zero"):
         raise ParameterError("base_score must be 'prior' or 'zero'")
     return est
+
+
+def _host_key(params: Mapping[str, Any], est: _HybridTree) -> PublicKey | None:
+    """``[protocol] host_public_key``, which every guest pins: required in secure mode (``securetrees
+    setup keys hybridtree`` makes it), ``None`` in the insecure modes, which encrypt nothing."""
+    if est._params().mode != "secure":
+        return None
+    pinned = published_key(params, "host_public_key", insecure=bool(est.allow_insecure))
+    if pinned is None:
+        raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
+    return pinned
+
+
+def check_parameters(params: Mapping[str, Any]) -> None:
+    """The checks of ``[protocol]`` a role makes before it reads any data or key
+    (``securetrees setup run`` makes them before writing ``run.toml``): the settings and the
+    required keys (:func:`estimator_from`) and, in secure mode, the host's published key."""
+    _host_key(params, estimator_from(params))
 
 
 def _guests(params: Mapping[str, Any], hp: HybridTreeParams) -> list[str]:
@@ -453,11 +471,7 @@ def _make_guest(role: str, config: RunConfig, network: Network, passphrase: byte
     hp = est._params()
     p = config.params
     insecure = bool(est.allow_insecure)
-    pinned = None
-    if hp.mode == "secure":
-        pinned = published_key(p, "host_public_key", insecure=insecure)
-        if pinned is None:
-            raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
+    pinned = _host_key(p, est)
     space = guest_space(p, hp.max_bins)
     predicting = config.job == "predict"
     plan = alignment_plan(config)

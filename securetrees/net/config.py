@@ -73,7 +73,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["JOBS", "PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "PartyConfig", "RunConfig", "check_keys",
-           "dump_toml", "load_config", "protocol_parameters", "read_passphrase"]
+           "dump_toml", "load_config", "parse_config", "protocol_parameters", "read_passphrase"]
 
 PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, not a secret
 
@@ -189,10 +189,21 @@ def load_config(path: str | Path) -> RunConfig:
     """Read and check a run configuration; :class:`ParameterError` names what is wrong."""
     p = Path(path).resolve()
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParameterError(f"{p} is not valid TOML: {exc}") from exc
     except OSError as exc:
         raise ParameterError(f"cannot read {p}: {exc}") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    return parse_config(text, p)
+
+
+def parse_config(text: str, path: str | Path) -> RunConfig:
+    """Check the text of a run configuration meant to be the file ``path`` (which need not exist
+    yet: relative paths are read from its folder, and every message names it)."""
+    p = Path(path).resolve()
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ParameterError(f"{p} is not valid TOML: {exc}") from exc
     except RecursionError:  # the parser recurses once per nested array or inline table
         raise ParameterError(f"{p} nests too deeply") from None

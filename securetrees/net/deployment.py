@@ -69,19 +69,27 @@ def save_output(config: RunConfig, party: str, stem: str, array: npt.ArrayLike) 
 
 
 def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.ArrayLike, predictions: npt.ArrayLike,
-                     proba: npt.ArrayLike | None = None, classes: Sequence[object] = ()) -> Path:
+                     proba: npt.ArrayLike | None = None, classes: Sequence[object] = (), *,
+                     rows: npt.ArrayLike | None = None) -> Path:
     """The predictions a party is entitled to, kept beside its own ids of the rows: ``out/PARTY.predictions.csv``
-    (``id``, ``prediction``: a class name or a value, and with ``proba`` one ``proba_CLASS`` column per
+    (``id``; with ``rows``, ``row``: each row's place in the operator's predictions file, which holds
+    no id; ``prediction``: a class name or a value, and with ``proba`` one ``proba_CLASS`` column per
     class of ``classes``) and the same as arrays (``test_ids``, ``predictions``, ``proba`` ``.npy``).
     Returns the CSV file's path."""
     id_list = np.asarray(ids, dtype=str)
     pred = np.asarray(predictions)
     if pred.shape[0] != id_list.shape[0]:
         raise ParameterError(f"{pred.shape[0]} predictions for {id_list.shape[0]} ids")
-    save_output(config, party, "test_ids", id_list)
-    save_output(config, party, "predictions", pred)
     header = ["id", "prediction"]
     columns: list[npt.NDArray[Any]] = [id_list, pred]
+    if rows is not None:
+        row = np.asarray(rows, dtype=np.int64)
+        if row.shape != id_list.shape:
+            raise ParameterError(f"{row.shape[0] if row.ndim else 0} row numbers for {id_list.shape[0]} ids")
+        header.insert(1, "row")
+        columns.insert(1, row)
+    save_output(config, party, "test_ids", id_list)
+    save_output(config, party, "predictions", pred)
     if proba is not None:
         p = np.asarray(proba, dtype=np.float64)
         if p.shape != (id_list.shape[0], len(classes)):

@@ -31,7 +31,7 @@ from securetrees.net.tls import check_name
 from securetrees.paillier import generate_keypair
 from securetrees.rand import SYSTEM_RANDOM
 
-__all__ = ["PAILLIER_HOLDERS", "PaillierHolder", "paillier_keys", "write_public"]
+__all__ = ["KGC_KEYS", "PAILLIER_HOLDERS", "PaillierHolder", "key_sources", "paillier_keys", "write_public"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,27 @@ PAILLIER_HOLDERS: Final[Mapping[str, PaillierHolder]] = {
     "secureboost": PaillierHolder("active", "active_public_key"),
     "hybridtree": PaillierHolder("host", "host_public_key"),
 }
+
+
+KGC_KEYS: Final = ("directory", "verify_keys")
+"""The ``[protocol]`` keys of RevFRF's public KGC output (``securetrees setup kgc``): its roles read
+both at start-up and have no other way to learn them, so a RevFRF run always needs them."""
+
+
+def key_sources(protocol: str, holder: str = "NAME") -> dict[str, str]:
+    """The ``[protocol]`` keys of ``protocol`` that a set-up step makes (public key material), each
+    with the commands that make it and merge it into ``run.toml``; ``holder`` names the party that
+    holds the key pair (for the Paillier holders).  Empty for a protocol without such keys."""
+    if protocol == "revfrf":
+        make = ("securetrees setup kgc --participants U1 U2 ... --passphrase-dir DIR --out keys, then "
+                "securetrees setup run revfrf --params keys/revfrf.public.toml ...")
+        return dict.fromkeys(KGC_KEYS, make)
+    held = PAILLIER_HOLDERS.get(protocol)
+    if held is None or held.public_parameter is None:
+        return {}
+    return {held.public_parameter: f"securetrees setup keys {protocol} --party {holder} --out keys/{holder}.keys "
+                                   f"(on {holder}'s machine; its {held.role} key), then securetrees setup run "
+                                   f"{protocol} --params keys/{holder}.public.toml ..."}
 
 
 def paillier_keys(protocol: str, party: str, out: str | Path, passphrase: bytes, *, bits: int = 2048,

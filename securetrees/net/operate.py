@@ -110,8 +110,12 @@ def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None,
 
 
 def write_csv(path: str | Path, results: Mapping[str, npt.NDArray[Any]]) -> Path:
-    """Write prediction arrays of one row per test row as CSV: a ``row`` column, then one column
-    per array (``NAME``) or per array column (``NAME_0``, ``NAME_1`` ...); floats in full precision."""
+    """Write prediction arrays of one row per test row as CSV: a ``row`` column (each row's number in
+    the order the operator received them), then one column per array (``NAME``) or per array column
+    (``NAME_0``, ``NAME_1`` ...); floats in full precision.  The operator holds no id of the rows
+    (no party's ids leave its machine, ``specs/deployment.md``): the party entitled to the predictions
+    keeps the same ``row`` beside its own ids (Federated Forest's label holder, in
+    ``out/NAME.predictions.csv``), so it alone can join the two files."""
     if not results:
         raise ParameterError("no predictions to write")
     blocks = {k: np.asarray(v) for k, v in results.items()}

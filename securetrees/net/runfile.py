@@ -12,8 +12,8 @@ certificate when it is at hand, else of its ``ca``, else of the one CA), the ``[
 parameters (given ones, public key material from ``securetrees setup keys``, and the party lists the
 protocol reads, e.g. Federated Forest's ``clients`` and ``feature_ids``), and the protocol's
 non-collusion assumption (``[run] assumption``, checked by :func:`securetrees.net.collusion.check_layout`).
-:func:`write_run` writes it with tomli-w only after :func:`~securetrees.net.config.load_config` has
-accepted it.
+:func:`write_run` writes it with tomli-w only after :func:`~securetrees.net.config.parse_config` has
+accepted it as the file it will be (so every message names that file).
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from typing import Any, Final
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from securetrees.errors import OutputExistsError, ParameterError, TableError
+from securetrees import plugins
+from securetrees.errors import MissingKeyMaterialError, OutputExistsError, ParameterError, TableError, UnknownKeyError
 from securetrees.net.collusion import assumption, check_layout
-from securetrees.net.config import dump_toml, load_config
+from securetrees.net.config import dump_toml, parse_config
 from securetrees.net.control import OPERATOR_ROLE
+from securetrees.net.keysetup import KGC_KEYS, PAILLIER_HOLDERS, key_sources
 from securetrees.net.tls import check_name, fingerprint, issued_by, load_ca_bundle
 
 if sys.version_info >= (3, 11):
@@ -40,7 +42,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["PARTY_FIELDS", "PartySpec", "build_run", "parse_param", "parse_party", "read_params", "write_run"]
+__all__ = ["PARTY_FIELDS", "PartySpec", "build_run", "check_key_material", "parse_param", "parse_party", "read_params",
+           "write_run"]
 
 PARTY_FIELDS: Final = ("name", "role", "address", "organisation", "cert", "key", "secrets", "data", "test_data",
                        "id_column", "label", "ca")
@@ -190,13 +193,50 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
     return out
 
 
+def _holder(protocol: str, parties: Sequence[PartySpec]) -> str:
+    """The name of the party that holds ``protocol``'s Paillier key pair (the one of the holder's
+    role naming a label column when several have that role), else ``NAME``."""
+    held = PAILLIER_HOLDERS.get(protocol)
+    of_role = [p for p in parties if held is not None and p.role == held.role]
+    labelled = [p for p in of_role if "label" in p.options]
+    chosen = labelled if len(of_role) > 1 else of_role
+    return chosen[0].name if len(chosen) == 1 else "NAME"
+
+
+def check_key_material(protocol: str, params: Mapping[str, Any], parties: Sequence[PartySpec] = ()) -> None:
+    """Refuse a ``[protocol]`` table that lacks public key material the protocol's roles need at
+    start-up, with :class:`MissingKeyMaterialError` naming the key and the set-up command that makes
+    it (:func:`~securetrees.net.keysetup.key_sources`).  What is needed is the deployment module's own
+    check: its ``check_parameters(params)``, else its ``estimator_from(params)`` (the check its roles
+    make before they start); RevFRF's KGC output is always needed (:data:`~securetrees.net.keysetup.KGC_KEYS`)."""
+    sources = key_sources(protocol, _holder(protocol, parties))
+    missing = [k for k in KGC_KEYS if protocol == "revfrf" and k not in params]
+    if not missing:
+        module = plugins.load_deployment(protocol)
+        check = getattr(module, "check_parameters", None) or getattr(module, "estimator_from", None)
+        if not callable(check):
+            return
+        try:
+            check(params)
+        except UnknownKeyError:
+            raise
+        except ParameterError as exc:  # the module's own message names the key it lacks
+            missing = [k for k in sources if k not in params and k in str(exc)]
+            if not missing:
+                raise
+    if missing:
+        raise MissingKeyMaterialError(
+            "; ".join(f"[protocol] {k} is missing: {sources[k]}" for k in missing)
+            + f" ({protocol}'s roles need it at start-up)")
+
+
 def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, base: str | Path,
               params: Mapping[str, Any] | None = None, operator: str = OPERATOR_ROLE,
               run: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The configuration document (a mapping for tomli-w) of a run; ``base`` is the folder ``run.toml``
     goes in (relative paths are read from it).  Refuses (typed errors) a party named twice, no
-    operator entry, a layout the protocol's non-collusion assumption forbids, and an ``issuer`` that
-    cannot be determined."""
+    operator entry, a layout the protocol's non-collusion assumption forbids, missing key material
+    (:func:`check_key_material`), and an ``issuer`` that cannot be determined."""
     folder = Path(base)
     names = [p.name for p in parties]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -218,18 +258,21 @@ def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, ba
         opts.pop("ca", None)
         entries[p.name] = {"role": p.role, "organisation": p.organisation, "address": p.address, "cert": cert,
                            "key": key, "issuer": issuer, **opts}
+    protocol_params = {**given, **_layout_params(protocol, parties, given, folder)}
+    check_key_material(protocol, protocol_params, parties)
     rule = assumption(protocol)
     head: dict[str, Any] = {"protocol": protocol, "operator": operator, **dict(run or {})}
     if rule is not None:
         head["assumption"] = rule.text
     return {"run": head, "tls": {"ca": ca_bundle},
-            "protocol": {**given, **_layout_params(protocol, parties, given, folder)}, "parties": entries}
+            "protocol": protocol_params, "parties": entries}
 
 
 def write_run(path: str | Path, doc: Mapping[str, Mapping[str, Any]], *, force: bool = False) -> Path:
-    """Write ``doc`` as TOML to ``path`` once :func:`load_config` accepts it (checked on a temporary
-    file beside it, so relative paths resolve alike); :class:`OutputExistsError` when ``path``
-    exists and not ``force``."""
+    """Write ``doc`` as TOML to ``path`` once :func:`~securetrees.net.config.parse_config` accepts it
+    as that file (relative paths resolve from its folder; every message names ``path``), atomically
+    (a temporary file beside it, then renamed); :class:`OutputExistsError` when ``path`` exists and
+    not ``force``."""
     target = Path(path)
     if target.exists() and not force:
         raise OutputExistsError(f"refusing to overwrite {target} (--force replaces it)")
@@ -239,12 +282,14 @@ def write_run(path: str | Path, doc: Mapping[str, Mapping[str, Any]], *, force: 
     if rule is not None:
         header.append(f"# Non-collusion assumption: {rule.text}.")
     text = "\n".join(header) + "\n\n" + dump_toml(doc)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    parse_config(text, target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text, encoding="utf-8")
-        load_config(tmp)
         tmp.replace(target)
+    except OSError as exc:
+        raise ParameterError(f"cannot write {target}: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return target

@@ -5,13 +5,15 @@ The commands are the lines of the shell block between ``<!-- walk-through: begin
 ``\\`` continuations are kept as the shell reads them).  :func:`run_walkthrough` runs them in
 one ``bash`` process (``set -e``; background ``&`` commands keep running until the block stops
 them, and on any exit every job left is stopped), in a given folder, and returns each command's
-wall time.  ``tests/test_readme_walkthrough.py`` runs it so the README cannot rot;
-``benchmarks/suites/walkthrough.py`` measures the times the README states.
+wall time.  ``tests/net/test_readme_walkthrough.py`` runs it so the README cannot rot, on free
+ports (:func:`with_ports` puts them in place of the README's fixed ones, so two test sessions on
+one machine do not collide); ``benchmarks/suites/walkthrough.py`` measures the times the README states.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from securetrees.errors import ParameterError
 
-__all__ = ["BEGIN", "END", "Step", "readme_commands", "run_walkthrough"]
+__all__ = ["BEGIN", "END", "Step", "readme_commands", "readme_ports", "run_walkthrough", "with_ports"]
 
 BEGIN = "<!-- walk-through: begin -->"
 END = "<!-- walk-through: end -->"
@@ -53,6 +55,25 @@ def readme_commands(readme: str) -> list[str]:
     if pending or not commands:
         raise ParameterError("the walk-through block is empty or ends inside a continued line")
     return commands
+
+
+_LOOPBACK = re.compile(r"(?<![\w.])127\.0\.0\.1:(\d+)\b")
+
+
+def readme_ports(commands: list[str]) -> list[int]:
+    """The distinct loopback ports (``127.0.0.1:PORT``) the commands name, in order of first use."""
+    return list(dict.fromkeys(int(m.group(1)) for c in commands for m in _LOOPBACK.finditer(c)))
+
+
+def with_ports(commands: list[str], ports: list[int]) -> list[str]:
+    """``commands`` with each of their loopback ports (:func:`readme_ports`) replaced by the port at
+    the same place in ``ports`` (e.g. ports a test holds free); :class:`ParameterError` when the
+    numbers differ."""
+    fixed = readme_ports(commands)
+    if len(fixed) != len(ports) or len(set(ports)) != len(ports):
+        raise ParameterError(f"the commands name {len(fixed)} ports; {len(ports)} distinct ones are needed")
+    swap = dict(zip(fixed, ports, strict=True))
+    return [_LOOPBACK.sub(lambda m: f"127.0.0.1:{swap[int(m.group(1))]}", c) for c in commands]
 
 
 def run_walkthrough(commands: list[str], folder: str | Path, *, env: dict[str, str] | None = None,

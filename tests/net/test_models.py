@@ -10,6 +10,7 @@ Keys are 1024-bit (the size is not the point), hence the insecure-key warnings a
 
 from __future__ import annotations
 
+import csv
 import shutil
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,10 @@ def test_fit_writes_every_partys_model_and_a_predict_only_run_scores_new_rows(ff
     proba = np.load(out / "client1.proba.npy")
     order = [ids.index(i) for i in own_ids]
     np.testing.assert_array_equal(proba, want[order])
+    np.testing.assert_array_equal(proba, got["output"])  # in the operator's order: its file's row r is row r here
+    with open(out / "client1.predictions.csv", newline="", encoding="utf-8") as f:
+        kept = list(csv.DictReader(f))
+    assert [r["id"] for r in kept] == own_ids and [int(r["row"]) for r in kept] == list(range(len(own_ids)))
     assert set(np.load(out / "client1.predictions.npy").tolist()) <= {">50K", "<=50K"}
     for kept in out.glob("client1.*"):  # the label holder's predictions are its own: mode 0600
         assert kept.stat().st_mode & 0o077 == 0, kept

@@ -333,6 +333,81 @@ def test_run_refuses_unknown_parameters_missing_operator_and_duplicates(
     assert not (run_dir / "run.toml").exists()
 
 
+def test_run_messages_name_the_users_file_not_the_temporary_one(run_dir: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The configuration is checked as the file it will be: a refusal names ``run.toml`` (the planted
+    fault: the check on a temporary file beside it named ``.run.toml.PID.tmp``)."""
+    capsys.readouterr()
+    assert main(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", "n_estimator=3", *_ff_parties()]) == 1
+    err = capsys.readouterr().err
+    assert "UnknownKeyError" in err and str((run_dir / "run.toml").resolve()) in err
+    assert ".tmp" not in err
+    assert not list(run_dir.glob(".run.toml*")) and not (run_dir / "run.toml").exists()
+
+
+def _sb_parties() -> list[str]:
+    return ["--party", "name=active,role=active,address=h:1,org=bank", "--party",
+            "name=passive0,role=passive,address=h:2,org=shop", "--party", "name=operator,address=h:3,org=hub"]
+
+
+def _hybrid_parties() -> list[str]:
+    guests = [a for g in range(3) for a in ("--party", f"name=guest{g},role=guest,address=h:{g + 2},org=g{g}")]
+    return ["--party", "name=host,role=host,address=h:1,org=bank", *guests,
+            "--party", "name=operator,address=h:9,org=hub"]
+
+
+def _revfrf_parties() -> list[str]:
+    orgs = {"cs": "org-cs", "cc": "org-cc", "kgc": "trusted", "u1": "org-u1", "u2": "org-u2", "operator": "org-cs"}
+    roles = {"u1": "participant", "u2": "participant"}
+    return [a for i, (n, o) in enumerate(orgs.items())
+            for a in ("--party", f"name={n},role={roles.get(n, n)},address=h:{i + 1},organisation={o}")]
+
+
+@pytest.mark.parametrize(("protocol", "parties", "params", "key", "command"), [
+    ("secureboost", _sb_parties(), [], "active_public_key", "securetrees setup keys secureboost --party active"),
+    ("hybridtree", _hybrid_parties(), ["--param", 'guest_features=["a", "b"]'], "host_public_key",
+     "securetrees setup keys hybridtree --party host"),
+    ("revfrf", _revfrf_parties(), ["--param", "n_features=2", "--param", "columns=[[0], [1]]"], "directory",
+     "securetrees setup kgc"),
+])
+def test_run_refuses_a_run_without_the_key_material_its_roles_need(
+        run_dir: Path, capsys: pytest.CaptureFixture[str], protocol: str, parties: list[str], params: list[str],
+        key: str, command: str) -> None:
+    """Before the check, each of these was written and failed only when its roles started."""
+    capsys.readouterr()
+    assert main(["setup", "run", protocol, "--out", "run.toml", "--ca", "pki/ca.pem", *params, *parties]) == 1
+    err = capsys.readouterr().err
+    assert f"securetrees: MissingKeyMaterialError: [protocol] {key} is missing" in err
+    assert command in err
+    assert not (run_dir / "run.toml").exists()
+
+
+def test_run_accepts_the_key_material_setup_keys_publishes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check passes once the key is there (and an unknown key is still refused as such)."""
+    with pytest.warns(InsecureParameterWarning):
+        assert main(["setup", "keys", "secureboost", "--party", "active", "--out", "keys/active.keys",
+                     "--insecure-1024"]) == 0
+    base = ["setup", "run", "secureboost", "--out", "run.toml", "--ca", "pki/ca.pem", *_sb_parties()]
+    assert _refused([*base, "--param", "n_estimatorz=3"], capsys) == "UnknownKeyError"
+    assert main([*base, "--params", "keys/active.public.toml"]) == 0
+    assert load_config("run.toml").params["active_public_key"]
+
+
+def test_hybridtree_needs_the_host_key_in_secure_mode_only(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from securetrees.protocols.hybridtree.deploy import check_parameters
+    from securetrees.testing.paillier import small_keypair
+
+    params = {"guests": ["guest0", "guest1", "guest2"], "guest_features": ["a", "b"]}
+    with pytest.raises(ParameterError, match="host_public_key"):
+        check_parameters(params)
+    with pytest.warns(InsecureParameterWarning):
+        check_parameters({**params, "host_public_key": small_keypair(1024)[0].to_bytes().hex(),
+                          "allow_insecure": True, "key_bits": 1024})
+    with pytest.warns(InsecureParameterWarning):
+        check_parameters({**params, "mode": "plaintext", "allow_insecure": True})  # encrypts nothing: no key
+
+
 def test_run_binds_each_name_to_the_ca_that_issued_it(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two organisations' CAs: each entry's issuer is the CA that signed its certificate; a name
     whose certificate neither signed, or whose CA cannot be determined, is refused."""
