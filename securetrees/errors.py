@@ -165,6 +165,14 @@ class CertificateRequestError(ParameterError):
     common name and single DNS name are not one and the same valid party name."""
 
 
+class MissingParameterError(ParameterError):
+    """A configuration section lacks keys its reader requires; :attr:`keys` names them."""
+
+    def __init__(self, message: str, keys: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.keys = keys
+
+
 class MissingKeyMaterialError(ParameterError):
     """A run configuration lacks public key material its protocol's roles need at start-up (e.g.
     SecureBoost's ``active_public_key``); the message names the ``[protocol]`` key and the set-up

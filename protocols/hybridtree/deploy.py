@@ -59,6 +59,7 @@ from securetrees.net.deployment import (
     check_own_key,
     check_protocol_keys,
     open_paillier,
+    pinned_key,
     published_key,
     save_predictions,
     seal_paillier,
@@ -134,10 +135,8 @@ def _host_key(params: Mapping[str, Any], est: _HybridTree) -> PublicKey | None:
     setup keys hybridtree`` makes it), ``None`` in the insecure modes, which encrypt nothing."""
     if est._params().mode != "secure":
         return None
-    pinned = published_key(params, "host_public_key", insecure=bool(est.allow_insecure))
-    if pinned is None:
-        raise ParameterError("secure mode: [protocol] must give host_public_key (hex) for the guests to pin")
-    return pinned
+    return pinned_key(params, "host_public_key", insecure=bool(est.allow_insecure),
+                      why="in secure mode, for the guests to pin")
 
 
 def check_parameters(params: Mapping[str, Any]) -> None:

@@ -64,7 +64,7 @@ from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, align, align_party, align_test, alignment_mode
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import save_output
+from securetrees.net.deployment import check_protocol_keys, save_output
 from securetrees.net.keyfile import write_key_file
 from securetrees.net.models import (
     ModelFile,
@@ -103,11 +103,12 @@ from securetrees.signing import SigningKey, make_roster
 from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
 
-__all__ = ["PARAMETERS", "PREDICT_ONLY", "fit", "issue_keys", "make_role", "model_roles", "predict", "prepare",
-           "revoke", "run_job", "trial", "write_key_files"]
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "check_parameters", "fit", "issue_keys", "make_role", "model_roles", "predict",
+           "prepare", "revoke", "run_job", "trial", "write_key_files"]
 
 FloatArray = npt.NDArray[np.float64]
 
+_REQUIRED = ("participants", "columns", "n_features", "directory", "verify_keys")
 PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", "participants", "columns",
                         "requesters", "n_features", "allow_insecure", "directory", "verify_keys", "n_jobs"})
 """The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout,
@@ -293,6 +294,7 @@ def alignment_plan(config: RunConfig) -> AlignmentPlan:
     rows); it learns each pairwise intersection (``specs/deployment.md``).  A predict-only run
     aligns the test ids only, of the participants that name ``test_data`` (a revoked one may
     name none), led by the first of them."""
+    check_parameters(config.params)
     if alignment_mode(config) != "psi":
         raise ParameterError("RevFRF aligns its rows by private set intersection only (alignment = 'psi')")
     participants = tuple(str(u) for u in config.params["participants"])
@@ -312,10 +314,20 @@ def model_roles(config: RunConfig) -> list[str]:
     return ["cs", "cc", "kgc", *[str(u) for u in config.params["participants"]]]
 
 
+def check_parameters(params: Mapping[str, Any]) -> None:
+    """The checks of ``[protocol]`` every role makes at start-up, before any alignment
+    (``securetrees setup run`` makes them before writing ``run.toml``): known keys, the required
+    ones (the KGC's public ``directory`` and ``verify_keys`` among them; ``n_classes`` for a
+    classification) and ``n_jobs``."""
+    required = [*_REQUIRED, *(["n_classes"] if params.get("task", "classification") == "classification" else [])]
+    check_protocol_keys(params, PARAMETERS, "revfrf", required=required)
+    check_n_jobs(params.get("n_jobs"))
+
+
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
-    check_n_jobs(p.get("n_jobs"))  # every role refuses a bad value at start-up, before any alignment
+    check_parameters(p)
     participants = [str(u) for u in p["participants"]]
     columns = {u: tuple(int(c) for c in cols) for u, cols in zip(participants, p["columns"], strict=True)}
     d = int(p["n_features"])

@@ -59,7 +59,7 @@ from securetrees.net.deployment import (
     check_own_key,
     check_protocol_keys,
     open_paillier,
-    published_key,
+    pinned_key,
     save_predictions,
     seal_paillier,
 )
@@ -125,10 +125,7 @@ def _passives(params: Mapping[str, Any]) -> list[str]:
 
 def _pinned_key(params: Mapping[str, Any], insecure: bool) -> PublicKey:
     """``[protocol] active_public_key``, which every passive party pins (required)."""
-    key = published_key(params, "active_public_key", insecure=insecure)
-    if key is None:
-        raise ParameterError("[protocol] must give active_public_key (hex) for the passive parties to pin")
-    return key
+    return pinned_key(params, "active_public_key", insecure=insecure, why="for the passive parties to pin")
 
 
 def alignment_plan(config: RunConfig) -> AlignmentPlan:

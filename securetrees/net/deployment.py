@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import KeyMismatchError, ParameterError
+from securetrees.errors import KeyMismatchError, MissingParameterError, ParameterError
 from securetrees.files import write_private
 from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
@@ -29,6 +29,7 @@ __all__ = [
     "check_protocol_keys",
     "open_paillier",
     "output_path",
+    "pinned_key",
     "prediction_score",
     "published_bytes",
     "published_key",
@@ -45,11 +46,11 @@ def check_protocol_keys(params: Mapping[str, Any], known: Collection[str], proto
                         required: Collection[str] = ()) -> None:
     """Refuse a ``[protocol]`` key outside ``known`` (:class:`~securetrees.errors.UnknownKeyError`, as
     :func:`~securetrees.net.config.load_config` does with the module's ``PARAMETERS``) or a missing
-    ``required`` one (:class:`ParameterError`)."""
+    ``required`` one (:class:`~securetrees.errors.MissingParameterError`)."""
     check_keys(params, known, "protocol", protocol)
     missing = sorted(set(required) - set(params))
     if missing:
-        raise ParameterError(f"[protocol] for {protocol} lacks {missing}")
+        raise MissingParameterError(f"[protocol] for {protocol} lacks {missing}", tuple(missing))
 
 
 def output_path(config: RunConfig, party: str, name: str) -> Path:
@@ -122,6 +123,15 @@ def published_key(params: Mapping[str, Any], key: str, *, insecure: bool) -> Pub
     """:func:`published_bytes` read as a public key (its size checked against ``insecure``)."""
     raw = published_bytes(params, key)
     return None if raw is None else PublicKey.from_bytes(raw, allow_insecure=insecure)
+
+
+def pinned_key(params: Mapping[str, Any], key: str, *, insecure: bool, why: str) -> PublicKey:
+    """:func:`published_key`, required: :class:`~securetrees.errors.MissingParameterError` naming
+    ``key`` when ``[protocol]`` does not give it (``why``: who pins it)."""
+    pinned = published_key(params, key, insecure=insecure)
+    if pinned is None:
+        raise MissingParameterError(f"[protocol] must give {key} (hex) {why}", (key,))
+    return pinned
 
 
 def check_own_key(public: PublicKey, published: PublicKey | None, key: str, role: str) -> None:

@@ -30,11 +30,17 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from securetrees import plugins
-from securetrees.errors import MissingKeyMaterialError, OutputExistsError, ParameterError, TableError, UnknownKeyError
+from securetrees.errors import (
+    MissingKeyMaterialError,
+    MissingParameterError,
+    OutputExistsError,
+    ParameterError,
+    TableError,
+)
 from securetrees.net.collusion import assumption, check_layout
 from securetrees.net.config import dump_toml, parse_config
 from securetrees.net.control import OPERATOR_ROLE
-from securetrees.net.keysetup import KGC_KEYS, PAILLIER_HOLDERS, key_sources
+from securetrees.net.keysetup import PAILLIER_HOLDERS, key_sources
 from securetrees.net.tls import check_name, fingerprint, issued_by, load_ca_bundle
 
 if sys.version_info >= (3, 11):
@@ -208,26 +214,22 @@ def check_key_material(protocol: str, params: Mapping[str, Any], parties: Sequen
     start-up, with :class:`MissingKeyMaterialError` naming the key and the set-up command that makes
     it (:func:`~securetrees.net.keysetup.key_sources`).  What is needed is the deployment module's own
     check: its ``check_parameters(params)``, else its ``estimator_from(params)`` (the check its roles
-    make before they start); RevFRF's KGC output is always needed (:data:`~securetrees.net.keysetup.KGC_KEYS`)."""
+    make before they start), which names what it lacks (:class:`~securetrees.errors.MissingParameterError`)."""
     sources = key_sources(protocol, _holder(protocol, parties))
-    missing = [k for k in KGC_KEYS if protocol == "revfrf" and k not in params]
-    if not missing:
-        module = plugins.load_deployment(protocol)
-        check = getattr(module, "check_parameters", None) or getattr(module, "estimator_from", None)
-        if not callable(check):
-            return
-        try:
-            check(params)
-        except UnknownKeyError:
+    module = plugins.load_deployment(protocol)
+    check = getattr(module, "check_parameters", None) or getattr(module, "estimator_from", None)
+    if not callable(check):
+        return
+    try:
+        check(params)
+        return
+    except MissingParameterError as exc:  # names the keys it lacks
+        missing = [k for k in exc.keys if k in sources]
+        if not missing:
             raise
-        except ParameterError as exc:  # the module's own message names the key it lacks
-            missing = [k for k in sources if k not in params and k in str(exc)]
-            if not missing:
-                raise
-    if missing:
         raise MissingKeyMaterialError(
             "; ".join(f"[protocol] {k} is missing: {sources[k]}" for k in missing)
-            + f" ({protocol}'s roles need it at start-up)")
+            + f" ({protocol}'s roles need it at start-up)") from exc
 
 
 def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, base: str | Path,

@@ -24,7 +24,7 @@ pytest.importorskip("grpc")
 
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
-from securetrees.errors import ParameterError, UnknownKeyError
+from securetrees.errors import MissingParameterError, ParameterError, UnknownKeyError
 from securetrees.net.config import load_config
 from securetrees.net.service import launch
 from securetrees.net.tables import party_tables
@@ -110,3 +110,15 @@ def test_trusted_workers_is_not_a_revfrf_key(run_file: tuple[Path, str]) -> None
     _with_protocol_line(cfg, text, "trusted_workers = true")
     with pytest.raises(UnknownKeyError, match=re.escape("unknown key 'trusted_workers' in [protocol]")):
         load_config(cfg)
+
+
+@pytest.mark.parametrize("key", ["participants", "columns", "n_features", "directory", "verify_keys", "n_classes"])
+def test_every_role_names_a_missing_required_key(run_file: tuple[Path, str], key: str) -> None:
+    """A missing key is a typed error naming it, at start-up (before, a bare KeyError at first use)."""
+    cfg, _ = run_file
+    config = load_config(cfg)
+    params = {k: v for k, v in config.params.items() if k != key}
+    with pytest.raises(MissingParameterError, match=key) as caught:
+        rev_deploy.check_parameters(params)
+    assert caught.value.keys == (key,)
+    rev_deploy.check_parameters(config.params)
