@@ -122,11 +122,16 @@ class PackingLayout:
         k = self.slots_per_ciphertext
         if len(residues) != -(-n_buckets // k):
             raise ParameterError(f"{n_buckets} buckets need {-(-n_buckets // k)} packed ciphertexts")
-        out = np.zeros((n_buckets, 3), dtype=np.int64)
-        mask = (1 << self.width) - 1
-        for b in range(n_buckets):
+        width, w_n, w_g = self.width, self.w_n, self.w_g
+        mask, mask_n, mask_g = (1 << width) - 1, (1 << w_n) - 1, (1 << w_g) - 1
+        offset = self.g_bound << self.frac_bits
+        rows = []
+        for b in range(n_buckets):  # unpack_slot, with the layout's constants read once
             c, j = divmod(b, k)
-            out[b] = self.unpack_slot((int(residues[c]) >> (j * self.width)) & mask)
+            value = (int(residues[c]) >> (j * width)) & mask
+            count = value & mask_n
+            rows.append((count, ((value >> w_n) & mask_g) - count * offset, value >> (w_n + w_g)))
+        out = np.array(rows, dtype=np.int64).reshape(n_buckets, 3)
         for c, r in enumerate(residues):
             used = min(k, n_buckets - c * k)
             if int(r) >> (used * self.width):

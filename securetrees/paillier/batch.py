@@ -217,10 +217,10 @@ def ciphertext_values_from_bytes(data: bytes, public_key: PublicKey) -> list[mpz
         raise DecodeError(f"a ciphertext string of {len(data)} bytes is not a multiple of {width}")
     n, n2 = public_key._n, public_key._n2
     values = [mpz(int.from_bytes(data[i:i + width], "big")) for i in range(0, len(data), width)]
+    if values and not (min(values) > 0 and max(values) < n2):
+        raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")
     acc = mpz(1)
     for v in values:
-        if not 0 < v < n2:
-            raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")
         acc = acc * v % n
     if gmpy2.gcd(acc, n) != 1:
         raise InvalidCiphertext("ciphertext is out of range or not a unit modulo N")

@@ -79,7 +79,7 @@ CRT_OBFUSCATOR_MIN_BITS: Final = 768
 """From this key size on the key owner's DJN obfuscators go through the two half-size CRT tables;
 below it one pass modulo N² is cheaper (measured: at 512 bits the per-operation overhead of two
 passes outweighs their smaller operands; at 768 bits and above CRT is the faster)."""
-BATCH_TABLE_MIN: Final = 4096
+BATCH_TABLE_MIN: Final = 1024
 """Exponents in one call from which a batch uses the batch table (building one costs about 2^w
 multiplications per row, so smaller calls use the window-8 table)."""
 _DRAW_CHUNK: Final = 1024  # exponents per byte string drawn

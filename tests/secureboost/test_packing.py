@@ -110,3 +110,18 @@ def test_the_spec_example_layout() -> None:
     small, large = PackingLayout(24, 1, 1, 32561, 1023), PackingLayout(24, 1, 1, 32561, 2047)
     assert (small.w_n, small.w_g, small.w_h, small.width) == (15, 41, 40, 96)
     assert (small.slots_per_ciphertext, large.slots_per_ciphertext) == (10, 21)
+
+
+@settings(max_examples=50, deadline=None)
+@given(instances(), st.data())
+def test_unpack_reads_every_slot_as_unpack_slot(case: tuple[PackingLayout, np.ndarray, np.ndarray],
+                                                data: st.DataObject) -> None:
+    """The batch reading of packed residues agrees with the one-slot reading, slot by slot."""
+    layout, g, h = case
+    plain = layout.encode(g, h)
+    k = layout.slots_per_ciphertext
+    n_buckets = data.draw(st.integers(1, 3 * k))
+    slots = [sum(plain[i] for i in data.draw(st.sets(st.integers(0, len(plain) - 1))))  # a bucket's sum
+             for _ in range(n_buckets)]
+    residues = [sum(s << (j * layout.width) for j, s in enumerate(slots[c:c + k])) for c in range(0, n_buckets, k)]
+    assert layout.unpack(residues, n_buckets).tolist() == [list(layout.unpack_slot(s)) for s in slots]
