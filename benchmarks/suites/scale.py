@@ -523,9 +523,11 @@ DEPLOYED: dict[str, Deployed] = {
 }
 
 
-def _as_parquet(cfg: Path) -> None:
+def _as_parquet(cfg: Path, deadline: float = 3600.0) -> None:
     """Every party's CSV tables rewritten as Parquet (numbers typed, categories as text; the tables'
-    loader reads either), ``run.toml`` pointed at them: far faster for a role to read at 10^6 rows."""
+    loader reads either), ``run.toml`` pointed at them: far faster for a role to read at 10^6 rows.
+    The per-call ``deadline`` is raised from the trial's 600 s: one protocol call on 10^6 rows (a
+    passive party's encrypted histograms) may run longer on a loaded machine."""
     import pandas as pd
 
     from securetrees.net.config import dump_toml
@@ -544,6 +546,7 @@ def _as_parquet(cfg: Path) -> None:
                 frame.to_parquet(src.with_suffix(".parquet"), index=False)
                 src.unlink()
                 entry[key] = str(Path(name).with_suffix(".parquet"))
+    doc["run"]["deadline"] = deadline
     cfg.write_text(dump_toml(doc), encoding="utf-8")
 
 
