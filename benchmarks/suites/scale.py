@@ -108,7 +108,7 @@ class Setting:
 FULL = Setting(rows=(10_000, 100_000, 1_000_000), repeats=(3, 3, 1), trees=2, depth=8,
                crypto_rows=(4000, 8000), crypto_depth=4,
                sweep_rows=20_000, parties=(2, 4, 8, 16), trees_sweep=(1, 2, 4, 8), depth_sweep=(4, 6, 8, 10),
-               memory_rows=1_000_000, memory_key_bits=1024, memory_jobs=1, revfrf_rows=(25_000, 100_000))
+               memory_rows=1_000_000, memory_key_bits=1024, memory_jobs=1, revfrf_rows=(100_000, 250_000))
 QUICK = Setting(rows=(500, 1000, 2000), repeats=(1, 1, 1), trees=2, depth=4, crypto_rows=(300, 600), crypto_depth=3,
                 sweep_rows=1000, parties=(2, 4), trees_sweep=(1, 2), depth_sweep=(3, 4), memory_rows=2000,
                 memory_key_bits=1024, memory_jobs=1, revfrf_rows=(40, 80))
