@@ -44,7 +44,7 @@ BLAS/OpenMP thread.
    chosen to take under 5 minutes): its job is dominated by its three PSI alignments (the CS and
    two participants, each with the leading participant) and its DT-PKC cost is per predicted value
    (FRF-Predict encrypts every value of a row to predict), so its rows to predict are held at 20;
-   each role's peak and bytes received are EXTRAPOLATED to 10^6 on the line through the two runs
+   each role's peak memory is EXTRAPOLATED to 10^6 on the line through the two runs
    (bytes per row = its slope), and marked so.  Alone:
    ``cd benchmarks && PYTHONPATH=.. python -m suites.scale memory [--quick]``.
 6. PNG plots beside the JSON (``--json``): cost per row against rows, time and bytes against
@@ -786,7 +786,7 @@ def _memory(report: Report, s: Setting, names: Sequence[str] = tuple(DEPLOYED)) 
 
 def _revfrf_memory(report: Report, s: Setting, tab: Table, subsets: Table) -> dict[str, Any]:
     """RevFRF at two sizes below ``s.memory_rows`` (the module's docstring says why); each role's
-    peak and bytes received EXTRAPOLATED to ``s.memory_rows`` on the line through the two runs
+    peak memory EXTRAPOLATED to ``s.memory_rows`` on the line through the two runs
     (per-row bytes = its slope)."""
     dep = DEPLOYED["RevFRF"]
     runs = {}
@@ -803,12 +803,13 @@ def _revfrf_memory(report: Report, s: Setting, tab: Table, subsets: Table) -> di
     big = s.memory_rows
     extrap: dict[str, dict[str, float]] = {}
     for role in (r for r in runs[n2] if r != "job"):
-        e = {k: _linear((n1, n2), [runs[n1][role][k], runs[n2][role][k]], big) for k in ("peak_rss_bytes",
-                                                                                        "bytes_received")}
+        # bytes received follow which participant's columns win the splits, not the rows: not extrapolated
+        e = {"peak_rss_bytes": _linear((n1, n2), [runs[n1][role]["peak_rss_bytes"], runs[n2][role]["peak_rss_bytes"]],
+                                       big)}
         e["peak_bytes_per_row"] = max(0.0, (runs[n2][role]["peak_rss_bytes"] - runs[n1][role]["peak_rss_bytes"])
                                       / (n2 - n1))
         extrap[role] = e
-        tab.add("RevFRF", role, big, f"{e['peak_rss_bytes'] / 1e6:.0f}", int(e["bytes_received"]), s.memory_key_bits,
+        tab.add("RevFRF", role, big, f"{e['peak_rss_bytes'] / 1e6:.0f}", "-", s.memory_key_bits,
                 f"EXTRAPOLATED ({e['peak_bytes_per_row']:.0f} B/row)")
     peak = max(e["peak_rss_bytes"] for e in extrap.values())
     report.check(f"RevFRF: largest party's peak memory at {big} x {N_FEATURES}, GB, EXTRAPOLATED from {n1} and "
