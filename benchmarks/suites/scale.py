@@ -473,7 +473,8 @@ def _hf_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) ->
 
 def _ht_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) -> Path:
     """The host: even columns of every row and the labels; 3 guests: odd columns, row ``i`` at guest
-    ``i mod 3`` (the rows sweep's layout); secure mode (DJN), host depth 1 then 1 guest layer."""
+    ``i mod 3`` (the rows sweep's layout); secure mode (the default key-owner encryption), host depth 1
+    then 1 guest layer."""
     from securetrees.protocols.hybridtree.deploy import prepare
 
     keys = _crypto_key(s)
@@ -515,7 +516,7 @@ DEPLOYED: dict[str, Deployed] = {
                                  lambda s: None, lambda s: s.memory_rows),
     "histogram forest": Deployed(_hf_trial, lambda s: f"1 tree depth {s.depth}, no DP, secure aggregation, "
                                                       "3 clients", lambda s: None, lambda s: s.memory_rows),
-    "HybridTree": Deployed(_ht_trial, lambda s: f"1 tree, host depth 1 + 1 guest layer, secure (DJN), 3 guests, "
+    "HybridTree": Deployed(_ht_trial, lambda s: f"1 tree, host depth 1 + 1 guest layer, secure (key-owner), 3 guests, "
                                                 f"n_jobs={s.memory_jobs}",
                            lambda s: s.memory_key_bits, lambda s: s.memory_rows),
     "SecureBoost": Deployed(_sb_trial, lambda s: f"1 tree depth 2, 1 passive party, n_jobs={s.memory_jobs}",
