@@ -869,7 +869,7 @@ def _plots(report: Report, s: Setting, curves: dict[str, dict[int, Point]]) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """One stage alone (the full suite takes about half an hour).
+    """One stage alone (the full suite takes over an hour; its memory stage alone 45-60 min at 10^6 rows).
 
     The rows ratio for some modes: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale
     "histogram forest (no DP)" "HybridTree plaintext" [--rows 100000 1000000] [--repeats 3 1]``.
