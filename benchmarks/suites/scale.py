@@ -32,9 +32,21 @@ BLAS/OpenMP thread.
    Modelled wide-area time, for a party: its rounds x RTT + its bytes (sent + received) / bandwidth;
    for a run: all rounds x RTT + all bytes / bandwidth (one link, nothing overlapped; compute
    excluded), at 1 Gbit/s with 20 ms RTT and at 100 Mbit/s with 50 ms RTT.
-5. Peak memory per party: a Federated Forest deployment (``securetrees.net``: every role its own
-   process, gRPC with mutual TLS on loopback) on 10^6 x 50 rows (quick: 2,000), one tree in shared
-   mode; each role reports its own ``ru_maxrss``.
+5. Peak memory per party: every protocol's deployment (``securetrees.net``: every role its own
+   process, gRPC with mutual TLS on loopback, rows aligned by PSI; each party's tables written as
+   Parquet) on 10^6 x 50 rows (quick: 2,000); each role reports its own high-water mark (VmHWM).
+   Federated Forest (shared labels, 2 clients) and the histogram forest (secure aggregation, 3
+   clients): one tree of the sweep's depth.  The crypto deployments run a stated subset: HybridTree
+   secure (3 guests, host depth 1 and one guest layer) and SecureBoost (1 passive party, depth 2),
+   one tree each, serial roles (``n_jobs=1``), a ``memory_key_bits`` Paillier key (1024 bits,
+   behind each deployment's ``allow_insecure``: a ciphertext's bytes in memory are reported so the
+   figures scale to 2048 bits).  RevFRF runs at two sizes below 10^6 (``revfrf_rows``, the larger
+   chosen to take under 5 minutes): its job is dominated by its three PSI alignments (the CS and
+   two participants, each with the leading participant) and its DT-PKC cost is per predicted value
+   (FRF-Predict encrypts every value of a row to predict), so its rows to predict are held at 20;
+   each role's peak memory is EXTRAPOLATED to 10^6 on the line through the two runs
+   (bytes per row = its slope), and marked so.  Alone:
+   ``cd benchmarks && PYTHONPATH=.. python -m suites.scale memory [--quick]``.
 6. PNG plots beside the JSON (``--json``): cost per row against rows, time and bytes against
    parties, time against trees and depth.
 
@@ -49,6 +61,7 @@ import gc
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -85,14 +98,20 @@ class Setting:
     trees_sweep: tuple[int, ...]
     depth_sweep: tuple[int, ...]
     memory_rows: int
+    memory_key_bits: int
+    """Paillier / DT-PKC key of the memory stage's crypto deployments (1024: behind allow_insecure)."""
+    memory_jobs: int
+    revfrf_rows: tuple[int, int]
+    """RevFRF's memory runs, the larger under 5 minutes (its alignment and per-value DT-PKC prediction)."""
 
 
 FULL = Setting(rows=(10_000, 100_000, 1_000_000), repeats=(3, 3, 1), trees=2, depth=8,
                crypto_rows=(4000, 8000), crypto_depth=4,
                sweep_rows=20_000, parties=(2, 4, 8, 16), trees_sweep=(1, 2, 4, 8), depth_sweep=(4, 6, 8, 10),
-               memory_rows=1_000_000)
+               memory_rows=1_000_000, memory_key_bits=1024, memory_jobs=1, revfrf_rows=(100_000, 250_000))
 QUICK = Setting(rows=(500, 1000, 2000), repeats=(1, 1, 1), trees=2, depth=4, crypto_rows=(300, 600), crypto_depth=3,
-                sweep_rows=1000, parties=(2, 4), trees_sweep=(1, 2), depth_sweep=(3, 4), memory_rows=2000)
+                sweep_rows=1000, parties=(2, 4), trees_sweep=(1, 2), depth_sweep=(3, 4), memory_rows=2000,
+                memory_key_bits=1024, memory_jobs=1, revfrf_rows=(40, 80))
 
 
 # -- traffic and the wide-area model --------------------------------------------------------------------
@@ -408,27 +427,161 @@ def _party(p: Point, name: str) -> PartyTraffic:
     return next(q for q in p.parties if q.party == name)
 
 
-# -- peak memory per party: a deployment, one process per role -------------------------------------
+# -- peak memory per party: deployments, one process per role ------------------------------------
 
-def deployment_memory(rows: int, depth: int) -> dict[str, dict[str, float]]:
-    """Federated Forest (shared labels, one tree, 2 clients) deployed with every role in its own
-    process on loopback; each role's peak resident memory (bytes) and its received bytes."""
-    from securetrees.net.service import launch
+@dataclass(frozen=True)
+class Deployed:
+    """One protocol's deployment for the memory stage: ``prepare(folder, train, test, setting)``
+    writes its trial (``run.toml``) and ``subset`` says what was run."""
+
+    prepare: Callable[[Path, SyntheticTable, SyntheticTable, Setting], Path]
+    subset: Callable[[Setting], str]
+    key_bits: Callable[[Setting], int | None]
+    rows: Callable[[Setting], int]
+    test_rows: int | None = None
+    """Rows to predict (default: a twentieth of the rows, 20 to 1,000)."""
+
+
+def _crypto_key(s: Setting) -> tuple[PublicKey, PrivateKey]:
+    """The memory stage's Paillier key: ``s.memory_key_bits`` (below 2048 only behind each
+    deployment's explicit insecure flag); a cached key from fixed primes below 2048 bits."""
+    if s.memory_key_bits < 2048:
+        from securetrees.testing.paillier import small_keypair
+
+        return small_keypair(s.memory_key_bits)
+    return generate_keypair(s.memory_key_bits)
+
+
+def _ff_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) -> Path:
     from securetrees.protocols.federated_forest.deploy import prepare
 
-    d = make_table(rows, N_FEATURES)
-    test = make_table(1000, N_FEATURES, seed=1)
-    params = {"n_estimators": 1, "max_depth": depth, "random_state": 0, "n_classes": 2,
+    params = {"n_estimators": 1, "max_depth": s.depth, "random_state": 0, "n_classes": 2,
               "label_protection": "shared"}
+    return prepare(out, d.X, d.y, _split(N_FEATURES, 2), X_test=test.X, params=params)
+
+
+def _hf_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) -> Path:
+    """Three clients, each a third of the rows (every column), pairwise-masked histograms."""
+    from securetrees.protocols.histogram_forest.deploy import prepare
+
+    def parts(t: SyntheticTable) -> list[tuple[Any, Any]]:
+        return [(t.X[r], t.y[r]) for r in (slice(u, None, 3) for u in range(3))]
+
+    params = {"n_estimators": 1, "max_depth": s.depth, "random_state": 0, "secure_aggregation": True}
+    return prepare(out, parts(d), tests=parts(test), params=params)
+
+
+def _ht_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) -> Path:
+    """The host: even columns of every row and the labels; 3 guests: odd columns, row ``i`` at guest
+    ``i mod 3`` (the rows sweep's layout); secure mode (the default key-owner encryption), host depth 1
+    then 1 guest layer."""
+    from securetrees.protocols.hybridtree.deploy import prepare
+
+    keys = _crypto_key(s)
+    params = {"n_estimators": 1, "host_depth": 1, "guest_depth": 1, "min_node_size": min(1000, d.X.shape[0] // 30),
+              "key_bits": keys[0].bits, "allow_insecure": keys[0].bits < 2048, "n_jobs": s.memory_jobs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParameterWarning)
+        return prepare(out, d.X, d.y, list(range(0, N_FEATURES, 2)), list(range(1, N_FEATURES, 2)),
+                       [range(u, d.X.shape[0], 3) for u in range(3)], X_test=test.X,
+                       test_rows=[range(u, test.X.shape[0], 3) for u in range(3)], params=params, keypair=keys)
+
+
+def _sb_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) -> Path:
+    """The active party (even columns, the labels) and one passive party (odd columns)."""
+    from securetrees.protocols.secureboost.deploy import prepare
+
+    keys = _crypto_key(s)
+    params = {"n_estimators": 1, "max_depth": 2, "key_bits": keys[0].bits,
+              "allow_insecure": keys[0].bits < 2048, "n_jobs": s.memory_jobs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParameterWarning)
+        return prepare(out, d.X, d.y, _split(N_FEATURES, 2), X_test=test.X, params=params, keypair=keys)
+
+
+def _rf_trial(out: Path, d: SyntheticTable, test: SyntheticTable, s: Setting) -> Path:
+    """Three participants (columns dealt in turn), the CS with the labels, the CC, the KGC and a
+    requester; DT-PKC at ``s.memory_key_bits``."""
+    from securetrees.protocols.revfrf.deploy import prepare
+
+    settings = {"n_estimators": 1, "max_depth": 2, "random_state": 0, "n_classes": 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParameterWarning)
+        return prepare(out, d.X, d.y, _split(N_FEATURES, 3), X_test=test.X, settings=settings,
+                       key_bits=s.memory_key_bits, allow_insecure=s.memory_key_bits < 2048)
+
+
+DEPLOYED: dict[str, Deployed] = {
+    "Federated Forest": Deployed(_ff_trial, lambda s: f"1 tree depth {s.depth}, shared labels, 2 clients",
+                                 lambda s: None, lambda s: s.memory_rows),
+    "histogram forest": Deployed(_hf_trial, lambda s: f"1 tree depth {s.depth}, no DP, secure aggregation, "
+                                                      "3 clients", lambda s: None, lambda s: s.memory_rows),
+    "HybridTree": Deployed(_ht_trial, lambda s: f"1 tree, host depth 1 + 1 guest layer, secure (key-owner), 3 guests, "
+                                                f"n_jobs={s.memory_jobs}",
+                           lambda s: s.memory_key_bits, lambda s: s.memory_rows),
+    "SecureBoost": Deployed(_sb_trial, lambda s: f"1 tree depth 2, 1 passive party, n_jobs={s.memory_jobs}",
+                            lambda s: s.memory_key_bits, lambda s: s.memory_rows),
+    "RevFRF": Deployed(_rf_trial, lambda s: "1 tree depth 2, 3 participants, 20 rows to predict (below "
+                                            f"{s.memory_rows}: extrapolated)",
+                       lambda s: s.memory_key_bits, lambda s: s.revfrf_rows[1], test_rows=20),
+}
+
+
+def _as_parquet(cfg: Path, deadline: float = 3600.0) -> None:
+    """Every party's CSV tables rewritten as Parquet (numbers typed, categories as text; the tables'
+    loader reads either), ``run.toml`` pointed at them: far faster for a role to read at 10^6 rows.
+    The per-call ``deadline`` is raised from the trial's 600 s: one protocol call on 10^6 rows (a
+    passive party's encrypted histograms) may run longer on a loaded machine."""
+    import pandas as pd
+
+    from securetrees.net.config import dump_toml
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    doc = tomllib.loads(cfg.read_text(encoding="utf-8"))
+    for entry in doc["parties"].values():
+        for key in ("data", "test_data"):
+            name = entry.get(key)
+            if isinstance(name, str) and name.endswith(".csv"):
+                src = cfg.parent / name
+                frame = pd.read_csv(src, keep_default_na=False, na_values=[""], dtype={"id": str})
+                frame.to_parquet(src.with_suffix(".parquet"), index=False)
+                src.unlink()
+                entry[key] = str(Path(name).with_suffix(".parquet"))
+    doc["run"]["deadline"] = deadline
+    cfg.write_text(dump_toml(doc), encoding="utf-8")
+
+
+def deployment_memory(name: str, s: Setting) -> dict[str, dict[str, float]]:
+    """Protocol ``name`` deployed with every role in its own process on loopback (gRPC + mutual
+    TLS; rows aligned by PSI as a deployment does); each role's peak resident memory (bytes) and
+    its received bytes, the job's seconds and the run's rows."""
+    from securetrees.net.service import launch
+
+    dep = DEPLOYED[name]
+    rows = dep.rows(s)
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = prepare(tmp, d.X, d.y, _split(N_FEATURES, 2), X_test=test.X, params=params)
-        del d
+        d = make_table(rows, N_FEATURES)
+        test = make_table(dep.test_rows or min(1000, max(20, rows // 20)), N_FEATURES, seed=1)  # rows to predict
+        t0 = time.perf_counter()
+        cfg = dep.prepare(Path(tmp), d, test, s)
+        del d, test
+        _as_parquet(cfg)
+        prep = time.perf_counter() - t0
         info: dict[str, Any] = {}
-        launch(cfg, Path(tmp) / "pki", report=info, startup_timeout=600.0)
-    return {role: {"peak_rss_bytes": float(st.get("peak_rss_bytes", "nan")),
-                   "bytes_received": float(st.get("bytes_received", "nan"))}
-            for role, st in info["stats"].items() if role != "operator"} | {
-        "job": {"seconds": float(info["job_seconds"])}}
+        launch(cfg, Path(tmp) / "pki", report=info, startup_timeout=900.0, log_dir=Path(tmp) / "logs")
+    out = {role: {"peak_rss_bytes": float(st.get("peak_rss_bytes", "nan")),
+                  "bytes_received": float(st.get("bytes_received", "nan"))}
+           for role, st in info["stats"].items() if role != "operator"}
+    return out | {"job": {"seconds": float(info["job_seconds"]), "prepare_seconds": prep, "rows": float(rows)}}
+
+
+def ciphertext_bytes(key_bits: int) -> int:
+    """Bytes of one Paillier (or DT-PKC) ciphertext held in memory: an integer modulo ``n^2`` of
+    ``2 x key_bits`` bits, as a Python int (its object header included)."""
+    return sys.getsizeof((1 << (2 * key_bits)) - 1)
 
 
 # -- the run ---------------------------------------------------------------------------------------------
@@ -598,22 +751,71 @@ def _trees_depth(report: Report, s: Setting) -> None:
         report.data[f"{what}_sweep"] = out
 
 
-def _memory(report: Report, s: Setting) -> None:
-    mem = deployment_memory(s.memory_rows, s.depth)
-    tab = report.table(f"Peak memory per party: Federated Forest deployment, {s.memory_rows} x {N_FEATURES}, "
-                       f"shared labels, 1 tree depth {s.depth}, every role its own process (gRPC + mTLS, loopback)",
-                       ["role", "peak RSS (MB)", "bytes received"],
-                       note=f"job time (after start-up) {mem['job']['seconds']:.1f} s; each role reads its own "
-                            "ru_maxrss when the operator asks for its stats")
-    peak = 0.0
-    for role, st in mem.items():
-        if role == "job":
+def _memory(report: Report, s: Setting, names: Sequence[str] = tuple(DEPLOYED)) -> None:
+    """Each protocol's deployment: a table of every role's peak memory, one check per protocol that
+    its largest party stays <= 4 GB at ``s.memory_rows`` rows (RevFRF: extrapolated, marked so)."""
+    tab = report.table(f"Peak memory per party, every role its own process (gRPC + mTLS on loopback, "
+                       f"PSI alignment), {N_FEATURES} columns",
+                       ["protocol", "role", "rows", "peak RSS (MB)", "bytes received", "key bits", "measured"],
+                       note=f"each role reads its own VmHWM when the operator asks for its stats (roles run "
+                            f"with n_jobs={s.memory_jobs}: no worker processes); one ciphertext in memory: "
+                            f"{ciphertext_bytes(s.memory_key_bits)} bytes at {s.memory_key_bits} bits "
+                            f"({ciphertext_bytes(2048)} at 2048: about 2 x key bits / 8 + a 28-byte header)")
+    subsets = report.table("Peak memory: what each deployment ran",
+                           ["protocol", "run", "rows", "job (s)", "prepare (s)"])
+    out: dict[str, Any] = {}
+    for name in names:
+        dep = DEPLOYED[name]
+        bits = dep.key_bits(s)
+        if name == "RevFRF":
+            out[name] = _revfrf_memory(report, s, tab, subsets)
             continue
-        tab.add(role, f"{st['peak_rss_bytes'] / 1e6:.0f}", int(st["bytes_received"]))
-        peak = max(peak, st["peak_rss_bytes"])
-    report.data["deployment_memory"] = mem
-    report.check(f"largest party's peak memory at {s.memory_rows} x {N_FEATURES} rows, GB (one process per role)",
-                 peak / GB, "<=", 4.0)
+        mem = deployment_memory(name, s)
+        job = mem.pop("job")
+        subsets.add(name, dep.subset(s), int(job["rows"]), f"{job['seconds']:.1f}", f"{job['prepare_seconds']:.1f}")
+        for role, st in mem.items():
+            tab.add(name, role, int(job["rows"]), f"{st['peak_rss_bytes'] / 1e6:.0f}", int(st["bytes_received"]),
+                    bits or "-", "measured")
+        peak = max(st["peak_rss_bytes"] for st in mem.values())
+        report.check(f"{name}: largest party's peak memory at {int(job['rows'])} x {N_FEATURES}, GB "
+                     "(one process per role)", peak / GB, "<=", 4.0)
+        out[name] = mem | {"job": job}
+        print(f"[scale]   memory {name}: largest party {peak / 1e6:.0f} MB, job {job['seconds']:.1f} s", flush=True)
+    report.data["deployment_memory"] = out
+    report.data["ciphertext_bytes"] = {str(b): ciphertext_bytes(b) for b in (s.memory_key_bits, 2048)}
+
+
+def _revfrf_memory(report: Report, s: Setting, tab: Table, subsets: Table) -> dict[str, Any]:
+    """RevFRF at two sizes below ``s.memory_rows`` (the module's docstring says why); each role's
+    peak memory EXTRAPOLATED to ``s.memory_rows`` on the line through the two runs
+    (per-row bytes = its slope)."""
+    dep = DEPLOYED["RevFRF"]
+    runs = {}
+    for n in s.revfrf_rows:
+        mem = deployment_memory("RevFRF", replace(s, revfrf_rows=(n, n)))
+        job = mem.pop("job")
+        subsets.add("RevFRF", dep.subset(s), n, f"{job['seconds']:.1f}", f"{job['prepare_seconds']:.1f}")
+        for role, st in mem.items():
+            tab.add("RevFRF", role, n, f"{st['peak_rss_bytes'] / 1e6:.0f}", int(st["bytes_received"]),
+                    s.memory_key_bits, "measured")
+        runs[n] = mem | {"job": job}
+        print(f"[scale]   memory RevFRF at {n} rows: job {job['seconds']:.1f} s", flush=True)
+    n1, n2 = s.revfrf_rows
+    big = s.memory_rows
+    extrap: dict[str, dict[str, float]] = {}
+    for role in (r for r in runs[n2] if r != "job"):
+        # bytes received follow which participant's columns win the splits, not the rows: not extrapolated
+        e = {"peak_rss_bytes": _linear((n1, n2), [runs[n1][role]["peak_rss_bytes"], runs[n2][role]["peak_rss_bytes"]],
+                                       big)}
+        e["peak_bytes_per_row"] = max(0.0, (runs[n2][role]["peak_rss_bytes"] - runs[n1][role]["peak_rss_bytes"])
+                                      / (n2 - n1))
+        extrap[role] = e
+        tab.add("RevFRF", role, big, f"{e['peak_rss_bytes'] / 1e6:.0f}", "-", s.memory_key_bits,
+                f"EXTRAPOLATED ({e['peak_bytes_per_row']:.0f} B/row)")
+    peak = max(e["peak_rss_bytes"] for e in extrap.values())
+    report.check(f"RevFRF: largest party's peak memory at {big} x {N_FEATURES}, GB, EXTRAPOLATED from {n1} and "
+                 f"{n2} rows", peak / GB, "<=", 4.0)
+    return {str(n): r for n, r in runs.items()} | {"extrapolated": {"rows": big, "roles": extrap}}
 
 
 def _plots(report: Report, s: Setting, curves: dict[str, dict[int, Point]]) -> None:
@@ -667,25 +869,45 @@ def _plots(report: Report, s: Setting, curves: dict[str, dict[int, Point]]) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The rows ratio alone for some modes (the full suite takes about half an hour):
-    ``cd benchmarks && PYTHONPATH=.. python -m suites.scale "histogram forest (no DP)" "HybridTree plaintext"
-    [--rows 100000 1000000] [--repeats 3 1]``; exits 1 if a ratio misses its target."""
+    """One stage alone (the full suite takes over an hour; its memory stage alone 45-60 min at 10^6 rows).
+
+    The rows ratio for some modes: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale
+    "histogram forest (no DP)" "HybridTree plaintext" [--rows 100000 1000000] [--repeats 3 1]``.
+    The deployments' peak memory: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale memory
+    [--quick] [--protocols "SecureBoost" ...] [--json PATH]``.  Exits 1 if a target is missed."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("modes", nargs="+", choices=list(PLAIN))
+    parser.add_argument("modes", nargs="+", choices=[*PLAIN, "memory"])
     parser.add_argument("--rows", type=int, nargs=2, default=list(FULL.rows[-2:]))
     parser.add_argument("--repeats", type=int, nargs=2, default=list(FULL.repeats[-2:]))
+    parser.add_argument("--quick", action="store_true", help="memory: the quick run's sizes")
+    parser.add_argument("--protocols", nargs="+", choices=list(DEPLOYED), default=list(DEPLOYED))
+    parser.add_argument("--memory-rows", type=int, help="memory: rows of the deployments (default: the run's)")
+    parser.add_argument("--revfrf-rows", type=int, nargs=2, help="memory: RevFRF's two sizes (default: the run's)")
+    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
-    s = replace(FULL, rows=tuple(args.rows), repeats=tuple(args.repeats))
-    report = Report(suite="scale (rows ratio)", quick=False)
-    report.data["load_average_at_start"] = os.getloadavg()
-    curves: dict[str, dict[int, Point]] = {}
-    with threadpool_limits(limits=1):
-        _rows_sweep(report, s, curves, args.modes)
-    _ratio_table(report, curves, s.rows[-1], s.rows[-2])
+    if "memory" in args.modes:
+        if args.modes != ["memory"]:
+            parser.error("the memory stage runs alone")
+        report = Report(suite="scale (deployment memory)", quick=args.quick)
+        report.data["load_average_at_start"] = os.getloadavg()
+        s = QUICK if args.quick else FULL
+        s = replace(s, memory_rows=args.memory_rows or s.memory_rows,
+                    revfrf_rows=tuple(args.revfrf_rows or s.revfrf_rows))
+        _memory(report, s, args.protocols)
+    else:
+        s = replace(FULL, rows=tuple(args.rows), repeats=tuple(args.repeats))
+        report = Report(suite="scale (rows ratio)", quick=False)
+        report.data["load_average_at_start"] = os.getloadavg()
+        curves: dict[str, dict[int, Point]] = {}
+        with threadpool_limits(limits=1):
+            _rows_sweep(report, s, curves, args.modes)
+        _ratio_table(report, curves, s.rows[-1], s.rows[-2])
     print(report.render())
     print(f"load average at start {report.data['load_average_at_start']}, at end {os.getloadavg()}")
+    if args.json:
+        report.write_json(args.json)
     return 1 if any(not c.met for c in report.checks) else 0
 
 
