@@ -21,7 +21,7 @@ repeated id) naming the file and the column.  Reading a table reveals nothing: i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,28 +135,47 @@ def _is_missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v)) or type(v).__name__ in ("NAType", "NaTType")
 
 
-def _numbers(values: Sequence[object], where: str) -> FloatArray:
-    """Cells as floats (empty: NaN); a cell that is not a number raises :class:`TableError`."""
-    out = np.empty(len(values), dtype=np.float64)
-    for i, v in enumerate(values):
-        if _is_missing(v):
-            out[i] = np.nan
-            continue
-        try:
-            out[i] = float(v)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise TableError(f"{where}: row {i} holds {v!r}, which is not a number") from None
-        if np.isinf(out[i]):
-            raise TableError(f"{where}: row {i} is infinite (leave the cell empty for a missing value)")
+def _numbers(values: Any, where: str) -> FloatArray:
+    """A column's cells (a pandas Series) as floats (empty: NaN); a cell that is not a number, or
+    an infinite one, raises :class:`TableError`."""
+    already = values.dtype.kind in "biuf"  # numbers already (Parquet): no per-cell conversion
+    out = values.to_numpy(dtype=np.float64, na_value=np.nan) if already else _parsed(values, where)
+    infinite = np.flatnonzero(np.isinf(out))
+    if infinite.size:
+        raise TableError(f"{where}: row {int(infinite[0])} is infinite (leave the cell empty for a missing value)")
     return out
 
 
-def _typed_column(values: Sequence[object], where: str) -> tuple[list[object], bool]:
+def _parsed(values: Any, where: str) -> FloatArray:
+    """Cells that are not numbers yet (CSV text): each present one through Python's ``float`` in
+    one numpy pass, the values a cell-by-cell conversion gives, without a Python list of the column."""
+    cells = values.to_numpy(dtype=object, copy=True)
+    cells[values.isna().to_numpy()] = np.nan
+    try:
+        out: FloatArray = cells.astype(np.float64)
+    except (TypeError, ValueError):
+        for i, v in enumerate(cells.tolist()):  # only to name the first cell that is not a number
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                raise TableError(f"{where}: row {i} holds {v!r}, which is not a number") from None
+        raise TableError(f"{where}: a cell is not a number") from None
+    return out
+
+
+def _texts(values: Any) -> npt.NDArray[np.object_]:
+    """A column's cells as text (empty: None), an object array."""
+    out: npt.NDArray[np.object_] = values.astype(str).to_numpy(dtype=object)
+    out[values.isna().to_numpy()] = None
+    return out
+
+
+def _typed_column(values: Any, where: str) -> tuple[npt.NDArray[Any], bool]:
     """CSV cells are text: a column whose every present cell parses as a number is numeric."""
     try:
-        return list(_numbers(values, where)), True
+        return _numbers(values, where), True
     except TableError:
-        return [None if _is_missing(v) else str(v) for v in values], False
+        return _texts(values), False
 
 
 def read_table(source: object, options: TableOptions | None = None, *, schema: TabularSchema | None = None,
@@ -206,16 +225,16 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
     if strict and extra:
         raise TableError(f"{where}: columns not in the declared feature columns: {extra}")
     declared = dict(opt.categories or {})
-    data: dict[str, list[object]] = {}
+    data: dict[str, npt.NDArray[Any]] = {}
     numeric: dict[str, bool] = {}
     for c in features:
-        values = df[c].tolist()
+        values = df[c]
         col_where = f"{where} column {c!r}"
         known_numeric = schema is not None and schema.columns[schema.index(c)].kind == "numeric"
         if known_numeric or (schema is None and opt.columns is not None and c not in declared):
-            data[c], numeric[c] = list(_numbers(values, col_where)), True  # declared numeric: must parse
+            data[c], numeric[c] = _numbers(values, col_where), True  # declared numeric: must parse
         elif c in declared or (schema is not None):
-            data[c], numeric[c] = [None if _is_missing(v) else str(v) for v in values], False
+            data[c], numeric[c] = _texts(values), False
             outside = sorted({str(v) for v in data[c] if v is not None} - set(declared.get(c, ())))
             if strict and schema is None and outside:
                 raise TableError(f"{col_where}: categories outside the declared ones: {outside[:5]}")

@@ -165,3 +165,24 @@ def test_strict_reading_refuses_other_columns_and_undeclared_categories(tmp_path
     np.testing.assert_array_equal(test.X[:, 0], [0.0, np.nan, np.nan])  # an unseen category is missing
     assert list(test.labels) == [">50K", "<=50K", "<=50K"]  # type: ignore[arg-type]
     assert read_table(odd, declared, schema=train.schema).labels is None  # a test table's labels only on request
+
+
+def test_number_cells_are_python_floats_of_the_text(tmp_path: Path) -> None:
+    """Text cells become exactly ``float(cell)`` (the reader converts a whole column at once);
+    a column with one non-number is a category column, and a Parquet column of numbers, with
+    gaps, is read as numbers."""
+    cells = [" 2.5 ", "1_000", "1e-3", "nan", "0.1", "-0", "7"]
+    text = "id,x,y\n" + "".join(f"r{i},{c},{'a' if i == 3 else i}\n" for i, c in enumerate(cells))
+    t = read_table(write(tmp_path, text))
+    assert t.schema.categorical_mask() == [False, True]
+    np.testing.assert_array_equal(t.X[:, 0], [float(c) for c in cells])
+    assert np.signbit(t.X[5, 0])
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "n": pd.array([1, None, 3], dtype="Int64"),
+                          "f": [0.5, np.nan, 2.0], "b": [True, False, True]})
+    frame.to_parquet(tmp_path / "p.parquet")
+    got = read_table(tmp_path / "p.parquet")
+    np.testing.assert_array_equal(got.X, [[1.0, 0.5, 1.0], [np.nan, np.nan, 0.0], [3.0, 2.0, 1.0]])
+    with pytest.raises(TableError, match="row 1 is infinite"):
+        read_table(pd.DataFrame({"id": ["a", "b"], "f": [1.0, np.inf]}), TableOptions(columns=("f",)))
+    with pytest.raises(TableError, match=r"row 2 holds 'x', which is not a number"):
+        read_table(write(tmp_path, "id,f\na,1\nb,2\nc,x\n", "bad.csv"), TableOptions(columns=("f",)))
