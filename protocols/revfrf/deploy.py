@@ -294,7 +294,6 @@ def alignment_plan(config: RunConfig) -> AlignmentPlan:
     rows); it learns each pairwise intersection (``specs/deployment.md``).  A predict-only run
     aligns the test ids only, of the participants that name ``test_data`` (a revoked one may
     name none), led by the first of them."""
-    check_parameters(config.params)
     if alignment_mode(config) != "psi":
         raise ParameterError("RevFRF aligns its rows by private set intersection only (alignment = 'psi')")
     participants = tuple(str(u) for u in config.params["participants"])
