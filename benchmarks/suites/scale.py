@@ -61,6 +61,7 @@ import gc
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -603,6 +604,7 @@ def run(report: Report, quick: bool) -> None:
                                 "(8 codes), seed 0")
     report.data["wan_settings"] = {k: {"bits_per_second": bw, "rtt_s": rtt} for k, (bw, rtt) in WAN.items()}
     curves: dict[str, dict[int, Point]] = {}
+    _reader(report, s.memory_rows)
     _memory(report, s)  # first: the largest table of the run, while this process is still small
     t0 = _stage(report, "deployment memory", t0)
     with threadpool_limits(limits=1):
@@ -751,6 +753,47 @@ def _trees_depth(report: Report, s: Setting) -> None:
         report.data[f"{what}_sweep"] = out
 
 
+READER_SCRIPT = """
+import resource, sys, time
+from securetrees.net.tables import read_table
+t0 = time.perf_counter()
+table = read_table(sys.argv[1])
+print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, table.X.shape[0])
+"""
+
+
+def _reader(report: Report, rows: int) -> None:
+    """What reading one party's table costs, each file read by ``read_table`` in a fresh process:
+    ``rows`` x 25 columns of the generator (20 numeric, 5 categorical written as text) plus an id
+    column, as Parquet and as CSV; peak memory (VmHWM of that process) and seconds."""
+    import pandas as pd
+
+    d = make_table(rows, N_FEATURES)
+    half = list(range(0, N_FEATURES, 2))
+    cols = {f"x{j}": (d.X[:, j] if not d.categorical[j] else [f"c{int(v)}" for v in d.X[:, j]]) for j in half}
+    frame = pd.DataFrame({"id": [f"r{i}" for i in range(rows)], **cols})
+    tab = report.table(f"Reading one party's table ({rows} rows x {len(half)} columns + ids), a fresh process each",
+                       ["format", "file (MB)", "peak RSS (MB)", "seconds"],
+                       note="securetrees.net.tables.read_table on the file; the process's high-water mark")
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="scale-reader-") as tmp:
+        for fmt in ("parquet", "csv"):
+            path = Path(tmp) / f"t.{fmt}"
+            if fmt == "parquet":
+                frame.to_parquet(path)
+            else:
+                frame.to_csv(path, index=False)
+            env = {**os.environ, "OMP_NUM_THREADS": "1"}
+            done = subprocess.run([sys.executable, "-c", READER_SCRIPT, str(path)],  # noqa: S603 - no shell
+                                  capture_output=True, text=True, check=True, env=env)
+            seconds, peak, n = done.stdout.split()
+            if int(n) != rows:
+                raise RuntimeError(f"read {n} rows of {rows}")
+            tab.add(fmt, f"{path.stat().st_size / 1e6:.0f}", f"{int(peak) / 1e6:.0f}", f"{float(seconds):.1f}")
+            out[fmt] = {"peak_rss_bytes": int(peak), "seconds": float(seconds), "file_bytes": path.stat().st_size}
+    report.data["reader"] = out
+
+
 def _memory(report: Report, s: Setting, names: Sequence[str] = tuple(DEPLOYED)) -> None:
     """Each protocol's deployment: a table of every role's peak memory, one check per protocol that
     its largest party stays <= 4 GB at ``s.memory_rows`` rows (RevFRF: extrapolated, marked so)."""
@@ -874,11 +917,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     The rows ratio for some modes: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale
     "histogram forest (no DP)" "HybridTree plaintext" [--rows 100000 1000000] [--repeats 3 1]``.
     The deployments' peak memory: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale memory
-    [--quick] [--protocols "SecureBoost" ...] [--json PATH]``.  Exits 1 if a target is missed."""
+    [--quick] [--protocols "SecureBoost" ...] [--json PATH]``; reading one party's table:
+    ``... python -m suites.scale reader [--memory-rows N]``.  Exits 1 if a target is missed."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("modes", nargs="+", choices=[*PLAIN, "memory"])
+    parser.add_argument("modes", nargs="+", choices=[*PLAIN, "memory", "reader"])
     parser.add_argument("--rows", type=int, nargs=2, default=list(FULL.rows[-2:]))
     parser.add_argument("--repeats", type=int, nargs=2, default=list(FULL.repeats[-2:]))
     parser.add_argument("--quick", action="store_true", help="memory: the quick run's sizes")
@@ -887,7 +931,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--revfrf-rows", type=int, nargs=2, help="memory: RevFRF's two sizes (default: the run's)")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
-    if "memory" in args.modes:
+    if "reader" in args.modes:
+        if args.modes != ["reader"]:
+            parser.error("the reader stage runs alone")
+        report = Report(suite="scale (table reader)", quick=args.quick)
+        report.data["load_average_at_start"] = os.getloadavg()
+        _reader(report, args.memory_rows or (QUICK if args.quick else FULL).memory_rows)
+    elif "memory" in args.modes:
         if args.modes != ["memory"]:
             parser.error("the memory stage runs alone")
         report = Report(suite="scale (deployment memory)", quick=args.quick)
