@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Literal
 
 import numpy as np
@@ -69,6 +70,15 @@ def _cell_kind(v: object, where: str) -> str:
     if isinstance(v, (str, np.str_)):
         return "string"
     raise TypeMismatchError(f"{where} holds a {type(v).__name__}: argument must be a string or a real number")
+
+
+def _text_missing(values: npt.NDArray[Any]) -> npt.NDArray[np.bool_] | None:
+    """For a column whose every cell is a ``str`` or ``None`` (a table reader's text column): its
+    missing mask, so that its categories and codes come from whole-column operations; else None."""
+    if values.dtype != object or not set(map(type, values.tolist())) <= {str, type(None)}:
+        return None
+    missing: npt.NDArray[np.bool_] = values == None  # noqa: E711 - elementwise on an object array
+    return missing
 
 
 def _numeric(values: npt.NDArray[Any], where: str) -> FloatArray:
@@ -168,6 +178,9 @@ class TabularSchema:
                 declared = kind[len("category:"):]
                 out.append(Column(name, "categorical", tuple(sorted(declared.split("\x1f"))) if declared else (),
                                   True))
+            elif (missing := _text_missing(values)) is not None:  # text cells: the same result, faster
+                cats = sorted(set(values[~missing].tolist()))
+                out.append(Column(name, "categorical", tuple(cats)) if cats else Column(name, "numeric"))
             else:
                 where = f"column {name!r}"
                 seen = {_cell_kind(v, where) for v in values}
@@ -254,8 +267,13 @@ class TabularSchema:
                 out[:, j] = values if values.dtype == np.float64 else _numeric(values, where)
             else:
                 code = {c: float(k) for k, c in enumerate(col.categories)}
-                out[:, j] = [np.nan if _cell_kind(v, where) == "missing" else code.get(_as_category(v), np.nan)
-                             for v in values]
+                if (missing := _text_missing(values)) is not None:  # text cells: one C-level pass
+                    cells = values.tolist()
+                    out[:, j] = np.fromiter(map(code.get, cells, repeat(np.nan)), dtype=np.float64, count=n)
+                    out[missing, j] = np.nan
+                else:
+                    out[:, j] = [np.nan if _cell_kind(v, where) == "missing" else code.get(_as_category(v), np.nan)
+                                 for v in values]
         if np.isinf(out).any():
             raise ParameterError("X holds infinite values (NaN means missing; infinities are refused)")
         return out
