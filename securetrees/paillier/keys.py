@@ -82,6 +82,8 @@ passes outweighs their smaller operands; at 768 bits and above CRT is the faster
 BATCH_TABLE_MIN: Final = 1024
 """Exponents in one call from which a batch uses the batch table (building one costs about 2^w
 multiplications per row, so smaller calls use the window-8 table)."""
+BATCH_SLICE: Final = 8192
+"""Exponents a batch raises at once: its digit columns (one Python int per digit) stay a few MiB."""
 _DRAW_CHUNK: Final = 1024  # exponents per byte string drawn
 _SMALL_PRIMORIAL: Final = math.prod(
     [p for p in range(3, 1 << 12, 2) if all(p % d for d in range(3, int(p**0.5) + 1, 2))]
@@ -344,7 +346,11 @@ class PublicKey:
         if mode not in MODES:
             raise ParameterError(f"unknown encryption mode {mode!r}; choose one of {MODES}")
         table = self.batch_table() if len(randomness) >= BATCH_TABLE_MIN else self.comb_table()
-        return table.pow_many(randomness, self.exponent_bits(mode))
+        bits = self.exponent_bits(mode)
+        out: list[mpz] = []
+        for start in range(0, len(randomness), BATCH_SLICE):  # bounded digit columns
+            out += table.pow_many(randomness[start:start + BATCH_SLICE], bits)
+        return out
 
     def obfuscator(
         self, *, mode: Mode = "djn", pool: ObfuscatorSource | None = None,
@@ -621,10 +627,14 @@ class PrivateKey:
         if self._pk._bits < CRT_OBFUSCATOR_MIN_BITS:
             return self._pk.obfuscators_from(mode, randomness)  # the same values, one pass mod N²
         tp, tq = self.batch_tables() if len(randomness) >= BATCH_TABLE_MIN else self.comb_tables()
-        columns = exponent_columns(randomness, self._pk.exponent_bits(mode), tp.window)  # shared by both
+        bits = self._pk.exponent_bits(mode)
         p2, q2, inv = self._p2, self._q2, self._q2_inv_p2
-        return [xq + q2 * ((xp - xq) * inv % p2)  # crt_pair, inlined for the batch
-                for xp, xq in zip(tp.pow_columns(columns), tq.pow_columns(columns), strict=True)]
+        out: list[mpz] = []
+        for start in range(0, len(randomness), BATCH_SLICE):  # bounded digit columns
+            columns = exponent_columns(randomness[start:start + BATCH_SLICE], bits, tp.window)  # shared by both
+            out += [xq + q2 * ((xp - xq) * inv % p2)  # crt_pair, inlined for the batch
+                    for xp, xq in zip(tp.pow_columns(columns), tq.pow_columns(columns), strict=True)]
+        return out
 
     def encrypt(self, m: int, *, mode: Mode = "djn", rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
         """Key-owner encryption of a signed integer: the public key's ``mode``, computed by CRT."""

@@ -11,6 +11,7 @@ import pytest
 
 from securetrees._nt import FixedBaseTable, exponent_columns, mpz, window_digits
 from securetrees.errors import ExponentRangeError
+from securetrees.paillier import keys
 from securetrees.paillier.keys import BATCH_TABLE_BYTES, BATCH_TABLE_MIN, COMB_WINDOW, batch_window
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
@@ -34,8 +35,12 @@ def test_batch_window_is_the_widest_within_the_budget(modulus_bits: int, exp_bit
 
 
 @pytest.mark.parametrize("bits", [512, 768])
-def test_large_batches_give_the_single_obfuscators(bits: int) -> None:
-    """The batch tables (both placements, both sides of the CRT threshold) compute ``hs^a``."""
+@pytest.mark.parametrize("batch_slice", [keys.BATCH_SLICE, 1000])
+def test_large_batches_give_the_single_obfuscators(bits: int, batch_slice: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch tables (both placements, both sides of the CRT threshold) compute ``hs^a``, a
+    batch raised in slices (1,000: five of them) as in one."""
+    monkeypatch.setattr(keys, "BATCH_SLICE", batch_slice)
     pk, sk = small_keypair(bits)
     rng = DeterministicRandom(f"batch tables {bits}")
     a = pk.draw_randomness_many("djn", BATCH_TABLE_MIN, rng)
