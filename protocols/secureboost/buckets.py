@@ -143,8 +143,28 @@ def _partial_sums(
     for v in values:
         total = total * v % modulus
     n_rows, n_features = codes.shape
+    out: list[mpz] = []
+    mults = n_rows
+    step = max(1, _PAIRS_AT_ONCE // max(n_rows, 1))  # features per pass: bounded index arrays
+    for f0 in range(0, n_features, step):
+        sums, members = _group_sums(modulus, widths[f0:f0 + step], big[f0:f0 + step], values,
+                                    codes[:, f0:f0 + step])
+        out += sums
+        mults += members
+    return total, out, mults
+
+
+_PAIRS_AT_ONCE = 1 << 21
+"""(row, feature) pairs one pass of :func:`_group_sums` sorts (a few tens of MiB of index arrays)."""
+
+
+def _group_sums(modulus: mpz, widths: list[int], big: list[int], values: list[mpz],
+                codes: npt.NDArray[np.integer[Any]]) -> tuple[list[mpz], int]:
+    """The bucket products of a group of features (every bucket but each feature's ``big`` one),
+    from one sort of the group's (row, feature) pairs by bucket; with the number of members."""
+    n_features = codes.shape[1]
     starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
-    keys = (codes + starts[None, :]).ravel()  # (row, feature) -> its bucket over all features
+    keys = (codes + starts[None, :]).ravel()  # (row, feature) -> its bucket over the group
     kept = np.flatnonzero((codes != np.asarray(big, dtype=np.int64)[None, :]).ravel())
     order = kept[np.argsort(keys[kept], kind="stable")]  # grouped by bucket, in row order
     bounds = np.searchsorted(keys[order], np.arange(int(sum(widths)) + 1)).tolist()
@@ -157,7 +177,7 @@ def _partial_sums(
         for v in members[lo + 1:hi]:
             acc = acc * v % modulus
         out[b] = acc
-    return total, out, n_rows + len(members)
+    return out, len(members)
 
 
 def _partials(

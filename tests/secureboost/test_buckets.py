@@ -150,3 +150,21 @@ def test_bucket_codes_hold_the_largest_budget() -> None:
     binned = np.array([[0, 254], [255, 3]], dtype=np.int64)  # 255: the missing code
     codes = bucket_codes(binned, [255, 255], missing_bin=255)
     assert codes.dtype == np.int16 and codes.tolist() == [[0, 254], [255, 3]]
+
+
+def test_bucket_products_do_not_depend_on_how_many_features_one_pass_sorts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node run is summed in passes of features (bounded index arrays at 10^6 rows): one feature
+    per pass gives the products of all at once."""
+    from securetrees._nt import mpz
+    from securetrees.protocols.secureboost import buckets
+    from securetrees.rand import DeterministicRandom
+
+    rng = DeterministicRandom("passes")
+    modulus = mpz((1 << 127) - 1)
+    widths = [3, 5, 2, 4]
+    codes = np.array([[rng.randbelow(w) for w in widths] for _ in range(40)], dtype=np.int16)
+    values = [mpz(rng.randbelow(int(modulus) - 2) + 1) for _ in range(40)]
+    big = most_populous(bucket_counts(codes, widths), widths).tolist()
+    together = buckets._partial_sums(modulus, widths, big, values, codes)
+    monkeypatch.setattr(buckets, "_PAIRS_AT_ONCE", 1)
+    assert buckets._partial_sums(modulus, widths, big, values, codes) == together
