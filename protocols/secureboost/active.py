@@ -50,12 +50,14 @@ from securetrees.trees import (
     Tree,
     TreeBuilder,
     best_splits,
-    build_histograms,
     goes_left_binned,
     node_totals,
     persistence,
 )
+from securetrees.trees.exact import sums_exactly
 from securetrees.trees.forest import BoostedForest, sigmoid, softmax
+from securetrees.trees.grow import subtracted_histograms
+from securetrees.trees.packed import PackedBins, packed_histograms, unpack
 
 __all__ = ["ActiveParty", "SecureBoostModel", "TreeRecord"]
 
@@ -130,6 +132,7 @@ class ActiveParty(Party):
         self._rng = rng
         self._mapper = BinMapper.fit(Xa, max_bins=params.max_bins, categorical=categorical)
         self._binned = self._mapper.transform(Xa)
+        self._packed = PackedBins.pack(self._binned, self._mapper)
         self._schema: dict[str, SetupReply] = {}
         self.model: SecureBoostModel | None = None
         self._train_leaf = np.zeros(Xa.shape[0], dtype=np.int64)
@@ -327,6 +330,11 @@ class ActiveParty(Party):
         idx = np.arange(n, dtype=np.int64)  # instances still in play
         pos = np.zeros(n, dtype=np.int64)  # their position in the frontier
         leaf_of = np.zeros(n, dtype=np.int64)
+        # Own histograms as the reference grower builds them: packed, and where the sums are
+        # exact (multiples of 2^-f well below 2^53 units) the larger sibling as parent - smaller.
+        columns: list[FloatArray | None] = [None, np.ascontiguousarray(stats[:, 1]), np.ascontiguousarray(stats[:, 2])]
+        exact = sums_exactly(stats)
+        parent_hist: FloatArray | None = None
         depth = 0
         while frontier.size and idx.size:
             totals = node_totals(pos, stats[idx], frontier.size)
@@ -334,12 +342,17 @@ class ActiveParty(Party):
             if not can.any():
                 break
             split_pos = np.flatnonzero(can)
-            renumber = np.full(frontier.size, -1, dtype=np.int64)
-            renumber[split_pos] = np.arange(split_pos.size)
-            keep = renumber[pos] >= 0
-            idx, pos = idx[keep], renumber[pos[keep]]
+            if parent_hist is not None:
+                packed_own, idx, pos = subtracted_histograms(self._packed, columns, parent_hist, crit.weight(totals),
+                                                             frontier, split_pos, idx, pos, leaf_of)
+            else:
+                renumber = np.full(frontier.size, -1, dtype=np.int64)
+                renumber[split_pos] = np.arange(split_pos.size)
+                keep = renumber[pos] >= 0
+                idx, pos = idx[keep], renumber[pos[keep]]
+                packed_own = packed_histograms(self._packed, pos, columns, split_pos.size, idx)
+            own = unpack(packed_own, self._packed.layout, p.max_bins)
             nodes = frontier[split_pos]
-            own = build_histograms(self._binned[idx], pos, stats[idx], split_pos.size, p.max_bins)
             jobs = tuple(
                 NodeJob(int(node), parent_of[int(node)],
                         sibling_of[int(node)] if sibling_of[int(node)] in set(nodes.tolist()) else -1,
@@ -412,6 +425,7 @@ class ActiveParty(Party):
             pos = child_base[pos] + (~go).astype(np.int64)
             frontier = np.asarray(next_frontier, dtype=np.int64)
             leaf_of[idx] = frontier[pos]
+            parent_hist = packed_own[found] if exact else None
             depth += 1
         self._train_leaf = leaf_of
         return TreeRecord(builder.build(), records)

@@ -2,9 +2,10 @@
 step S2, "How a passive party sums").
 
 A bucket sum is the product modulo N² of the bucket's ciphertexts.  Per directly built node the
-passive party multiplies the node's ciphertexts once (the node total); per feature it multiplies
-the members of every bucket but the most populous one, whose sum it derives as the total minus
-the other buckets.  A sibling whose parent was built in the previous layer is the parent minus
+passive party multiplies the members of every bucket of one feature (the one whose most populous
+bucket is smallest), whose product is the node total; per other feature it multiplies the members
+of every bucket but the most populous one, whose sum it derives as the total minus the other
+buckets.  A sibling whose parent was built in the previous layer is the parent minus
 the directly built child, bucket by bucket.  Every division of a request is a quotient
 ``numerator · denominator⁻¹``; the quotients of one stage share a single inversion
 (:func:`~securetrees._nt.batch_invert`).
@@ -133,25 +134,22 @@ def expand_buckets(sent: IntArray, kinds: npt.NDArray[np.uint8], totals: IntArra
 
 
 def _partial_sums(
-    modulus: mpz, widths: list[int], big: list[int], values: list[mpz], codes: npt.NDArray[np.integer[Any]],
-) -> tuple[mpz, list[mpz], int]:
-    """A run of a node's rows (ciphertext values, one row of bucket codes each): the product of
-    the values, and per (feature, bucket) the product of its members, the most populous bucket
-    ``big[f]`` of each feature skipped (1 there and in empty buckets); with the number of
-    multiplications.  A worker task: N², ciphertext values and bucket codes only."""
-    total = ONE
-    for v in values:
-        total = total * v % modulus
+    modulus: mpz, widths: list[int], skip: list[int], values: list[mpz], codes: npt.NDArray[np.integer[Any]],
+) -> tuple[list[mpz], int]:
+    """A run of a node's rows (ciphertext values, one row of bucket codes each): per (feature,
+    bucket) the product of its members, bucket ``skip[f]`` of each feature left out (``-1``: none;
+    1 there and in empty buckets); with the number of members.  A worker task: N², ciphertext
+    values and bucket codes only."""
     n_rows, n_features = codes.shape
     out: list[mpz] = []
-    mults = n_rows
+    mults = 0
     step = max(1, _PAIRS_AT_ONCE // max(n_rows, 1))  # features per pass: bounded index arrays
     for f0 in range(0, n_features, step):
-        sums, members = _group_sums(modulus, widths[f0:f0 + step], big[f0:f0 + step], values,
+        sums, members = _group_sums(modulus, widths[f0:f0 + step], skip[f0:f0 + step], values,
                                     codes[:, f0:f0 + step])
         out += sums
         mults += members
-    return total, out, mults
+    return out, mults
 
 
 _PAIRS_AT_ONCE = 1 << 21
@@ -181,9 +179,9 @@ def _group_sums(modulus: mpz, widths: list[int], big: list[int], values: list[mp
 
 
 def _partials(
-    modulus: mpz, widths: list[int], big: list[int], runs: list[tuple[list[mpz], npt.NDArray[np.integer[Any]]]],
-) -> list[tuple[mpz, list[mpz], int]]:
-    return [_partial_sums(modulus, widths, big, values, codes) for values, codes in runs]
+    modulus: mpz, widths: list[int], skip: list[int], runs: list[tuple[list[mpz], npt.NDArray[np.integer[Any]]]],
+) -> list[tuple[list[mpz], int]]:
+    return [_partial_sums(modulus, widths, skip, values, codes) for values, codes in runs]
 
 
 def direct_sums(
@@ -192,37 +190,54 @@ def direct_sums(
 ) -> tuple[list[mpz], int]:
     """The bucket sums of one node from its instances' ciphertext values ``values`` and bucket
     codes ``codes`` (one row per instance, one column per feature with ``widths[f]`` buckets).
-    The most populous bucket of each feature is left to ``pending`` (total / the others).
-    With ``executor``, runs of rows go to its workers and their partial products are
-    multiplied here (the same values).  Returns the sums (the derived ones filled when
-    ``pending`` is resolved) and the number of row multiplications (the same with any executor;
-    joining the partials is not counted)."""
+
+    One feature is summed in full: the one whose most populous bucket is the smallest (the
+    first such).  The product of its buckets is the node total; every other feature's most
+    populous bucket is left to ``pending`` (total / the feature's other buckets).  With
+    ``executor``, runs of rows go to its workers and their partial products are multiplied
+    here (the same values).  Returns the sums (the derived ones filled when ``pending`` is
+    resolved) and the number of multiplications by a row's value plus those joining the full
+    feature's buckets (the same with any executor; joining the partials is not counted)."""
     w = [int(x) for x in widths]
-    big = most_populous(bucket_counts(codes, w) if counts is None else counts, w).tolist()
+    if not w:
+        return [], 0
+    counts = bucket_counts(codes, w) if counts is None else counts
+    starts = np.concatenate([[0], np.cumsum(w)[:-1]]).astype(np.int64)
+    big = most_populous(counts, w)
+    full = int(np.argmin(counts[starts + big]))
+    skip = big.tolist()
+    skip[full] = -1
     vals = list(values)
     step = chunk_size(len(vals), executor)
     runs = [(vals[i:i + step], codes[i:i + step]) for i in range(0, len(vals), step)]
     if executor is None or len(runs) < 2:
-        parts = _partials(modulus, w, big, runs or [(vals, codes)])
+        parts = _partials(modulus, w, skip, runs or [(vals, codes)])
     else:
-        parts = run_chunked(_partials, runs, executor, 1, modulus, w, big)
-    total, out, mults = parts[0]
-    for t, sums, m in parts[1:]:
-        total = total * t % modulus
+        parts = run_chunked(_partials, runs, executor, 1, modulus, w, skip)
+    out, mults = parts[0]
+    for sums, m in parts[1:]:
         out = [b if a is ONE else a if b is ONE else a * b % modulus for a, b in zip(out, sums, strict=True)]
         mults += m
-    start = 0
+    total, joined = _product(out[starts[full]:starts[full] + w[full]], modulus)
+    mults += joined
     for f, width in enumerate(w):
-        rest, any_other = ONE, False
-        for b in range(width):
-            acc = out[start + b]
-            if b == big[f] or acc is ONE:
-                continue
-            rest = rest * acc % modulus if any_other else acc
-            any_other = True
-        pending.add(out, start + big[f], total, rest)
-        start += width
+        if f == full:
+            continue
+        start = int(starts[f])
+        rest, _ = _product([out[start + b] for b in range(width) if b != skip[f]], modulus)
+        pending.add(out, start + skip[f], total, rest)
     return out, mults
+
+
+def _product(factors: Sequence[mpz], modulus: mpz) -> tuple[mpz, int]:
+    """The product of the factors other than 1 (1 if none), with the multiplications it took."""
+    acc, mults = ONE, -1
+    for v in factors:
+        if v is ONE:
+            continue
+        acc = v if acc is ONE else acc * v % modulus
+        mults += 1
+    return acc, max(mults, 0)
 
 
 def sibling_sums(parent: Sequence[mpz], child: Sequence[mpz], pending: Quotients) -> list[mpz]:

@@ -104,6 +104,7 @@ class PassiveParty(Party):
         self._layout: PackingLayout | None = None
         self._tree = -1
         self._cache: dict[int, list[mpz]] = {}  # node -> unpacked bucket sums (last layer)
+        self._counts: dict[int, IntArray] = {}  # node -> its bucket counts (last layer)
         self._node_ids: dict[int, IntArray] = {}
         self.table: list[LookupRecord] = []
         """The lookup table: record id (its index) → the split's feature and threshold."""
@@ -150,20 +151,18 @@ class PassiveParty(Party):
         self._layout = PackingLayout(msg.frac_bits, msg.g_bound, msg.h_bound, self._X.shape[0], pk.n.bit_length() - 1)
         self._vals = vals
         self._tree = msg.tree
-        self._cache = {}
+        self._cache, self._counts = {}, {}
         self._node_ids = {}
         return Ack()
 
     # -- S2: bucket sums with sibling subtraction -------------------------------------------------
-    def _direct(self, ids: IntArray, counts: IntArray, pending: Quotients) -> list[mpz]:
-        """Encrypted ``(count, G, H)`` per (feature, bucket) of the instances ``ids`` (the most
-        populous bucket of each feature left to ``pending``); an empty bucket is the trivial
-        encryption of 0 (re-randomised when packed)."""
-        mapper, codes = self._mapper, self._codes
-        if mapper is None or codes is None:
-            raise ProtocolError("no setup received")
+    def _direct(self, ids: IntArray, codes: npt.NDArray[np.int16], counts: IntArray, pending: Quotients
+                ) -> list[mpz]:
+        """Encrypted ``(count, G, H)`` per (feature, bucket) of the instances ``ids`` (their
+        bucket codes ``codes``; the most populous bucket of each feature but one left to
+        ``pending``); an empty bucket is the trivial encryption of 0 (re-randomised when packed)."""
         vals = self._vals
-        sums, mults = direct_sums([vals[i] for i in ids.tolist()], codes[ids], self._widths,
+        sums, mults = direct_sums([vals[i] for i in ids.tolist()], codes, self._widths,
                                   self._key()._n2, pending, self.executor, counts)
         self.op_counts["add"] += mults
         return sums
@@ -176,7 +175,8 @@ class PassiveParty(Party):
         return [[_make(pk, v, False) for v in node] for node in sums]
 
     def _sums_and_counts(self, jobs: tuple[NodeJob, ...]) -> tuple[list[list[mpz]], list[IntArray]]:
-        """:meth:`bucket_sums` as raw values, with each job's bucket counts."""
+        """:meth:`bucket_sums` as raw values, with each job's bucket counts (a larger sibling's:
+        its parent's minus the smaller child's, as its sums)."""
         n = self._X.shape[0]
         pk = self._key()
         codes = self._codes
@@ -185,26 +185,35 @@ class PassiveParty(Party):
         for job in jobs:
             if job.ids.size and (job.ids.min() < 0 or job.ids.max() >= n):
                 raise ProtocolError("a node names instances that do not exist")
-        counts = {job.node: bucket_counts(codes[job.ids], self._widths) for job in jobs}
         by_node = {j.node: j for j in jobs}
-        done: dict[int, list[mpz]] = {}
+        direct: list[NodeJob] = []
         pairs: list[tuple[int, int, int]] = []  # (large, small, parent)
-        pending = Quotients(pk._n2)
+        planned: set[int] = set()
         for job in jobs:
-            if job.node in done or any(job.node == large for large, _, _ in pairs):
+            if job.node in planned:
                 continue
             sib = by_node.get(job.sibling)
             if sib is not None and job.parent in self._cache and sib.parent == job.parent:
                 small, large = (job, sib) if (job.ids.size, job.node) <= (sib.ids.size, sib.node) else (sib, job)
-                done[small.node] = self._direct(small.ids, counts[small.node], pending)
+                direct.append(small)
                 pairs.append((large.node, small.node, job.parent))
+                planned |= {small.node, large.node}
             else:
-                done[job.node] = self._direct(job.ids, counts[job.node], pending)
+                direct.append(job)
+                planned.add(job.node)
+        pending = Quotients(pk._n2)
+        done: dict[int, list[mpz]] = {}
+        counts: dict[int, IntArray] = {}
+        for job in direct:
+            node_codes = codes[job.ids]
+            counts[job.node] = bucket_counts(node_codes, self._widths)
+            done[job.node] = self._direct(job.ids, node_codes, counts[job.node], pending)
         self.op_counts["subtract"] += pending.resolve()
         for large_node, small_node, parent in pairs:
             done[large_node] = sibling_sums(self._cache[parent], done[small_node], pending)
+            counts[large_node] = self._counts[parent] - counts[small_node]
         self.op_counts["subtract"] += pending.resolve()
-        self._cache = done
+        self._cache, self._counts = done, counts
         self._node_ids = {j.node: j.ids for j in jobs}
         return [done[j.node] for j in jobs], [counts[j.node] for j in jobs]
 
@@ -261,7 +270,7 @@ class PassiveParty(Party):
 
     @handles(End)
     def on_end(self, sender: str, msg: End) -> Ack:
-        self._vals, self._cache, self._node_ids = [], {}, {}
+        self._vals, self._cache, self._counts, self._node_ids = [], {}, {}, {}
         return Ack()
 
     # -- the model part (a predict-only run restores it instead of training) -------------------

@@ -294,11 +294,15 @@ class PublicKey:
         the comb table itself when that window is 8)."""
         table = self._batch_table
         if table is None:
-            window = batch_window(self._n2.bit_length(), self._half_bits)
+            window = self.batch_window()
             table = (self.comb_table() if window == COMB_WINDOW
                      else FixedBaseTable.build(self._hs, self._n2, self._half_bits, window))
             object.__setattr__(self, "_batch_table", table)
         return table
+
+    def batch_window(self) -> int:
+        """The window of :meth:`batch_table` (:func:`batch_window` of ``N²`` and ``|N|/2`` bits)."""
+        return batch_window(self._n2.bit_length(), self._half_bits)
 
     def exponent_bits(self, mode: Mode) -> int:
         """Bits of the random exponent ``a`` in the DJN modes."""

@@ -25,7 +25,8 @@ from securetrees.trees.packed import PackedBins, packed_best_splits, packed_hist
 from securetrees.trees.sampling import TreeDraws
 from securetrees.trees.tree import Tree, TreeBuilder
 
-__all__ = ["GrowParams", "goes_left_binned", "goes_left_by_table", "grow_tree", "grow_tree_with_leaves"]
+__all__ = ["GrowParams", "goes_left_binned", "goes_left_by_table", "grow_tree", "grow_tree_with_leaves",
+           "subtracted_histograms"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -177,7 +178,7 @@ def grow_tree_with_leaves(
             break
         split_pos = np.flatnonzero(can)
         if parent_hist is not None and packed is not None:
-            hist, rows, pos = _subtracted_histograms(packed, columns, parent_hist, criterion.weight(totals),
+            hist, rows, pos = subtracted_histograms(packed, columns, parent_hist, criterion.weight(totals),
                                                      frontier, split_pos, rows, pos, leaf_of)
         else:
             # Keep only the rows of nodes being split, renumbered 0..len(split_pos)-1.
@@ -251,7 +252,7 @@ def _check_packed(packed: PackedBins | None, binned: npt.NDArray[np.unsignedinte
     return packed
 
 
-def _subtracted_histograms(
+def subtracted_histograms(
     packed: PackedBins,
     columns: list[FloatArray | None],
     parent_hist: FloatArray,

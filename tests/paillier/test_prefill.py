@@ -187,3 +187,15 @@ def test_a_forked_child_cannot_take_the_parents_pending_exponents() -> None:
             pickle.dumps(bg)
         with pytest.raises(TypeMismatchError):
             copy.copy(bg)
+
+
+@pytest.mark.parametrize(("bits", "chunk"), [(512, 8192), (1024, 2048), (2048, 1024)])
+def test_the_default_chunk_covers_each_batch_table_row_twice(bits: int, chunk: int) -> None:
+    """A chunk has two values per entry of a row of the key's batch table (window 12, 10, 8 from
+    512 to 2048 bits), and never fewer than DEFAULT_CHUNK; a pool without ``chunk_size`` uses it."""
+    pk, _ = small_keypair(bits)
+    assert prefill.chunk_for(pk) == chunk == max(prefill.DEFAULT_CHUNK, 2 << pk.batch_window())
+    ex = StalledExecutor()
+    with BackgroundPool(pk, executor=ex, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(chunk + 1)
+        assert ex.submitted == 2

@@ -168,3 +168,37 @@ def test_bucket_products_do_not_depend_on_how_many_features_one_pass_sorts(monke
     together = buckets._partial_sums(modulus, widths, big, values, codes)
     monkeypatch.setattr(buckets, "_PAIRS_AT_ONCE", 1)
     assert buckets._partial_sums(modulus, widths, big, values, codes) == together
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_direct_sums_are_the_products_of_each_buckets_members(data: st.DataObject) -> None:
+    """Every bucket of a directly built node, computed or derived (total / the feature's other
+    buckets), is the product of its members; the node total comes from the feature whose most
+    populous bucket is smallest, summed in full, and the count is its members plus the other
+    features' members outside their most populous bucket plus the joins of the full feature."""
+    from securetrees._nt import mpz
+    from securetrees.protocols.secureboost.buckets import Quotients, direct_sums
+
+    modulus = mpz(1000003 * 1000033)
+    widths = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    n = data.draw(st.integers(0, 12))
+    codes = np.array([[data.draw(st.integers(0, w - 1)) for w in widths] for _ in range(n)],
+                     dtype=np.int16).reshape(n, len(widths))
+    values = [mpz(data.draw(st.integers(2, 1000))) for _ in range(n)]  # units modulo the modulus
+    pending = Quotients(modulus)
+    sums, mults = direct_sums(values, codes, widths, modulus, pending)
+    pending.resolve()
+    starts = np.cumsum([0, *widths[:-1]])
+    for f, w in enumerate(widths):
+        for b in range(w):
+            product = 1
+            for v in (values[i] for i in range(n) if codes[i, f] == b):
+                product = product * int(v) % int(modulus)
+            assert int(sums[starts[f] + b]) == product
+    counts = bucket_counts(codes, widths)
+    big = counts[starts + most_populous(counts, widths)]
+    full = int(np.argmin(big))
+    expected = sum(n - int(big[f]) for f in range(len(widths)) if f != full) + n
+    joins = max(int((counts[starts[full]:starts[full] + widths[full]] > 0).sum()) - 1, 0)
+    assert mults == expected + joins
