@@ -148,11 +148,20 @@ class ActiveParty(Party):
                 raise ProtocolError(f"{p} declares a bin count outside [1, max_bins]")
         self.counts["rounds"] += 1
 
+    @property
+    def _outputs(self) -> int:
+        """Trees per boosting round: one per class beyond two, else one."""
+        p = self.params
+        return 1 if p.loss == "squared" or p.n_classes == 2 else p.n_classes
+
     # -- the boosting loop ----------------------------------------------------------------------
     def fit(self) -> SecureBoostModel:
         """Every round: gradients at the current scores, one tree per output (S1-S4)."""
         key = self._sk if self.params.encryption == "key-owner" else self._pk
-        with role_pool(self.background_pool, key, first=self._X.shape[0], executor=self.executor,
+        # The first two trees' obfuscators at once: the worker goes on to the second tree's
+        # without waiting for a request; each later tree's is requested two trees ahead.
+        ahead = min(2, self.params.n_estimators * self._outputs)
+        with role_pool(self.background_pool, key, first=ahead * self._X.shape[0], executor=self.executor,
                        trusted_workers=self.trusted_workers, rng=self._rng) as prefill:  # from S0 on
             self._prefill = prefill
             try:
@@ -214,7 +223,7 @@ class ActiveParty(Party):
         record id per withheld split."""
         forest = persistence.loads(state.forest)
         p = self.params
-        outputs = 1 if p.loss == "squared" or p.n_classes == 2 else p.n_classes
+        outputs = self._outputs
         if (not isinstance(forest, BoostedForest) or forest.loss != p.loss or forest.n_outputs != outputs
                 or state.n_own != self._X.shape[1] or not len(state.nodes) == len(state.records) == len(forest.trees)):
             raise DecodeError("the saved SecureBoost model does not fit this active party's run")
@@ -253,7 +262,7 @@ class ActiveParty(Party):
         self._trees_left -= 1
         if self._prefill is not None:
             data = encrypt_to_bytes(self._pk, plain, pool=self._prefill.ready(len(plain)))
-            if self._trees_left > 0:  # the next tree's obfuscators, while this tree grows
+            if self._trees_left > 1:  # the obfuscators of the tree after the next
                 self._prefill.request(len(plain))
         else:
             key = (owner_key(self._sk, self.executor, self.trusted_workers)

@@ -67,11 +67,12 @@ class Quotients:
         return count
 
 
-def bucket_codes(binned: IntArray, n_bins: Sequence[int], missing_bin: int) -> npt.NDArray[np.int16]:
+def bucket_codes(binned: npt.NDArray[np.integer[Any]], n_bins: Sequence[int], missing_bin: int
+                 ) -> npt.NDArray[np.int16]:
     """Each (instance, feature)'s bucket: its bin, or ``n_bins[f]`` (the last bucket) if missing;
     16-bit (a bin budget is at most 255), so that a node's rows are cheap to gather."""
-    nb = np.asarray(n_bins, dtype=np.int64)[None, :]
-    return np.where(binned == missing_bin, nb, binned).astype(np.int16)
+    nb = np.asarray(n_bins, dtype=np.int16)[None, :]
+    return np.where(binned == missing_bin, nb, binned.astype(np.int16))
 
 
 def bucket_counts(codes: npt.NDArray[np.integer[Any]], widths: Sequence[int]) -> IntArray:

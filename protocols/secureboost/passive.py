@@ -97,7 +97,6 @@ class PassiveParty(Party):
         self._rng = rng
         self._pk: PublicKey | None = None
         self._mapper: BinMapper | None = None
-        self._binned: IntArray | None = None
         self._codes: npt.NDArray[np.int16] | None = None
         self._widths: list[int] = []
         self._vals: list[mpz] = []
@@ -130,8 +129,7 @@ class PassiveParty(Party):
             raise ProtocolError(f"the active party has {msg.n_instances} instances, this party {self._X.shape[0]}")
         self._pk = pk
         self._mapper = BinMapper.fit(self._X, max_bins=msg.max_bins, categorical=self._categorical)
-        self._binned = self._mapper.transform(self._X).astype(np.int64)
-        self._codes = bucket_codes(self._binned, self._mapper.n_bins, self._mapper.missing_bin)
+        self._codes = bucket_codes(self._mapper.transform(self._X), self._mapper.n_bins, self._mapper.missing_bin)
         self._widths = [nb + 1 for nb in self._mapper.n_bins]
         return SetupReply(tuple(self._mapper.n_bins), tuple(self._mapper.categorical))
 

@@ -24,6 +24,8 @@ obfuscators of the exponents in draw order, so the ciphertexts are distributed a
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -50,6 +52,36 @@ def chunk_for(key: PublicKey) -> int:
     with fewer values than entries nearly every lookup misses the cache (at 512 bits, window 12,
     a chunk of 1,024 costs about 30% more per value than one of 8,192)."""
     return max(DEFAULT_CHUNK, 2 << key.batch_window())
+
+
+SWITCH_INTERVAL = 0.0002
+"""The GIL switch interval (seconds) of a process while one of its background pools is open."""
+
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.0
+
+
+def _hold_switch_interval() -> None:
+    """Shorten the process's GIL switch interval while a pool is open (counted: the first
+    pool saves the setting, the last to close restores it).  The executor's threads in this
+    process carry every chunk through 64 KiB pipes, one GIL turn per piece; at the default
+    5 ms a role computing in Python starves them, and the worker idles while its finished
+    chunk waits to be read."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, SWITCH_INTERVAL))
+        _switch_users += 1
+
+
+def _release_switch_interval() -> None:
+    global _switch_users
+    with _switch_lock:
+        _switch_users -= 1
+        if _switch_users == 0:
+            sys.setswitchinterval(_switch_saved)
 
 
 def _timed_chunk(sent: PublicKey | PrivateKey | WorkerPrivateKey, mode: Mode, randomness: list[Any]
@@ -90,6 +122,8 @@ class BackgroundPool:
         self.stolen = 0
         """Obfuscators computed in this process because the worker had not started them."""
         self._pid = os.getpid()
+        self._holds_switch = True
+        _hold_switch_interval()
 
     def _check_process(self) -> None:
         # The pending exponents are secrets of the process that drew them: a forked child that
@@ -154,6 +188,9 @@ class BackgroundPool:
             fut.cancel()
         self._pending.clear()
         self._pool = RandomnessPool(self._pool.public_key, mode=self._mode)
+        if self._holds_switch and self._pid == os.getpid():
+            self._holds_switch = False
+            _release_switch_interval()
         if self._owned:
             self._executor.shutdown(wait=True, cancel_futures=True)
 

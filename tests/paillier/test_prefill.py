@@ -199,3 +199,22 @@ def test_the_default_chunk_covers_each_batch_table_row_twice(bits: int, chunk: i
     with BackgroundPool(pk, executor=ex, rng=DeterministicRandom("prefill")) as bg:
         bg.request(chunk + 1)
         assert ex.submitted == 2
+
+
+def test_the_switch_interval_is_short_while_a_pool_is_open_and_restored_by_the_last_close() -> None:
+    """Open pools shorten the process's GIL switch interval (so the executor's threads move the
+    chunks); the setting comes back when the last of them closes, not before."""
+    import sys
+
+    before = sys.getswitchinterval()
+    first = BackgroundPool(PK, executor=StalledExecutor(), rng=DeterministicRandom("prefill"))
+    second = BackgroundPool(PK, executor=StalledExecutor(), rng=DeterministicRandom("prefill"))
+    try:
+        assert sys.getswitchinterval() == pytest.approx(min(before, prefill.SWITCH_INTERVAL))
+        first.close()
+        first.close()  # closing twice releases once
+        assert sys.getswitchinterval() == pytest.approx(min(before, prefill.SWITCH_INTERVAL))
+    finally:
+        second.close()
+        first.close()
+    assert sys.getswitchinterval() == before
