@@ -158,10 +158,12 @@ class ActiveParty(Party):
     def fit(self) -> SecureBoostModel:
         """Every round: gradients at the current scores, one tree per output (S1-S4)."""
         key = self._sk if self.params.encryption == "key-owner" else self._pk
-        # The first two trees' obfuscators at once: the worker goes on to the second tree's
-        # without waiting for a request; each later tree's is requested two trees ahead.
-        ahead = min(2, self.params.n_estimators * self._outputs)
-        with role_pool(self.background_pool, key, first=ahead * self._X.shape[0], executor=self.executor,
+        # The first tree's obfuscators, shared with the worker (they are needed after setup),
+        # and the second's at once: the worker goes on to them without waiting for a request;
+        # each later tree's is requested two trees ahead.
+        n = self._X.shape[0]
+        second = n if self.params.n_estimators * self._outputs > 1 else 0
+        with role_pool(self.background_pool, key, first=n, after=second, share_first=True, executor=self.executor,
                        trusted_workers=self.trusted_workers, rng=self._rng) as prefill:  # from S0 on
             self._prefill = prefill
             try:

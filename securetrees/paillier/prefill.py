@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 
 from securetrees._nt import mpz
 from securetrees.errors import ParameterError, TypeMismatchError
+from securetrees.executors import worker_count
 from securetrees.paillier.batch import _obfuscator_chunk
 from securetrees.paillier.keys import MODES, Mode, PrivateKey, PublicKey, WorkerPrivateKey
 from securetrees.paillier.pool import PoolExhausted, RandomnessPool
@@ -116,7 +117,7 @@ class BackgroundPool:
         self._owned = executor is None
         self._executor: Executor = ProcessPoolExecutor(1) if executor is None else executor
         self._pool = RandomnessPool(pk, mode=mode)
-        self._pending: deque[tuple[list[Any], Future[tuple[list[mpz], float]]]] = deque()
+        self._pending: deque[tuple[list[Any], Future[tuple[list[mpz], float]] | None]] = deque()
         self.worker_seconds = 0.0
         """CPU seconds the workers spent on the chunks taken so far."""
         self.stolen = 0
@@ -146,15 +147,23 @@ class BackgroundPool:
         """Obfuscators requested and not yet moved into the pool."""
         return sum(len(r) for r, _ in self._pending)
 
-    def request(self, count: int) -> None:
-        """Draw ``count`` exponents now and submit their obfuscators to the worker."""
+    def request(self, count: int, *, here: int = 0) -> None:
+        """Draw ``count`` exponents now and submit their obfuscators to the worker, except the
+        last ``here`` of them: those are left to this process, which computes them in
+        :meth:`ready` (its share of a batch it will need soon: submitted, they would queue in
+        the executor before this process could take them over)."""
         if type(count) is not int or count < 0:
             raise ParameterError("count must be a non-negative integer")
+        if type(here) is not int or not 0 <= here <= count:
+            raise ParameterError("here must be an integer in [0, count]")
         self._check_process()
         randomness = self._key.draw_randomness_many(self._mode, count, self._rng)
-        for i in range(0, count, self._chunk):
-            chunk = randomness[i:i + self._chunk]
-            self._pending.append((chunk, self._executor.submit(_timed_chunk, self._sent, self._mode, chunk)))
+        sent = count - here
+        for part, start, stop in ((True, 0, sent), (False, sent, count)):
+            for i in range(start, stop, self._chunk):
+                chunk = randomness[i:min(i + self._chunk, stop)]
+                self._pending.append((chunk, self._executor.submit(_timed_chunk, self._sent, self._mode, chunk)
+                                      if part else None))
 
     def ready(self, count: int) -> RandomnessPool:
         """The pool, holding at least ``count`` obfuscators (requesting the shortfall if needed)."""
@@ -163,19 +172,19 @@ class BackgroundPool:
         if missing > 0:
             self.request(missing)
         need = count - len(self._pool)
-        chunks: list[tuple[list[Any], Future[tuple[list[mpz], float]]]] = []
+        chunks: list[tuple[list[Any], Future[tuple[list[mpz], float]] | None]] = []
         while need > 0:
             chunk, fut = self._pending.popleft()
             chunks.append((chunk, fut))
             need -= len(chunk)
         values: list[list[mpz] | None] = [None] * len(chunks)
-        for i in reversed(range(len(chunks))):  # take over the tail the worker has not started
+        for i in reversed(range(len(chunks))):  # this process's share, then the tail the worker has not started
             chunk, fut = chunks[i]
-            if fut.cancel():
+            if fut is None or fut.cancel():
                 values[i] = _obfuscator_chunk(self._key, self._mode, chunk)
                 self.stolen += len(chunk)
         for i, (_, fut) in enumerate(chunks):
-            if values[i] is None:
+            if values[i] is None and fut is not None:
                 got, seconds = fut.result()
                 values[i] = got
                 self.worker_seconds += seconds
@@ -185,7 +194,8 @@ class BackgroundPool:
     def close(self) -> None:
         """Cancel what is still queued, drop the unused values, and stop a dedicated process."""
         for _, fut in self._pending:
-            fut.cancel()
+            if fut is not None:
+                fut.cancel()
         self._pending.clear()
         self._pool = RandomnessPool(self._pool.public_key, mode=self._mode)
         if self._holds_switch and self._pid == os.getpid():
@@ -203,15 +213,20 @@ class BackgroundPool:
 
 @contextmanager
 def role_pool(
-    enabled: bool, key: PublicKey | PrivateKey, *, first: int, mode: Mode = "djn",
-    executor: Executor | None = None, trusted_workers: bool = False, rng: RandomSource = SYSTEM_RANDOM,
+    enabled: bool, key: PublicKey | PrivateKey, *, first: int, after: int = 0, share_first: bool = False,
+    mode: Mode = "djn", executor: Executor | None = None, trusted_workers: bool = False,
+    rng: RandomSource = SYSTEM_RANDOM,
 ) -> Iterator[BackgroundPool | None]:
     """A role's pool for the duration of its ``fit``: ``None`` unless ``enabled``; else a
     :class:`BackgroundPool` on the role's executor (or a dedicated process) with ``first``
-    obfuscators requested at once, closed on exit."""
+    obfuscators requested at once, then ``after`` more, closed on exit.  ``share_first``: the
+    role needs the first batch soon after it starts, so it keeps its share of it (one part in
+    ``workers + 1``) rather than racing the workers for it."""
     if not enabled:
         yield None
         return
     with BackgroundPool(key, mode=mode, executor=executor, trusted_workers=trusted_workers, rng=rng) as bg:
-        bg.request(first)
+        workers = 1 if executor is None else worker_count(executor)
+        bg.request(first, here=first // (workers + 1) if share_first else 0)
+        bg.request(after)
         yield bg

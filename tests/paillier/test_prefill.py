@@ -218,3 +218,34 @@ def test_the_switch_interval_is_short_while_a_pool_is_open_and_restored_by_the_l
         second.close()
         first.close()
     assert sys.getswitchinterval() == before
+
+
+def test_the_callers_share_is_never_submitted_and_keeps_the_draw_order() -> None:
+    """``request(count, here=k)``: the last k values are not handed to the executor; ``ready``
+    computes them here, and the values are still the obfuscators of the exponents in draw order."""
+    ex = StalledExecutor()
+    with BackgroundPool(SK, executor=ex, chunk_size=4, rng=DeterministicRandom("prefill")) as bg:
+        bg.request(10, here=4)
+        assert ex.submitted == 2 and bg.queued == 10  # 4 + 2 submitted, 4 left here
+        pool = bg.ready(10)
+        assert bg.stolen == 10
+        assert [pool.take() for _ in range(10)] == _expected(SK, 10)
+    with BackgroundPool(SK, executor=StalledExecutor(), chunk_size=4) as bg:
+        for bad in (-1, 11, 2.0):
+            with pytest.raises(ParameterError):
+                bg.request(10, here=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("workers", "share"), [(1, 6), (3, 3)])
+def test_a_role_keeps_one_part_in_workers_plus_one_of_its_first_batch(workers: int, share: int) -> None:
+    """``role_pool(share_first=True)``: of the first batch the role computes ``first // (workers + 1)``
+    itself; ``after`` goes to the workers in full; the values keep the draw order."""
+    ex = PicklingExecutor(workers)
+    with prefill.role_pool(True, SK, first=12, after=5, share_first=True, executor=ex,
+                           rng=DeterministicRandom("prefill")) as bg:
+        assert bg is not None
+        pool = bg.ready(17)
+        assert bg.stolen == share
+        assert [pool.take() for _ in range(17)] == _expected(SK, 17)
+    with prefill.role_pool(False, SK, first=12) as none:
+        assert none is None
