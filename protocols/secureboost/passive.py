@@ -192,6 +192,8 @@ class PassiveParty(Party):
                 continue
             sib = by_node.get(job.sibling)
             if sib is not None and job.parent in self._cache and sib.parent == job.parent:
+                if not np.array_equal(np.sort(np.concatenate([job.ids, sib.ids])), np.sort(self._node_ids[job.parent])):
+                    raise ProtocolError(f"nodes {job.node} and {sib.node} do not split their parent's instances")
                 small, large = (job, sib) if (job.ids.size, job.node) <= (sib.ids.size, sib.node) else (sib, job)
                 direct.append(small)
                 pairs.append((large.node, small.node, job.parent))

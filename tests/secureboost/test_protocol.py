@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from securetrees.errors import ProtocolError
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.secureboost import quantize
 from securetrees.protocols.secureboost.messages import Gradients, NodeJob
@@ -144,6 +145,30 @@ def test_sibling_subtraction_equals_direct_sums(data: tuple[np.ndarray, np.ndarr
     via_subtraction = passive.bucket_sums((NodeJob(1, 0, 2, left), NodeJob(2, 0, 1, right)))
     direct = passive.bucket_sums((NodeJob(2, -1, -1, right),))
     assert [sk.decrypt(c) for c in via_subtraction[1]] == [sk.decrypt(c) for c in direct[0]]
+
+
+def test_siblings_that_do_not_split_their_parent_are_refused(data: tuple[np.ndarray, np.ndarray],
+                                                             keypair: tuple[PublicKey, PrivateKey]) -> None:
+    """A larger sibling is parent − smaller (sums and counts), so the passive party checks that the
+    pair's instances are exactly its parent's: an overlap, a missing or a foreign instance is a
+    ProtocolError; the honest split of the same parent is answered."""
+    X, y = data
+    fitted = make("reg", PARTITION, keypair, n_estimators=1).fit(X, y)
+    passive = fitted.passives_[0]
+    n = X.shape[0]
+    ones = np.ones(n, dtype=np.int64)
+    layout = fitted.active_.layout_for(ones << 24, ones << 24)
+    values = fitted.active_.encrypt_gradients(layout, ones << 24, ones << 24)
+    all_ids = np.arange(n, dtype=np.int64)
+    for left, right in ((all_ids[:50], all_ids[40:]), (all_ids[:50], all_ids[51:]),
+                        (all_ids[:50], np.r_[all_ids[50:], 0])):
+        passive.on_gradients("active", Gradients(9, 24, layout.g_bound, layout.h_bound, values))
+        passive.bucket_sums((NodeJob(0, -1, -1, all_ids),))
+        with pytest.raises(ProtocolError):
+            passive.bucket_sums((NodeJob(1, 0, 2, left), NodeJob(2, 0, 1, right)))
+    passive.on_gradients("active", Gradients(9, 24, layout.g_bound, layout.h_bound, values))
+    passive.bucket_sums((NodeJob(0, -1, -1, all_ids),))
+    assert len(passive.bucket_sums((NodeJob(1, 0, 2, all_ids[:50]), NodeJob(2, 0, 1, all_ids[50:])))) == 2
 
 
 def test_inference_takes_one_round_per_tree_level(data: tuple[np.ndarray, np.ndarray],
