@@ -44,6 +44,7 @@ from securetrees.datasets import load_adult
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.paillier.batch import encrypt_many
 from securetrees.paillier.keys import BATCH_TABLE_MIN
+from securetrees.paillier.prefill import DEFAULT_CHUNK, chunk_for
 from securetrees.protocols.federated_forest import FederatedForestClassifier
 from securetrees.protocols.federated_forest.testing import small_key_options
 from securetrees.protocols.hybridtree import HybridTreeClassifier
@@ -181,6 +182,26 @@ def _obfuscator_costs(report: Report, quick: bool) -> None:
     for name, cost in costs.items():
         tab.add(name, round(cost * 1e3, 3), round(cost / costs["key owner (CRT)"], 2))
     report.data["obfuscator_ms"] = {k: v * 1e3 for k, v in costs.items()}
+    # A background pool's task size (prefill.chunk_for): 8,192 values at 512 bits walk the
+    # window-12 batch table with reuse, 1,024 values mostly miss the cache.
+    small, _ = small_keypair(512)
+    total = 8192 if quick else 32768
+    exps = small.draw_randomness_many("djn", total, DeterministicRandom("bench/executors/chunks"))
+    small.obfuscators_from("djn", exps[:BATCH_TABLE_MIN])
+    chunks = report.table(f"{total} obfuscators at 512 bits (public key) in tasks of a given size: CPU per value",
+                          ["values per task", "µs per obfuscator", "against chunk_for's"])
+    per_task: dict[int, float] = {}
+    for size in (DEFAULT_CHUNK, chunk_for(small)):
+        runs = []
+        for _ in range(3):
+            c0 = time.process_time()
+            for i in range(0, total, size):
+                small.obfuscators_from("djn", exps[i:i + size])
+            runs.append((time.process_time() - c0) / total)
+        per_task[size] = statistics.median(runs)
+    for size, cost in per_task.items():
+        chunks.add(size, round(cost * 1e6, 2), round(cost / per_task[chunk_for(small)], 2))
+    report.data["chunk_us"] = {str(k): v * 1e6 for k, v in per_task.items()}
 
 
 def run(report: Report, quick: bool) -> None:

@@ -7,14 +7,18 @@ that knows how many values it will encrypt can have them computed ahead, on anot
 while it waits on its peers or does other work.  :class:`BackgroundPool` does that:
 
 * :meth:`request` draws the random exponents **here**, from the caller's ``RandomSource``, in
-  order, and submits them in chunks to a worker process: the executor the role was given, or,
-  without one, a dedicated single-process pool this object starts (and :meth:`close` stops).
+  order, and submits them in chunks (:func:`chunk_for`) to a worker process: the executor the
+  role was given, or, without one, a dedicated single-process pool this object starts (and
+  :meth:`close` stops); ``here=k`` keeps the last ``k`` for this process instead.
   What a task carries follows the trust rule of :mod:`securetrees.paillier.batch`: the public
   key and the exponents; the private key (wrapped) only with ``trusted_workers=True``.
 * :meth:`ready` makes sure the underlying :class:`RandomnessPool` holds at least ``count``
   values: finished chunks are moved in, in request order; a chunk the worker has not started
   is cancelled and computed in this process instead (from the same exponents), so the caller
   never waits for work it could do itself, and both cores work when the request came late.
+
+While a pool is open its process's GIL switch interval is :data:`SWITCH_INTERVAL`, so that the
+executor's threads in this process move the chunks promptly.
 
 Every computed value enters the :class:`RandomnessPool` exactly once and leaves it exactly once
 (``take`` removes it), so the single-use rule holds whoever computed it; the values are the
@@ -50,8 +54,8 @@ DEFAULT_CHUNK = 1024
 def chunk_for(key: PublicKey) -> int:
     """Obfuscators per task for ``key``: :data:`DEFAULT_CHUNK`, or two per entry of a row of the
     key's batch table if that is more (``2 · 2^w``).  A chunk walks every row of the table once;
-    with fewer values than entries nearly every lookup misses the cache (at 512 bits, window 12,
-    a chunk of 1,024 costs about 30% more per value than one of 8,192)."""
+    with fewer values than entries nearly every lookup misses the cache (``benchmarks/run.py
+    executors`` measures 1,024 against 8,192 at 512 bits, window 12)."""
     return max(DEFAULT_CHUNK, 2 << key.batch_window())
 
 
@@ -121,7 +125,8 @@ class BackgroundPool:
         self.worker_seconds = 0.0
         """CPU seconds the workers spent on the chunks taken so far."""
         self.stolen = 0
-        """Obfuscators computed in this process because the worker had not started them."""
+        """Obfuscators computed in this process: its share (``request(here=...)``) and the chunks
+        the worker had not started."""
         self._pid = os.getpid()
         self._holds_switch = True
         _hold_switch_interval()
