@@ -72,13 +72,13 @@ def _cell_kind(v: object, where: str) -> str:
     raise TypeMismatchError(f"{where} holds a {type(v).__name__}: argument must be a string or a real number")
 
 
-def _text_missing(values: npt.NDArray[Any]) -> npt.NDArray[np.bool_] | None:
+def _text_cells(values: npt.NDArray[Any]) -> list[Any] | None:
     """For a column whose every cell is a ``str`` or ``None`` (a table reader's text column): its
-    missing mask, so that its categories and codes come from whole-column operations; else None."""
-    if values.dtype != object or not set(map(type, values.tolist())) <= {str, type(None)}:
+    cells as one list, so that its categories and codes come from whole-column operations; else None."""
+    if values.dtype != object:
         return None
-    missing: npt.NDArray[np.bool_] = values == None  # noqa: E711 - elementwise on an object array
-    return missing
+    cells: list[Any] = values.tolist()
+    return cells if set(map(type, cells)) <= {str, type(None)} else None
 
 
 def _numeric(values: npt.NDArray[Any], where: str) -> FloatArray:
@@ -178,8 +178,8 @@ class TabularSchema:
                 declared = kind[len("category:"):]
                 out.append(Column(name, "categorical", tuple(sorted(declared.split("\x1f"))) if declared else (),
                                   True))
-            elif (missing := _text_missing(values)) is not None:  # text cells: the same result, faster
-                cats = sorted(set(values[~missing].tolist()))
+            elif (cells := _text_cells(values)) is not None:  # text cells: the same result, faster
+                cats = sorted({c for c in cells if c is not None})
                 out.append(Column(name, "categorical", tuple(cats)) if cats else Column(name, "numeric"))
             else:
                 where = f"column {name!r}"
@@ -267,10 +267,8 @@ class TabularSchema:
                 out[:, j] = values if values.dtype == np.float64 else _numeric(values, where)
             else:
                 code = {c: float(k) for k, c in enumerate(col.categories)}
-                if (missing := _text_missing(values)) is not None:  # text cells: one C-level pass
-                    cells = values.tolist()
+                if (cells := _text_cells(values)) is not None:  # text cells: one C-level pass
                     out[:, j] = np.fromiter(map(code.get, cells, repeat(np.nan)), dtype=np.float64, count=n)
-                    out[missing, j] = np.nan
                 else:
                     out[:, j] = [np.nan if _cell_kind(v, where) == "missing" else code.get(_as_category(v), np.nan)
                                  for v in values]

@@ -18,7 +18,7 @@ ciphertexts instead of one per bucket.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -111,10 +111,18 @@ class PackingLayout:
         """``(count, G·2^f, H·2^f)`` of one slot value (a sum over ``count`` instances)."""
         if value < 0 or value >> self.width:
             raise EncodingOverflowError("a slot value lies outside its slot")
-        count = value & ((1 << self.w_n) - 1)
-        g_hat = (value >> self.w_n) & ((1 << self.w_g) - 1)
-        h_hat = value >> (self.w_n + self.w_g)
-        return count, g_hat - count * (self.g_bound << self.frac_bits), h_hat
+        return self._slots([value])[0]
+
+    def _slots(self, values: Iterable[int]) -> list[tuple[int, int, int]]:
+        """:meth:`unpack_slot` of values known to lie in their slot, the layout's constants read once."""
+        w_n, w_g = self.w_n, self.w_g
+        mask_n, mask_g = (1 << w_n) - 1, (1 << w_g) - 1
+        offset = self.g_bound << self.frac_bits
+        out = []
+        for value in values:
+            count = value & mask_n
+            out.append((count, ((value >> w_n) & mask_g) - count * offset, value >> (w_n + w_g)))
+        return out
 
     def unpack(self, residues: Sequence[int], n_buckets: int) -> IntArray:
         """The ``(n_buckets, 3)`` integer sums ``(count, G·2^f, H·2^f)`` from the decrypted
@@ -122,15 +130,9 @@ class PackingLayout:
         k = self.slots_per_ciphertext
         if len(residues) != -(-n_buckets // k):
             raise ParameterError(f"{n_buckets} buckets need {-(-n_buckets // k)} packed ciphertexts")
-        width, w_n, w_g = self.width, self.w_n, self.w_g
-        mask, mask_n, mask_g = (1 << width) - 1, (1 << w_n) - 1, (1 << w_g) - 1
-        offset = self.g_bound << self.frac_bits
-        rows = []
-        for b in range(n_buckets):  # unpack_slot, with the layout's constants read once
-            c, j = divmod(b, k)
-            value = (int(residues[c]) >> (j * width)) & mask
-            count = value & mask_n
-            rows.append((count, ((value >> w_n) & mask_g) - count * offset, value >> (w_n + w_g)))
+        width = self.width
+        mask = (1 << width) - 1
+        rows = self._slots((int(residues[b // k]) >> (b % k * width)) & mask for b in range(n_buckets))
         out = np.array(rows, dtype=np.int64).reshape(n_buckets, 3)
         for c, r in enumerate(residues):
             used = min(k, n_buckets - c * k)
