@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.dtpkc import Ciphertext, WeakSecretKey, encrypt
+from securetrees.dtpkc import WeakSecretKey, encrypt_many
 from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError
@@ -42,13 +42,12 @@ class Requester(Party):
             raise ParameterError("a request is one feature vector")
         if np.any(np.isinf(v)):
             raise ParameterError("RevFRF refuses infinite feature values (NaN is a missing value)")
-        high = [self._encrypt(value_plaintext(self._fx, self._range, a, False)) for a in v.tolist()]
-        low = [self._encrypt(value_plaintext(self._fx, self._range, a, True)) for a in v.tolist()]
+        values = v.tolist()
+        plain = [value_plaintext(self._fx, self._range, a, low) for low in (False, True) for a in values]
+        cts = encrypt_many(self._weak.public, plain, rng=self._rng, signed=self._range)
+        high, low = cts[:len(values)], cts[len(values):]
         self.logger.info("%s: encrypted prediction request (%d features)", self.name, v.size)
         reply = self.call(self._cs, PredictRequest(tuple(int(c.t1) for c in high), tuple(int(c.t2) for c in high),
                                                    tuple(int(c.t1) for c in low), tuple(int(c.t2) for c in low)),
                           expect=PredictReply)
         return np.asarray(reply.output, dtype=np.float64)
-
-    def _encrypt(self, m: int) -> Ciphertext:
-        return encrypt(self._weak.public, m, rng=self._rng, signed=self._range)
