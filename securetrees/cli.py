@@ -164,6 +164,7 @@ def _operator(args: argparse.Namespace) -> int:
     _net()
     from securetrees.net.config import load_config
     from securetrees.net.operate import run_step, status, stop, write_csv
+    from securetrees.net.service import job_module
 
     config = load_config(args.config)
     if args.action == "stop":
@@ -178,8 +179,13 @@ def _operator(args: argparse.Namespace) -> int:
         return 0 if all(i["reachable"] == "yes" for i in report.values()) else 3
     result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
                       level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
-    if args.action != "predict":
-        print(f"{args.action}: " + ", ".join(f"{k} {v}" for k, v in result.items()))
+    kept = getattr(job_module(config), "PREDICTIONS_KEPT", None) if args.action == "predict" else None
+    if args.action != "predict" or kept is not None:
+        print(f"{args.action}: " + ", ".join(f"{k} {v.tolist() if hasattr(v, 'tolist') else v}"
+                                               for k, v in result.items()))
+        if kept is not None:
+            print(f"  {config.protocol}: {kept}; the operator receives no prediction"
+                  + (f", so {args.out} is not written" if args.out else ""))
         return 0
     if args.out:
         for name, arr in result.items():

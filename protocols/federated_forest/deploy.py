@@ -76,7 +76,8 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
-__all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "ROLES",
+           "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
            "predict", "prepare", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -85,6 +86,10 @@ _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_l
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+ROLES: Mapping[str, str | None] = {"master": "master", "client": None}
+"""The roles of a run (the master, and any number of clients):
+a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
                         "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",

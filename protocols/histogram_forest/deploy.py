@@ -71,7 +71,8 @@ from securetrees.schema import TabularSchema
 from securetrees.trees import persistence
 from securetrees.trees.forest import Forest
 
-__all__ = ["PARAMETERS", "PREDICT_ONLY", "ClientPart", "DeployedClient", "DeployedServer", "ServerPart",
+__all__ = ["PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "ROLES",
+           "ClientPart", "DeployedClient", "DeployedServer", "ServerPart",
            "declared_schema", "estimator_from", "fit", "label_values", "make_role", "predict", "prepare", "run_job",
            "trial"]
 
@@ -85,6 +86,14 @@ progress bars, and the categorical columns and their code counts (declared by ``
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PREDICTIONS_KEPT = "each client keeps its own predictions beside its ids (out/CLIENT.predictions.csv on its machine)"
+"""Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
+(``securetrees operator predict`` says so and writes no ``--out`` file)."""
+
+ROLES: Mapping[str, str | None] = {"server": "server", "client": None}
+"""The roles of a run (the server, and any number of clients):
+a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, "categories", *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names()
                                                    if n not in _NOT_SETTINGS)})

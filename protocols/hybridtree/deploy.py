@@ -87,7 +87,8 @@ from securetrees.runtime.network import Network
 from securetrees.trees import BinMapper
 from securetrees.trees.binning import uniform_edges
 
-__all__ = ["HOST", "PARAMETERS", "PREDICT_ONLY", "DeployedGuest", "DeployedHost", "GuestSpace", "HostPart",
+__all__ = ["HOST", "PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "ROLES",
+           "DeployedGuest", "DeployedHost", "GuestSpace", "HostPart",
            "alignment_plan", "arrange", "check_parameters", "estimator_from", "fit", "guest_space", "guest_tables",
            "make_role", "predict", "prepare", "run_job", "trial"]
 
@@ -106,6 +107,14 @@ table's layout: each party's columns and categories are its own table's)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PREDICTIONS_KEPT = "the host keeps the predictions beside its ids (out/host.predictions.csv on its machine)"
+"""Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
+(``securetrees operator predict`` says so and writes no ``--out`` file)."""
+
+ROLES: Mapping[str, str | None] = {"host": HOST, "guest": None}
+"""The roles of a run (the host (the labels and the key pair), and any number of guests):
+a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *alignment.PARAMETERS,
                         *(n for cls in _ESTIMATORS.values() for n in cls._get_param_names() if n not in _NOT_SETTINGS)})

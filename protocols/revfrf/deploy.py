@@ -103,12 +103,17 @@ from securetrees.signing import SigningKey, make_roster
 from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
 
-__all__ = ["PARAMETERS", "PREDICT_ONLY", "check_parameters", "fit", "issue_keys", "make_role", "model_roles", "predict",
+__all__ = ["PARAMETERS", "PREDICT_ONLY", "ROLES",
+           "check_parameters", "fit", "issue_keys", "make_role", "model_roles", "predict",
            "prepare", "revoke", "run_job", "trial", "write_key_files"]
 
 FloatArray = npt.NDArray[np.float64]
 
 _REQUIRED = ("participants", "columns", "n_features", "directory", "verify_keys")
+ROLES: Mapping[str, str | None] = {"cs": "cs", "cc": "cc", "kgc": "kgc", "participant": None, "requester": None}
+"""The roles of a run (the two servers and the KGC, and any number of participants and requesters):
+a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
+
 PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", "participants", "columns",
                         "requesters", "n_features", "allow_insecure", "directory", "verify_keys", "n_jobs"})
 """The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout,

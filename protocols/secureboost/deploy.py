@@ -82,7 +82,8 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
-__all__ = ["ACTIVE", "PARAMETERS", "PREDICT_ONLY", "ActivePart", "DeployedActive", "DeployedPassive", "PassivePart",
+__all__ = ["ACTIVE", "PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "ROLES",
+           "ActivePart", "DeployedActive", "DeployedPassive", "PassivePart",
            "alignment_plan", "estimator_from", "fit", "make_role", "predict", "prepare", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -98,6 +99,14 @@ _SETTINGS = tuple(n for n in _PARAM_NAMES if n not in _NOT_SETTINGS)
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PREDICTIONS_KEPT = "the active party keeps the predictions beside its ids (out/active.predictions.csv on its machine)"
+"""Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
+(``securetrees operator predict`` says so and writes no ``--out`` file)."""
+
+ROLES: Mapping[str, str | None] = {"active": ACTIVE, "passive": None}
+"""The roles of a run (the active party (the labels and the key pair), and any number of passive parties):
+a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *_SETTINGS, *alignment.PARAMETERS})
 """The ``[protocol]`` keys of a SecureBoost run."""

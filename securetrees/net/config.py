@@ -39,7 +39,10 @@ the key, its section, the allowed keys and the closest one.  The ``[protocol]`` 
 are the deployment module's ``PARAMETERS`` (``specs/deployment.md``).
 
 Every party but the operator names its ``role``; the operator's role is ``operator``
-and no other party may claim it.  Each process admits a message only from a party whose
+and no other party may claim it.  The roles are the deployment module's ``ROLES``: a role the
+protocol does not have is refused, and so is a party of a single-party role (SecureBoost's
+``active``, HybridTree's ``host``, a server) under another name than the role's own, which the
+other roles address it by (:func:`check_roles`).  Each process admits a message only from a party whose
 role the message's type declares as a sender (``specs/runtime.md``).
 Relative paths are read from the configuration file's folder.  No secret is
 ever read from the configuration: passphrases come from a file, the
@@ -73,7 +76,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["JOBS", "PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "PartyConfig", "RunConfig", "check_keys",
-           "dump_toml", "load_config", "parse_config", "protocol_parameters", "read_passphrase"]
+           "check_roles", "dump_toml", "load_config", "parse_config", "protocol_parameters", "protocol_roles",
+           "read_passphrase"]
 
 PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, not a secret
 
@@ -115,6 +119,40 @@ def protocol_parameters(protocol: str) -> frozenset[str]:
         raise TypeMismatchError(f"deployment {protocol!r} ({module.__name__}) declares no PARAMETERS "
                                 "(a frozenset of the [protocol] keys it reads; specs/deployment.md)")
     return frozenset(declared)
+
+
+def protocol_roles(protocol: str) -> Mapping[str, str | None]:
+    """The roles of deployment ``protocol``: its module's ``ROLES``, each role mapped to the name
+    its one party must carry (``None``: any number of parties, each under its own name)."""
+    module = plugins.load_deployment(protocol)
+    declared = getattr(module, "ROLES", None)
+    if not isinstance(declared, Mapping) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in declared.items()):
+        raise TypeMismatchError(f"deployment {protocol!r} ({module.__name__}) declares no ROLES "
+                                "(a mapping of its roles to the fixed name of a single-party role, else None; "
+                                "specs/deployment.md)")
+    return declared
+
+
+def check_roles(protocol: str, roles: Mapping[str, str], where: str) -> None:
+    """Refuse (:class:`ParameterError`) a party, operator aside, whose role ``protocol``'s deployment
+    does not have, or whose role is a single-party one (:func:`protocol_roles`) and its name not the
+    role's: the other roles address that party by that name.  ``roles`` maps names to roles."""
+    declared = protocol_roles(protocol)
+    for name, role in sorted(roles.items()):
+        if role == OPERATOR_ROLE:
+            continue
+        if role not in declared:
+            close = difflib.get_close_matches(role, sorted(declared), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ParameterError(f"{where}: party {name!r} has the role {role!r}, which a {protocol} run does not "
+                                 f"have{hint}; its roles: {', '.join(sorted(declared))}")
+        fixed = declared[role]
+        if fixed is not None and name != fixed:
+            raise ParameterError(
+                f"{where}: a {protocol} run's {role} party is named {fixed!r}, not {name!r} (the other roles "
+                f"address it by that name); name it {fixed!r} and give its organisation in organisation = ... "
+                f"(setup run: --party name={fixed},role={role},organisation=...)")
 
 
 @dataclass(frozen=True)
@@ -257,6 +295,7 @@ def parse_config(text: str, path: str | Path) -> RunConfig:
         raise ParameterError(f"{p}: [protocol] must be a table")
     protocol = str(_str(run, "protocol", f"{p} [run]"))
     check_keys(params, protocol_parameters(protocol), "protocol", str(p))
+    check_roles(protocol, {n: q.role for n, q in parties.items()}, str(p))
     check_layout(protocol, {n: q.role for n, q in parties.items()},
                  {n: q.organisation for n, q in parties.items() if q.organisation is not None})
     job = str(_str(run, "job", f"{p} [run]", required=False) or "fit")

@@ -14,6 +14,7 @@ rows at prediction time is aligned by a new run of the same kind.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,15 @@ from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, PsiL
 from securetrees.runtime import Party
 from securetrees.runtime.network import Network
 
-__all__ = ["PARAMETERS", "DeployedLeader", "DeployedMember", "fit", "make_role", "prepare", "rows_path", "run_job",
-           "trial"]
+__all__ = ["PARAMETERS", "ROLES", "DeployedLeader", "DeployedMember", "fit", "make_role", "prepare", "rows_path",
+           "run_job", "trial"]
 
 PARAMETERS = frozenset({"leader", "max_set_size", "chunk_size"})
 """The ``[protocol]`` keys of a PSI run."""
+
+ROLES: Mapping[str, str | None] = {LEADER_ROLE: None, MEMBER_ROLE: None}
+"""The roles of a PSI run (the leader, named in ``[protocol] leader``, and the members), each under
+any name (``securetrees.net.config.check_roles``)."""
 
 
 def rows_path(config: RunConfig, name: str) -> Path:

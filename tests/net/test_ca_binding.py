@@ -274,7 +274,7 @@ def _write_run(pki: Pki, tmp: Path, issuers: dict[str, str | None]) -> Path:
         (pdir / f"{name}.key").write_bytes(key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
             serialization.BestAvailableEncryption(_pw(name))))
-        parties[name] = {"role": "operator" if name == "operator" else "echo",
+        parties[name] = {"role": {"operator": "operator", "cs": "cs"}.get(name, "participant"),  # RevFRF's roles
                          "address": "127.0.0.1:0", "cert": f"pki/{name}.crt", "key": f"pki/{name}.key",
                          "issuer": issuers.get(name, pki.ca_fp[org])}
     doc = {"run": {"protocol": "revfrf", "operator": "operator"}, "tls": {"ca": "pki/ca.pem"}, "parties": parties}

@@ -110,7 +110,7 @@ def test_a_regression_label_must_be_numeric(tmp_path: Path) -> None:
 
 
 def _config(tmp_path: Path, party: dict[str, object]) -> Path:
-    entry = {"role": "client", "address": "127.0.0.1:1", "cert": "a.crt", "key": "a.key", **party}
+    entry = {"role": "psi_member", "address": "127.0.0.1:1", "cert": "a.crt", "key": "a.key", **party}
     doc = {"run": {"protocol": "psi", "operator": "op"}, "tls": {"ca": "ca.pem"},
            "parties": {"a": entry, "op": {"address": "127.0.0.1:2", "cert": "o.crt", "key": "o.key"}}}
     path = tmp_path / "run.toml"
