@@ -1,6 +1,9 @@
 """Every section of ``run.toml`` refuses a key its reader does not know, with a typed error that
 names the key, its section, the allowed keys and the closest one; ``[protocol]``'s keys are the
-deployment module's ``PARAMETERS`` (one mechanism for every deployment)."""
+deployment module's ``PARAMETERS`` (one mechanism for every deployment).  Every party's role is one
+its deployment declares (``ROLES``), and the party of a single-party role (SecureBoost's active
+party, HybridTree's host, a server) carries the role's own name, which the other roles address it
+by: refused when the file is read, so ``setup run`` refuses it before writing and no role starts."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ pytest.importorskip("grpc")
 from securetrees import plugins
 from securetrees.errors import ParameterError, TypeMismatchError, UnknownKeyError
 from securetrees.net import config as config_module
-from securetrees.net.config import dump_toml, load_config, protocol_parameters
+from securetrees.net.config import dump_toml, load_config, protocol_parameters, protocol_roles
 from securetrees.psi import deploy as psi_deploy
 
 if sys.version_info >= (3, 11):
@@ -103,3 +106,72 @@ def test_an_unknown_protocol_is_refused(trial: Path, tmp_path: Path) -> None:
     path = _with(trial, tmp_path, lambda d: d["run"].update(protocol="psy"))
     with pytest.raises(ParameterError, match="no deployment named 'psy'"):
         load_config(path)
+
+
+# -- roles ---------------------------------------------------------------------------------------
+def _run(trial: Path, tmp_path: Path, protocol: str, roles: dict[str, str]) -> Path:
+    """The trial's file turned into a ``protocol`` run whose parties ``a``, ``b`` take ``roles``
+    (a party renamed by giving its new name: ``{"a->active": "active"}``)."""
+    doc: dict[str, Any] = tomllib.loads(trial.read_text())
+    doc["run"]["protocol"], doc["protocol"] = protocol, {}
+    parties = doc["parties"]
+    for key, role in roles.items():
+        old, _, new = key.partition("->")
+        entry = parties.pop(old)
+        entry["role"] = role
+        parties[new or old] = entry
+    path = trial.parent / f"roles-{tmp_path.name}.toml"  # beside the trial: its relative paths hold
+    path.write_text(dump_toml(doc))
+    return path
+
+
+def test_every_registered_deployment_declares_its_roles() -> None:
+    for name in plugins.registered(plugins.DEPLOYMENTS):
+        roles = protocol_roles(name)
+        assert roles, name
+        assert all(fixed in (None, role) for role, fixed in roles.items()), name  # a single party carries its role
+
+
+FIXED = [("secureboost", "active", "passive"), ("hybridtree", "host", "guest"),
+         ("federated-forest", "master", "client"), ("histogram-forest", "server", "client"),
+         ("revfrf", "cs", "participant")]
+
+
+@pytest.mark.parametrize(("protocol", "single", "many"), FIXED, ids=[f[0] for f in FIXED])
+def test_a_single_party_role_under_another_name_is_refused(trial: Path, tmp_path: Path, protocol: str, single: str,
+                                                           many: str) -> None:
+    """The user's natural layout (the bank as SecureBoost's active party, named ``a`` here) is refused
+    with the name to use; under the role's name the same file loads."""
+    with pytest.raises(ParameterError, match=rf"{single} party is named '{single}', not 'a'.*name={single}"):
+        load_config(_run(trial, tmp_path, protocol, {"a": single, "b": many}))
+    cfg = load_config(_run(trial, tmp_path, protocol, {f"a->{single}": single, "b": many}))
+    assert cfg.party(single).role == single and cfg.party("b").role == many
+
+
+def test_parties_of_a_many_party_role_take_any_name(trial: Path, tmp_path: Path) -> None:
+    cfg = load_config(_run(trial, tmp_path, "secureboost", {"a->active": "active", "b->shop": "passive"}))
+    assert cfg.party("shop").role == "passive"
+
+
+def test_a_role_the_protocol_lacks_is_refused_with_the_closest(trial: Path, tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match=r"'b' has the role 'pasive'.*did you mean 'passive'.*active, passive"):
+        load_config(_run(trial, tmp_path, "secureboost", {"a->active": "active", "b": "pasive"}))
+    with pytest.raises(ParameterError, match=r"'b' has the role 'guest', which a secureboost run does not have"):
+        load_config(_run(trial, tmp_path, "secureboost", {"a->active": "active", "b": "guest"}))
+
+
+def test_the_operator_role_is_not_a_protocol_role(trial: Path) -> None:
+    """The PSI trial as it is: its operator's role is the runtime's, not the deployment's."""
+    assert "operator" not in protocol_roles("psi")
+    assert load_config(trial).party("operator").role == "operator"
+
+
+def test_a_deployment_without_roles_is_refused(trial: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = types.ModuleType("bare_deploy")
+    bare.PARAMETERS = psi_deploy.PARAMETERS  # type: ignore[attr-defined]
+    monkeypatch.setattr(plugins, "load_deployment", lambda name: bare)
+    with pytest.raises(TypeMismatchError, match="declares no ROLES"):
+        load_config(trial)
+    bare.ROLES = {"psi_leader": 3}  # type: ignore[attr-defined]  # not a name or None
+    with pytest.raises(TypeMismatchError, match="declares no ROLES"):
+        load_config(trial)
