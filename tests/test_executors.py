@@ -88,20 +88,28 @@ def test_order_is_preserved_when_chunks_finish_out_of_order() -> None:
 
 
 def test_a_worker_failure_raises_in_the_caller_and_cancels_the_rest() -> None:
+    """The one worker fails on chunk 0, then holds chunk 1 until the caller has raised: every later
+    chunk is still queued when the caller cancels, whatever the machine's load (a fixed sleep in
+    chunk 1 let a starved caller find chunk 2 started)."""
     started: list[int] = []
     lock = threading.Lock()
+    raised = threading.Event()
 
     def task(chunk: list[int]) -> list[int]:
         with lock:
             started.append(chunk[0])
         if chunk[0] == 0:
             raise ParameterError("chunk 0 failed")
-        time.sleep(0.05)
+        raised.wait(60)
         return chunk
 
-    with ThreadPoolExecutor(1) as ex, pytest.raises(ParameterError, match="chunk 0 failed"):
-        run_chunked(task, list(range(10)), ex, 1)
-    assert len(started) <= 2  # the queued chunks were cancelled
+    with ThreadPoolExecutor(1) as ex:
+        try:
+            with pytest.raises(ParameterError, match="chunk 0 failed"):
+                run_chunked(task, list(range(10)), ex, 1)
+        finally:
+            raised.set()
+    assert started in ([0], [0, 1])  # the queued chunks were cancelled: none ran after the failure
 
 
 def test_a_process_worker_failure_raises_its_own_type() -> None:

@@ -29,6 +29,7 @@ from securetrees.net.transport import GrpcNetwork
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost import SecureBoostClassifier, SecureBoostRegressor, deploy
 from securetrees.protocols.secureboost.demo import MAX_BINS, adult_partition
+from securetrees.rand import DeterministicRandom
 from securetrees.testing.alignment import joined_view
 from securetrees.testing.paillier import small_keypair
 
@@ -58,7 +59,8 @@ def _prepare(out: Path, adult: Any, keys: tuple[PublicKey, PrivateKey], n_passiv
              **extra: Any) -> Path:
     return deploy.prepare(out, adult.X_train[:rows], adult.y_train[:rows], adult_partition(n_passive),
                           X_test=adult.X_test[:30], params={**SETTINGS, **extra}, keypair=keys,
-                          names=adult.feature_names, categories=adult.categories, lacking=3)
+                          names=adult.feature_names, categories=adult.categories, lacking=3,
+                          rng=DeterministicRandom("secureboost trial"))  # the rows each party lacks: fixed
 
 
 def test_active_and_passives_as_processes_match_the_one_process_run(adult: Any, keys: Any, tmp_path: Path,
@@ -99,7 +101,8 @@ def test_one_passive_party_regression(adult: Any, keys: Any, tmp_path: Path, che
     X, y = adult.X_train[:100], adult.X_train[:100, 0]  # regress age (an active column) ...
     part = [[2, 4], [c for c in range(X.shape[1]) if c not in (0, 2, 4)]]  # ... without it
     cfg = deploy.prepare(tmp_path, X[:, 1:], y, [[c - 1 for c in p] for p in part], X_test=adult.X_test[:20, 1:],
-                         params={**SETTINGS, "task": "regression"}, keypair=keys, lacking=2)
+                         params={**SETTINGS, "task": "regression"}, keypair=keys, lacking=2,
+                         rng=DeterministicRandom("secureboost trial/regression"))
     got = launch(cfg, tmp_path / "pki", log_dir=tmp_path)
     p1 = [[c - 1 for c in p] for p in part]
     data = joined_view(load_config(cfg), ["active", "passive0"], p1, X.shape[1] - 1)
