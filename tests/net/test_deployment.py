@@ -22,7 +22,7 @@ pytest.importorskip("grpc")
 
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
-from securetrees.errors import PartyUnavailable
+from securetrees.errors import PartyUnavailable, PeerTimeout
 from securetrees.net.config import load_config
 from securetrees.net.control import Operator
 from securetrees.net.service import await_roles, launch, network_for, read_passphrase, spawn_role
@@ -161,12 +161,13 @@ def test_killed_client_fails_fast_and_training_resumes_when_it_returns(adult: An
                 time.sleep(0.005)
             assert journal.stat().st_ino != first, "client1 sent no score request after its checkpoint"
             os.kill(procs["client1"].pid, signal.SIGKILL)
-            killed = time.monotonic()
             worker.join(timeout=30)
             assert not worker.is_alive()
+            # detected as gone (the connection refused after the transport's retries), not waited for
+            # until the run's deadline (PeerTimeout, a subclass): a type, not a wall-clock bound
             assert isinstance(outcome["error"], PartyUnavailable), outcome
+            assert not isinstance(outcome["error"], PeerTimeout), outcome
             assert "client1" in str(outcome["error"])
-            assert time.monotonic() - killed < 20.0  # within the run's deadline
 
             procs["client1"] = spawn_role(config, "client1", pki / "client1.pass", tmp_path / "client1.log")
             await_roles(net, {"client1": procs["client1"]}, 60)
