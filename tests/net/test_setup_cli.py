@@ -271,6 +271,25 @@ def test_run_writes_a_checked_configuration(run_dir: Path, capsys: pytest.Captur
                      *_ff_parties()], capsys) == "OutputExistsError"
 
 
+def test_run_reads_feature_ids_from_a_parquet_header(run_dir: Path) -> None:
+    """A client's table may be Parquet ("Your own data"): its feature count comes from its schema, as a
+    CSV's from its header (before, ``setup run`` refused it and asked for ``feature_ids``)."""
+    import pandas as pd
+
+    pd.read_csv(run_dir / "data/shop.csv", dtype=str).to_parquet(run_dir / "data/shop.parquet", index=False)
+    parties = [a.replace("data/shop.csv", "data/shop.parquet") for a in _ff_parties()]
+    assert main(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", "n_classes=2", *parties]) == 0
+    assert load_config("run.toml").params["feature_ids"] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_run_names_a_missing_data_file(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parties = [a.replace("data/shop.csv", "data/shpo.csv") for a in _ff_parties()]
+    assert _refused(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                     "--param", "n_classes=2", *parties], capsys) == "TableError"
+    assert not (run_dir / "run.toml").exists()
+
+
 @pytest.mark.parametrize(("protocol", "parties"), [
     ("federated-forest", _ff_parties(master_org="bank")),       # the master hosted by a client's organisation
     ("federated-forest", _ff_parties(bank_org="shop")),         # two clients in one organisation
