@@ -24,6 +24,7 @@ bytes, rounds) like every role.
 from __future__ import annotations
 
 import csv
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, PartyUnavailable, UnsupportedActionError
+from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, UnsupportedActionError
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
@@ -50,7 +51,16 @@ def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: flo
     """The operator's end of the run (its TLS identity from the configuration) once every one of
     ``roles`` answers within ``timeout`` seconds (:class:`PeerTimeout` otherwise); closed on exit."""
     with network_for(config, config.operator, passphrase) as net:
-        net.wait_for(roles, timeout)
+        end = time.monotonic() + timeout
+        for role in roles:
+            try:
+                net.wait_for([role], max(end - time.monotonic(), 1e-3))
+            except PeerTimeout:
+                raise PeerTimeout(
+                    f"party {role!r} did not come up within {timeout:g} s: start it on its machine "
+                    f"(securetrees party --config {config.path} --role {role}); if it was started, its log "
+                    f"({config.path.parent / 'logs' / f'{role}.log'} unless --log-dir moved it) says why it "
+                    "stopped") from None
         yield Operator(config.operator, net)
 
 

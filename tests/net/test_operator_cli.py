@@ -163,3 +163,14 @@ def test_status_reports_roles_that_are_down(tmp_path: Path, capsys: pytest.Captu
                  "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 3
     out = capsys.readouterr().out
     assert "a: DOWN; error party 'a' did not come up" in out and "b: DOWN" in out, out
+
+
+def test_a_step_with_a_role_down_says_how_to_start_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A role that is not up (never started, or stopped at start-up on a bad table) fails ``fit`` with
+    the command that starts it and the log that tells why it stopped, not a bare timeout."""
+    cfg = psi_deploy.prepare(tmp_path, {"a": np.arange(3), "b": np.arange(3)})
+    assert main(["operator", "fit", "--timeout", "0.5", "--config", str(cfg),
+                 "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 1
+    err = capsys.readouterr().err
+    assert "PeerTimeout: party 'a' did not come up within 0.5 s" in err, err
+    assert f"securetrees party --config {cfg} --role a" in err and "a.log" in err, err
