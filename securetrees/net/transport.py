@@ -244,6 +244,11 @@ class GrpcNetwork(Network):
         self._server, self.port = server, int(port)
         return int(port)
 
+    @property
+    def serving(self) -> bool:
+        """Whether this network's server is started and not closed since."""
+        return self._server is not None
+
     def close(self, grace: float | None = 1.0) -> None:
         if self._server is not None:
             self._server.stop(grace).wait()

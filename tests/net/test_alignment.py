@@ -223,3 +223,36 @@ def test_a_deployed_role_refuses_a_broken_table_or_setting_before_serving(tmp_pa
     data.write_text("\n".join([*lines, lines[1]]) + "\n")
     with pytest.raises(DuplicateIdError):
         ff_deploy.make_role("client1", config, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
+
+
+def test_a_stop_during_the_alignment_phase_ends_the_party(tmp_path: Path) -> None:
+    """``securetrees operator stop`` before ``fit`` reaches data holders that serve the alignment phase:
+    each must end (``RunStopped``, which ``securetrees party`` takes as a clean stop).  Before, the
+    party logged 'stopping', closed its phase server and then waited for ``align_done`` forever."""
+    import threading
+
+    from securetrees.errors import RunStopped
+    from securetrees.net.alignment import serve_alignment
+    from securetrees.net.config import read_passphrase
+    from securetrees.net.service import network_for
+    from securetrees.psi import deploy as psi_deploy
+
+    cfg = load_config(psi_deploy.prepare(tmp_path, {"a": np.arange(3), "b": np.arange(3)}))
+    plan = AlignmentPlan("a", {"train": ("a", "b")})
+    net = network_for(cfg, "b", read_passphrase("b", tmp_path / "pki" / "b.pass"))
+    ended: list[BaseException] = []
+
+    def party() -> None:
+        try:
+            serve_alignment(cfg, "b", net, plan, {"train": ["1", "2"]})
+        except BaseException as exc:
+            ended.append(exc)
+
+    thread = threading.Thread(target=party, daemon=True)
+    thread.start()
+    with network_for(cfg, "operator", read_passphrase("operator", tmp_path / "pki" / "operator.pass")) as op_net:
+        op_net.wait_for(["b"], 20.0)
+        Operator("operator", op_net).control("b", "shutdown")
+    thread.join(10.0)
+    assert not thread.is_alive(), "the party kept waiting for align_done after the stop"
+    assert len(ended) == 1 and isinstance(ended[0], RunStopped), ended
