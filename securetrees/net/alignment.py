@@ -239,7 +239,12 @@ def run_alignment(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
 
 def align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
     """The operator's alignment step: every set's PSI, then the end of the phase (each data
-    holder then serves its protocol role); returns each intersection's size."""
+    holder then serves its protocol role); returns each intersection's size.  Refused with
+    :class:`ParameterError` once the phase is over (a second ``fit``: the parties serve their roles)."""
+    if operator.control(plan.leader, "role").info.get("role") != LEADER_ROLE:
+        raise ParameterError(f"the alignment phase is over ({plan.leader!r} serves its protocol role): fit runs "
+                             "once per start of the parties; to train again, stop them (securetrees operator "
+                             "stop) and start every party again")
     with operator.step("align"):
         sizes = run_alignment(operator, plan)
         finish_alignment(operator, plan)

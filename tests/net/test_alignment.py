@@ -256,3 +256,19 @@ def test_a_stop_during_the_alignment_phase_ends_the_party(tmp_path: Path) -> Non
     thread.join(10.0)
     assert not thread.is_alive(), "the party kept waiting for align_done after the stop"
     assert len(ended) == 1 and isinstance(ended[0], RunStopped), ended
+
+
+def test_a_second_fit_is_refused_with_what_to_do() -> None:
+    """``operator fit`` once the phase is over (the leader serves its protocol role) says that fit runs
+    once per start of the parties; before, it failed with "'shop' has no control action 'align_use'"."""
+    from securetrees.net.alignment import align
+    from securetrees.net.control import Controllable
+    from securetrees.runtime import Party
+
+    class Served(Controllable, Party):
+        role = "client"
+
+    net = InProcessNetwork()
+    Served("u1", net)
+    with pytest.raises(ParameterError, match="operator stop"):
+        align(Operator("operator", net), PLAN)
