@@ -177,6 +177,9 @@ def _feature_count(party: PartySpec, base: Path) -> int:
     else:
         header = table_columns(path, f"{party.name}'s data")
     skip = {party.options.get("id_column", "id"), party.options.get("label")}
+    missing = sorted(c for c in skip if c is not None and c not in header)
+    if missing:
+        raise TableError(f"{party.name}'s data ({path}) has no column {missing[0]!r}; its columns are {header}")
     return sum(1 for c in header if c not in skip)
 
 

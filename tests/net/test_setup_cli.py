@@ -290,6 +290,32 @@ def test_run_names_a_missing_data_file(run_dir: Path, capsys: pytest.CaptureFixt
     assert not (run_dir / "run.toml").exists()
 
 
+@pytest.mark.parametrize(("old", "new", "error", "named"), [
+    ("label=outcome", "label=outcom", "TableError", "outcom"),          # a label column the table lacks
+    ("id_column=customer,label", "id_column=custmer,label", "TableError", "custmer"),
+])
+def test_run_refuses_a_column_a_client_table_lacks(run_dir: Path, capsys: pytest.CaptureFixture[str], old: str,
+                                                   new: str, error: str, named: str) -> None:
+    """Federated Forest's feature_ids come from the clients' headers: a label or id column the header
+    lacks would have been counted as features and the run written (the client failing only at start)."""
+    parties = [a.replace(old, new) for a in _ff_parties()]
+    capsys.readouterr()
+    assert main(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", "n_classes=2", *parties]) == 1
+    err = capsys.readouterr().err
+    assert f"securetrees: {error}: " in err and repr(named) in err, err
+    assert not (run_dir / "run.toml").exists()
+
+
+@pytest.mark.parametrize("param", ["n_classes=\"two\"", "n_classes=1", "label_protection=\"none\"",
+                                   "n_estimators=0", "max_bins=\"many\""])
+def test_run_checks_federated_forest_parameters(run_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                param: str) -> None:
+    assert _refused(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                     "--param", param, *_ff_parties()], capsys) == "ParameterError"
+    assert not (run_dir / "run.toml").exists()
+
+
 @pytest.mark.parametrize(("protocol", "parties"), [
     ("federated-forest", _ff_parties(master_org="bank")),       # the master hosted by a client's organisation
     ("federated-forest", _ff_parties(bank_org="shop")),         # two clients in one organisation
