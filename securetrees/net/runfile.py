@@ -191,7 +191,7 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
         return [p.name for p in parties if p.role == role]
 
     lists = {"federated-forest": {"clients": of("client")}, "secureboost": {"passives": of("passive")},
-             "hybridtree": {"guests": of("guest")},
+             "hybridtree": {"guests": of("guest")}, "histogram-forest": {"clients": of("client")},
              "revfrf": {"participants": of("participant"), "requesters": of("requester")}}.get(protocol, {})
     out: dict[str, Any] = {k: v for k, v in lists.items() if k not in params and v}
     if protocol == "federated-forest" and "feature_ids" not in params:

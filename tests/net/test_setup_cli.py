@@ -290,6 +290,20 @@ def test_run_names_a_missing_data_file(run_dir: Path, capsys: pytest.CaptureFixt
     assert not (run_dir / "run.toml").exists()
 
 
+def test_run_lists_the_histogram_forest_clients(run_dir: Path) -> None:
+    """``clients`` comes from the roster as Federated Forest's does (it was refused as missing)."""
+    assert main(["setup", "issue", "--name", "server", "client0", "client1", "client2", "--ca-cert", "pki/ca.pem",
+                 "--ca-key", "pki/ca.key", "--out", "pki"]) == 0
+    clients = [a for i in range(3) for a in
+               ("--party", f"name=client{i},role=client,address=127.0.0.1:{10 + i},organisation=c{i},"
+                           f"data=data/c{i}.csv,label=y")]
+    assert main(["setup", "run", "histogram-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", 'columns=["a"]', "--param", 'classes=["no", "yes"]', "--param", "feature_ranges=[[0, 1]]",
+                 "--party", "name=server,role=server,address=127.0.0.1:9,organisation=hub", *clients,
+                 "--party", "name=operator,address=127.0.0.1:8,organisation=hub"]) == 0
+    assert load_config("run.toml").params["clients"] == ["client0", "client1", "client2"]
+
+
 @pytest.mark.parametrize(("old", "new", "error", "named"), [
     ("label=outcome", "label=outcom", "TableError", "outcom"),          # a label column the table lacks
     ("id_column=customer,label", "id_column=custmer,label", "TableError", "custmer"),
