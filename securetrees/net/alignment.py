@@ -33,7 +33,7 @@ from securetrees.errors import (
 )
 from securetrees.files import write_private
 from securetrees.net.config import RunConfig
-from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.control import FIT_ONCE, Controllable, ControlReply, Operator
 from securetrees.net.tables import PartyTable, party_tables
 from securetrees.net.transport import GrpcNetwork, Peer
 from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
@@ -242,9 +242,7 @@ def align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
     holder then serves its protocol role); returns each intersection's size.  Refused with
     :class:`ParameterError` once the phase is over (a second ``fit``: the parties serve their roles)."""
     if operator.control(plan.leader, "role").info.get("role") != LEADER_ROLE:
-        raise ParameterError(f"the alignment phase is over ({plan.leader!r} serves its protocol role): fit runs "
-                             "once per start of the parties; to train again, stop them (securetrees operator "
-                             "stop) and start every party again")
+        raise ParameterError(f"the alignment phase is over ({plan.leader!r} serves its protocol role): {FIT_ONCE}")
     with operator.step("align"):
         sizes = run_alignment(operator, plan)
         finish_alignment(operator, plan)
