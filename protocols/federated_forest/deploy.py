@@ -274,6 +274,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     if config.job == "predict":
         return _predicting_client(role, config, network, secrets, passphrase)
     train, test = party_tables(config.party(role))
+    feature_ids = _feature_ids(config, role, train.X.shape[1])  # a layout mismatch stops it before the alignment
     if alignment_mode(config) == "psi":
         train, test = align_party(config, role, network, alignment_plan(config), train, test)
         ids, test_ids = [f"row-{j}" for j in range(len(train))], [f"test-{j}" for j in range(len(test or ()))]
@@ -281,7 +282,6 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     else:  # hmac-trusted: every client holds the same ids and a shared key (specs/deployment.md)
         ids, test_ids = list(train.ids), list(test.ids) if test is not None else []
         id_key = _shared_id_key(secrets, role)
-    feature_ids = _feature_ids(config, role, train.X.shape[1])
     labels = None
     classes: tuple[str, ...] = ()
     if train.labels is not None:

@@ -215,6 +215,9 @@ def test_a_deployed_role_refuses_a_broken_table_or_setting_before_serving(tmp_pa
     with pytest.raises(ParameterError, match="runs over gRPC"):
         ff_deploy.make_role("client1", psi, InProcessNetwork(), {}, {}, b"")
     wrong = replace(config, params={**config.params, "feature_ids": [[0, 1], [2]]})
+    with pytest.raises(TableError, match="feature_ids lists 1"):  # before the alignment phase, not after it
+        ff_deploy.make_role("client1", replace(wrong, params={**wrong.params, "alignment": "psi"}),
+                            InProcessNetwork(), {}, {}, b"")
     with pytest.raises(TableError, match="feature_ids lists 1"):
         ff_deploy.make_role("client1", wrong, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
     data = config.party("client1").data
