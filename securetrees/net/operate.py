@@ -38,8 +38,9 @@ from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.service import job_module, network_for
+from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE
 
-__all__ = ["ACTIONS", "connect", "run_step", "status", "stop", "write_csv"]
+__all__ = ["ACTIONS", "check_fitted", "connect", "run_step", "status", "stop", "write_csv"]
 
 ACTIONS: Final = ("fit", "predict", "revoke", "status", "stop")
 
@@ -96,6 +97,18 @@ def stop(config: RunConfig, passphrase_file: str | Path | None, *, timeout: floa
     return asked
 
 
+def check_fitted(operator: Operator, config: RunConfig, roles: list[str]) -> None:
+    """Refuse ``predict`` or ``revoke`` in a fit run while a data holder still serves the alignment
+    phase: nothing has been trained (:class:`ParameterError` saying to run ``fit`` first).  A
+    predict-only run aligns its new rows in ``predict`` and passes."""
+    if config.job != "fit":
+        return
+    waiting = [r for r in roles if operator.control(r, "role").info.get("role") in (LEADER_ROLE, MEMBER_ROLE)]
+    if waiting:
+        raise ParameterError(f"no model yet: {waiting} still wait in the alignment phase; run securetrees operator "
+                             f"fit --config {config.path} first")
+
+
 def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None, *, method: str | None = None,
              party: str | None = None, level: int = 2, timeout: float = 30.0) -> dict[str, Any]:
     """Run the deployment's step ``action`` (``fit``, ``predict`` or ``revoke``) once every role
@@ -109,6 +122,8 @@ def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None,
     if action == "revoke" and party is None:
         raise ParameterError("revoke needs the participant that leaves (--party)")
     with connect(config, read_passphrase(config.operator, passphrase_file), config.roles, timeout) as operator:
+        if action != "fit":
+            check_fitted(operator, config, config.roles)
         _log.info("%s: %s on %s", config.operator, action, config.protocol)
         if action == "fit":
             result: dict[str, Any] = step(operator, config)
