@@ -32,6 +32,7 @@ __all__ = [
     "ProtocolError",
     "RemoteError",
     "RevokedError",
+    "RunStopped",
     "SecureTreesError",
     "SetSizeError",
     "TableError",
@@ -102,6 +103,11 @@ class PartyUnavailable(ProtocolError):
 
 class PeerTimeout(PartyUnavailable):
     """A peer did not answer within the call's deadline (networked transports)."""
+
+
+class RunStopped(SecureTreesError):
+    """The operator stopped a party before its protocol role started (``securetrees operator stop``
+    during the alignment phase): the party ends without serving its role."""
 
 
 class AuthenticationError(ProtocolError):

@@ -71,7 +71,7 @@ from securetrees.protocols.federated_forest.client import Client, LabelSpec
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
 from securetrees.protocols.federated_forest.master import Master
 from securetrees.protocols.federated_forest.model import ClientModel, MasterModel
-from securetrees.protocols.federated_forest.params import ForestParams
+from securetrees.protocols.federated_forest.params import LABEL_MODES, ForestParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
@@ -232,9 +232,31 @@ def _keep(party: SavesModel, config: RunConfig, passphrase: bytes) -> None:
     party.run, party.passphrase = config, passphrase
 
 
+def check_parameters(params: Mapping[str, Any]) -> None:
+    """The checks of ``[protocol]`` every role makes before reading any data or key (also run by
+    ``securetrees setup run``): the forest's settings, ``n_classes`` (0 for a regression, else 2 or
+    more), ``label_protection`` and the integer settings.  Reveals nothing (public parameters)."""
+    try:
+        _forest_params(dict(params))
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"[protocol]: a forest setting is malformed: {exc}") from None
+    n_classes = params.get("n_classes", 0)
+    if type(n_classes) is not int or n_classes < 0 or n_classes == 1:
+        raise ParameterError(f"[protocol] n_classes must be 0 (a regression) or a class count of 2 or more, not "
+                             f"{n_classes!r}")
+    if params.get("label_protection", "encrypted") not in LABEL_MODES:
+        raise ParameterError(f"[protocol] label_protection must be one of {LABEL_MODES}, "
+                             f"not {params['label_protection']!r}")
+    for key in ("max_bins", "key_bits", "frac_bits"):
+        value = params.get(key)
+        if value is not None and (type(value) is not int or value < 1):
+            raise ParameterError(f"[protocol] {key} must be a positive integer, not {value!r}")
+
+
 def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes],
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
+    check_parameters(p)
     clients = [str(c) for c in p["clients"]]
     if role == "master":
         master = DeployedMaster(role, network, clients, _forest_params(p),
@@ -252,6 +274,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     if config.job == "predict":
         return _predicting_client(role, config, network, secrets, passphrase)
     train, test = party_tables(config.party(role))
+    feature_ids = _feature_ids(config, role, train.X.shape[1])  # a layout mismatch stops it before the alignment
     if alignment_mode(config) == "psi":
         train, test = align_party(config, role, network, alignment_plan(config), train, test)
         ids, test_ids = [f"row-{j}" for j in range(len(train))], [f"test-{j}" for j in range(len(test or ()))]
@@ -259,7 +282,6 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     else:  # hmac-trusted: every client holds the same ids and a shared key (specs/deployment.md)
         ids, test_ids = list(train.ids), list(test.ids) if test is not None else []
         id_key = _shared_id_key(secrets, role)
-    feature_ids = _feature_ids(config, role, train.X.shape[1])
     labels = None
     classes: tuple[str, ...] = ()
     if train.labels is not None:

@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError, TableError
 from securetrees.net.config import PartyConfig, RunConfig
-from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.control import FIT_ONCE, Controllable, ControlReply, Operator
 from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_predictions
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, TableOptions, read_table
@@ -211,6 +211,8 @@ class DeployedServer(SavesModel, Controllable, Server):
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         refuse_training(self.run)
+        if self.forest is not None:  # the clients' setup is done once: a second fit fails inside the protocol
+            raise ParameterError(f"this run has trained already: {FIT_ONCE}")
         trees = self.train()
         self.forest = self.estimator._forest(tuple(trees))
         path = output_path(self.run, self.name, "model.json")

@@ -99,6 +99,7 @@ from securetrees.psi.messages import LEADER_ROLE
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, handles
 from securetrees.runtime.network import Network
+from securetrees.schema import TabularSchema
 from securetrees.signing import SigningKey, make_roster
 from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
@@ -365,6 +366,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         if predicting and req_party.test_data is not None:  # its new requests; its data file is not training data
             req_party = replace(req_party, data=req_party.test_data, test_data=None)
         table, _ = party_tables(req_party)  # its own whole rows: nothing to align
+        _check_request_table(role, table.schema, req_party.table, d)
         fixed = plan_run(p, 1, d)
         req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
                                 codec=fixed.codec, holt_params=fixed.holt)
@@ -376,6 +378,25 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     if role == "cs":
         return _cs(config, network, secrets, directory, participants, columns, verify_keys, passphrase)
     return _participant(role, config, network, secrets, directory, participants, columns, verify_keys, passphrase)
+
+
+def _check_request_table(role: str, schema: TabularSchema, options: Mapping[str, Any], d: int) -> None:
+    """A requester's rows are encrypted as codes the participants' splits compare against: every text
+    column needs its declared category list (the code of a category is its position there, as at the
+    participant holding the column), and there are ``n_features`` columns in the global order.  An
+    inferred list (the sorted values of the requester's few rows) numbers them otherwise and FRF-Predict
+    would score other rows without a word.  Local check; reveals nothing."""
+    declared = options.get("categories") or {}
+    text = [n for n, c in zip(schema.names, schema.categorical_mask(), strict=True) if c and n not in declared]
+    if text:
+        raise TableError(f"{role}'s rows: the text columns {text} have no declared categories; a requester's "
+                         f"codes must be the participants' (a category's code is its position in the list): "
+                         f"declare in [parties.{role}] categories = {{ column = [...] }} each column's list as "
+                         "its participant reads it (its declared categories, else the sorted distinct values of "
+                         "its training column)")
+    if len(schema.names) != d:
+        raise TableError(f"{role}'s rows have {len(schema.names)} feature columns, [protocol] n_features is {d}: "
+                         "a requester holds every feature column, in the global order of [protocol] columns")
 
 
 def _cs(config: RunConfig, network: Network, secrets: dict[str, bytes], directory: dict[str, PublicKey],

@@ -23,10 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from securetrees.errors import DuplicateIdError, ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
+from securetrees.errors import (
+    DuplicateIdError,
+    ParameterError,
+    PartyUnavailable,
+    PeerTimeout,
+    ProtocolError,
+    RunStopped,
+)
 from securetrees.files import write_private
 from securetrees.net.config import RunConfig
-from securetrees.net.control import Controllable, ControlReply, Operator
+from securetrees.net.control import FIT_ONCE, Controllable, ControlReply, Operator
 from securetrees.net.tables import PartyTable, party_tables
 from securetrees.net.transport import GrpcNetwork, Peer
 from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
@@ -209,7 +216,9 @@ def serve_alignment(config: RunConfig, role: str, network: Network, plan: Alignm
         party = AlignMember(role, net, sets, max_set_size=cap)
     net.start()
     try:
-        party.finished.wait()
+        while not party.finished.wait(0.2):
+            if not net.serving:  # the operator's shutdown closed the phase's server
+                raise RunStopped(f"{role!r} was stopped during the alignment phase, before its protocol role")
     finally:
         net.close(grace=2.0)
     buffer = io.BytesIO()
@@ -230,7 +239,10 @@ def run_alignment(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
 
 def align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
     """The operator's alignment step: every set's PSI, then the end of the phase (each data
-    holder then serves its protocol role); returns each intersection's size."""
+    holder then serves its protocol role); returns each intersection's size.  Refused with
+    :class:`ParameterError` once the phase is over (a second ``fit``: the parties serve their roles)."""
+    if operator.control(plan.leader, "role").info.get("role") != LEADER_ROLE:
+        raise ParameterError(f"the alignment phase is over ({plan.leader!r} serves its protocol role): {FIT_ONCE}")
     with operator.step("align"):
         sizes = run_alignment(operator, plan)
         finish_alignment(operator, plan)
@@ -258,7 +270,9 @@ def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 6
             except PartyUnavailable:
                 pass
             if time.monotonic() > end:
-                raise PeerTimeout(f"{party!r} did not start its protocol role within {timeout:g} s")
+                raise PeerTimeout(f"{party!r} did not start its protocol role within {timeout:g} s after the "
+                                  f"alignment phase: its log (logs/{party}.log on its machine) says why, e.g. a "
+                                  "table that does not match run.toml")
             time.sleep(0.1)
 
 

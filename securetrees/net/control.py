@@ -25,6 +25,10 @@ from securetrees.runtime import ANY_ROLE, Message, Party, handles, message
 from securetrees.runtime.network import Network
 from securetrees.runtime.steps import logged_step, traffic
 
+FIT_ONCE: Final = ("fit runs once per start of the parties; to train again, stop them (securetrees operator stop) "
+                   "and start every party again")
+"""What a refused second ``fit`` tells the operator (every deployment's roles are set up for one fit)."""
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from contextlib import AbstractContextManager

@@ -24,6 +24,7 @@ bytes, rounds) like every role.
 from __future__ import annotations
 
 import csv
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,13 +33,14 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, PartyUnavailable, UnsupportedActionError
+from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, UnsupportedActionError
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.service import job_module, network_for
+from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE
 
-__all__ = ["ACTIONS", "connect", "run_step", "status", "stop", "write_csv"]
+__all__ = ["ACTIONS", "check_fitted", "connect", "run_step", "status", "stop", "write_csv"]
 
 ACTIONS: Final = ("fit", "predict", "revoke", "status", "stop")
 
@@ -50,7 +52,16 @@ def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: flo
     """The operator's end of the run (its TLS identity from the configuration) once every one of
     ``roles`` answers within ``timeout`` seconds (:class:`PeerTimeout` otherwise); closed on exit."""
     with network_for(config, config.operator, passphrase) as net:
-        net.wait_for(roles, timeout)
+        end = time.monotonic() + timeout
+        for role in roles:
+            try:
+                net.wait_for([role], max(end - time.monotonic(), 1e-3))
+            except PeerTimeout:
+                raise PeerTimeout(
+                    f"party {role!r} did not come up within {timeout:g} s: start it on its machine "
+                    f"(securetrees party --config {config.path} --role {role}); if it was started, its log "
+                    f"({config.path.parent / 'logs' / f'{role}.log'} unless --log-dir moved it) says why it "
+                    "stopped") from None
         yield Operator(config.operator, net)
 
 
@@ -86,6 +97,18 @@ def stop(config: RunConfig, passphrase_file: str | Path | None, *, timeout: floa
     return asked
 
 
+def check_fitted(operator: Operator, config: RunConfig, roles: list[str]) -> None:
+    """Refuse ``predict`` or ``revoke`` in a fit run while a data holder still serves the alignment
+    phase: nothing has been trained (:class:`ParameterError` saying to run ``fit`` first).  A
+    predict-only run aligns its new rows in ``predict`` and passes."""
+    if config.job != "fit":
+        return
+    waiting = [r for r in roles if operator.control(r, "role").info.get("role") in (LEADER_ROLE, MEMBER_ROLE)]
+    if waiting:
+        raise ParameterError(f"no model yet: {waiting} still wait in the alignment phase; run securetrees operator "
+                             f"fit --config {config.path} first")
+
+
 def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None, *, method: str | None = None,
              party: str | None = None, level: int = 2, timeout: float = 30.0) -> dict[str, Any]:
     """Run the deployment's step ``action`` (``fit``, ``predict`` or ``revoke``) once every role
@@ -99,6 +122,8 @@ def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None,
     if action == "revoke" and party is None:
         raise ParameterError("revoke needs the participant that leaves (--party)")
     with connect(config, read_passphrase(config.operator, passphrase_file), config.roles, timeout) as operator:
+        if action != "fit":
+            check_fitted(operator, config, config.roles)
         _log.info("%s: %s on %s", config.operator, action, config.protocol)
         if action == "fit":
             result: dict[str, Any] = step(operator, config)

@@ -41,6 +41,7 @@ from securetrees.net.collusion import assumption, check_layout
 from securetrees.net.config import dump_toml, parse_config
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keysetup import PAILLIER_HOLDERS, key_sources
+from securetrees.net.tables import table_columns
 from securetrees.net.tls import check_name, fingerprint, issued_by, load_ca_bundle
 
 if sys.version_info >= (3, 11):
@@ -161,31 +162,36 @@ def _issuer(party: PartySpec, base: Path, cas: list[x509.Certificate], cert_path
 
 
 def _feature_count(party: PartySpec, base: Path) -> int:
-    """The number of feature columns of a party's CSV table: every column but the id and label."""
+    """The number of feature columns of a party's table (a CSV file's header, a Parquet file's schema):
+    every column but the id and label."""
     data = party.options.get("data")
     if data is None:
         raise ParameterError(f"{party.name} names no data file, so [protocol] feature_ids must be given")
     path = base / data
-    if path.suffix.lower() != ".csv":
-        raise ParameterError(f"{party.name}: feature_ids are derived from CSV headers only; give feature_ids")
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte-order mark is no column
-            header = next(csv.reader(f), [])
-    except OSError as exc:
-        raise TableError(f"{party.name}: cannot read {path}: {exc}") from exc
+    if path.suffix.lower() == ".csv":
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte-order mark is no column
+                header = next(csv.reader(f), [])
+        except OSError as exc:
+            raise TableError(f"{party.name}: cannot read {path}: {exc}") from exc
+    else:
+        header = table_columns(path, f"{party.name}'s data")
     skip = {party.options.get("id_column", "id"), party.options.get("label")}
+    missing = sorted(c for c in skip if c is not None and c not in header)
+    if missing:
+        raise TableError(f"{party.name}'s data ({path}) has no column {missing[0]!r}; its columns are {header}")
     return sum(1 for c in header if c not in skip)
 
 
 def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[str, Any],
                    base: Path) -> dict[str, Any]:
     """The party lists the protocol reads from ``[protocol]``, in the order the parties were given,
-    unless given already (and Federated Forest's ``feature_ids`` from the clients' CSV headers)."""
+    unless given already (and Federated Forest's ``feature_ids`` from the clients' table headers)."""
     def of(role: str) -> list[str]:
         return [p.name for p in parties if p.role == role]
 
     lists = {"federated-forest": {"clients": of("client")}, "secureboost": {"passives": of("passive")},
-             "hybridtree": {"guests": of("guest")},
+             "hybridtree": {"guests": of("guest")}, "histogram-forest": {"clients": of("client")},
              "revfrf": {"participants": of("participant"), "requesters": of("requester")}}.get(protocol, {})
     out: dict[str, Any] = {k: v for k, v in lists.items() if k not in params and v}
     if protocol == "federated-forest" and "feature_ids" not in params:

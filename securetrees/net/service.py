@@ -31,6 +31,7 @@ from securetrees.errors import (
     ParameterError,
     PartyUnavailable,
     PeerTimeout,
+    RunStopped,
     SecureTreesError,
     UnsupportedActionError,
 )
@@ -108,7 +109,12 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
 def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None) -> int:
     """``securetrees party``: serve one role until the operator (or a signal) stops it."""
     config = load_config(config_path)
-    net = start_role(config, role, read_passphrase(role, passphrase_file))
+    try:
+        net = start_role(config, role, read_passphrase(role, passphrase_file))
+    except RunStopped as exc:  # `operator stop` before `fit`: a clean end, not a failure
+        _log.info("%s", exc)
+        _log.info("%s stopped", role)
+        return 0
     signal.signal(signal.SIGTERM, lambda *_: net.close(grace=2.0))
     _log.info("%s serving %s on %s", role, config.protocol, config.party(role).address)
     try:

@@ -219,6 +219,9 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
     else:
         features = [c for c in names if c not in (opt.id_column, label)]
     unknown = [c for c in dict.fromkeys([*features, *(opt.categories or {})]) if c not in names]
+    if unknown and schema is not None and not strict:
+        raise TableError(f"{where}: the training table's feature columns {unknown} are not in this table (its "
+                         f"columns are {names}); the rows to predict need every feature column of the training rows")
     if unknown:
         raise TableError(f"{where}: declared columns not in the table: {unknown}")
     extra = [c for c in names if c not in (opt.id_column, opt.label, *features)]

@@ -28,6 +28,7 @@ number of times with exponential backoff after a transient failure.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -125,6 +126,23 @@ class TransportOptions:
         ]
 
 
+def _listening(address: str) -> bool:
+    """Whether a server already accepts connections on ``address`` (``host:port``; port 0 never).
+
+    gRPC's servers bind with SO_REUSEPORT, so a role started twice would bind its address a second
+    time without a word and take part of the role's calls: this is checked before binding (a port
+    merely held, bound but not listening, refuses the connection and passes)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        if int(port) == 0:
+            return False
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> SecureTreesError:
     """The typed error a failed call raises at the caller."""
     if code == grpc.StatusCode.UNAVAILABLE:
@@ -212,12 +230,24 @@ class GrpcNetwork(Network):
         creds = grpc.ssl_server_credentials([(self.identity.key_pem, self.identity.cert_pem)],
                                             root_certificates=self.identity.ca_pem,
                                             require_client_auth=True)
-        port = server.add_secure_port(self.roster[self.name].address, creds)
+        address = self.roster[self.name].address
+        if _listening(address):  # gRPC binds with SO_REUSEPORT: a second server would share the port
+            raise PartyUnavailable(f"{self.name}: cannot listen on {address}: the address is already in use (is "
+                                   f"{self.name!r} already running? securetrees operator status tells)")
+        try:
+            port = server.add_secure_port(address, creds)
+        except RuntimeError:  # recent grpcio raises where older ones returned 0
+            port = 0
         if port == 0:
-            raise PartyUnavailable(f"cannot listen on {self.roster[self.name].address}")
+            raise PartyUnavailable(f"{self.name}: cannot listen on {address}: in use, or not this machine's")
         server.start()
         self._server, self.port = server, int(port)
         return int(port)
+
+    @property
+    def serving(self) -> bool:
+        """Whether this network's server is started and not closed since."""
+        return self._server is not None
 
     def close(self, grace: float | None = 1.0) -> None:
         if self._server is not None:

@@ -215,6 +215,9 @@ def test_a_deployed_role_refuses_a_broken_table_or_setting_before_serving(tmp_pa
     with pytest.raises(ParameterError, match="runs over gRPC"):
         ff_deploy.make_role("client1", psi, InProcessNetwork(), {}, {}, b"")
     wrong = replace(config, params={**config.params, "feature_ids": [[0, 1], [2]]})
+    with pytest.raises(TableError, match="feature_ids lists 1"):  # before the alignment phase, not after it
+        ff_deploy.make_role("client1", replace(wrong, params={**wrong.params, "alignment": "psi"}),
+                            InProcessNetwork(), {}, {}, b"")
     with pytest.raises(TableError, match="feature_ids lists 1"):
         ff_deploy.make_role("client1", wrong, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
     data = config.party("client1").data
@@ -223,3 +226,52 @@ def test_a_deployed_role_refuses_a_broken_table_or_setting_before_serving(tmp_pa
     data.write_text("\n".join([*lines, lines[1]]) + "\n")
     with pytest.raises(DuplicateIdError):
         ff_deploy.make_role("client1", config, InProcessNetwork(), {"id_key": bytes(32)}, {}, b"")
+
+
+def test_a_stop_during_the_alignment_phase_ends_the_party(tmp_path: Path) -> None:
+    """``securetrees operator stop`` before ``fit`` reaches data holders that serve the alignment phase:
+    each must end (``RunStopped``, which ``securetrees party`` takes as a clean stop).  Before, the
+    party logged 'stopping', closed its phase server and then waited for ``align_done`` forever."""
+    import threading
+
+    from securetrees.errors import RunStopped
+    from securetrees.net.alignment import serve_alignment
+    from securetrees.net.config import read_passphrase
+    from securetrees.net.service import network_for
+    from securetrees.psi import deploy as psi_deploy
+
+    cfg = load_config(psi_deploy.prepare(tmp_path, {"a": np.arange(3), "b": np.arange(3)}))
+    plan = AlignmentPlan("a", {"train": ("a", "b")})
+    net = network_for(cfg, "b", read_passphrase("b", tmp_path / "pki" / "b.pass"))
+    ended: list[BaseException] = []
+
+    def party() -> None:
+        try:
+            serve_alignment(cfg, "b", net, plan, {"train": ["1", "2"]})
+        except BaseException as exc:
+            ended.append(exc)
+
+    thread = threading.Thread(target=party, daemon=True)
+    thread.start()
+    with network_for(cfg, "operator", read_passphrase("operator", tmp_path / "pki" / "operator.pass")) as op_net:
+        op_net.wait_for(["b"], 20.0)
+        Operator("operator", op_net).control("b", "shutdown")
+    thread.join(10.0)
+    assert not thread.is_alive(), "the party kept waiting for align_done after the stop"
+    assert len(ended) == 1 and isinstance(ended[0], RunStopped), ended
+
+
+def test_a_second_fit_is_refused_with_what_to_do() -> None:
+    """``operator fit`` once the phase is over (the leader serves its protocol role) says that fit runs
+    once per start of the parties; before, it failed with "'shop' has no control action 'align_use'"."""
+    from securetrees.net.alignment import align
+    from securetrees.net.control import Controllable
+    from securetrees.runtime import Party
+
+    class Served(Controllable, Party):
+        role = "client"
+
+    net = InProcessNetwork()
+    Served("u1", net)
+    with pytest.raises(ParameterError, match="operator stop"):
+        align(Operator("operator", net), PLAN)

@@ -156,6 +156,8 @@ def test_dp_parameters_reach_every_role(adult: tuple[list[ClientSplit], dict[str
         with pytest.raises(ParameterError, match="not grown"):
             op.control("server", "model")
         got = deploy.run_job(op, load_config(cfg_path))
+        with pytest.raises(ParameterError, match="operator stop"):  # a second fit says what to do
+            op.control("server", "fit")
         with pytest.raises(DecodeError):  # a client checks the model it is handed
             op.control("client0", "predict", model='{"format": "securetrees.trees"}')
     finally:

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,41 @@ def test_status_reports_roles_that_are_down(tmp_path: Path, capsys: pytest.Captu
                  "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 3
     out = capsys.readouterr().out
     assert "a: DOWN; error party 'a' did not come up" in out and "b: DOWN" in out, out
+
+
+def test_a_step_with_a_role_down_says_how_to_start_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A role that is not up (never started, or stopped at start-up on a bad table) fails ``fit`` with
+    the command that starts it and the log that tells why it stopped, not a bare timeout."""
+    cfg = psi_deploy.prepare(tmp_path, {"a": np.arange(3), "b": np.arange(3)})
+    assert main(["operator", "fit", "--timeout", "0.5", "--config", str(cfg),
+                 "--passphrase-file", str(tmp_path / "pki" / "operator.pass")]) == 1
+    err = capsys.readouterr().err
+    assert "PeerTimeout: party 'a' did not come up within 0.5 s" in err, err
+    assert f"securetrees party --config {cfg} --role a" in err and "a.log" in err, err
+
+
+def test_predict_before_fit_says_to_fit_first() -> None:
+    """Data holders still in the alignment phase have no model: ``predict`` (or ``revoke``) says to run
+    ``fit`` first; it failed with "'bank' has no control action 'load_test'"."""
+    from securetrees.errors import ParameterError
+    from securetrees.net.config import RunConfig, TransportOptions
+    from securetrees.net.control import Controllable, Operator
+    from securetrees.net.operate import check_fitted
+    from securetrees.psi.messages import MEMBER_ROLE
+    from securetrees.runtime import InProcessNetwork, Party
+
+    class Waiting(Controllable, Party):
+        role = MEMBER_ROLE
+
+    class Serving(Controllable, Party):
+        role = "client"
+
+    net = InProcessNetwork()
+    Waiting("bank", net)
+    Serving("shop", net)
+    config = RunConfig(Path("run.toml"), "federated-forest", "operator", Path("ca.pem"), {}, TransportOptions())
+    operator = Operator("operator", net)
+    with pytest.raises(ParameterError, match="securetrees operator fit"):
+        check_fitted(operator, config, ["bank", "shop"])
+    check_fitted(operator, config, ["shop"])  # serving its protocol role: passes
+    check_fitted(operator, replace(config, job="predict"), ["bank", "shop"])  # a predict-only run aligns in predict

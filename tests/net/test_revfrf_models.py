@@ -212,3 +212,25 @@ def test_parts_of_two_fits_are_refused(fitted: dict[str, Any]) -> None:
     assert models.check_models(ModelIdReplies(ids), ROLES) == ids["cs"].hex()  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="different fits"):
         models.check_models(ModelIdReplies({**ids, "u2": bytes(16)}), ROLES)  # type: ignore[arg-type]
+
+
+def test_a_requester_without_declared_categories_is_refused(fitted: dict[str, Any]) -> None:
+    """A requester's text cells become the participants' codes only through declared category lists: its
+    own inferred ones (the sorted distinct values of its few rows) number them differently, and FRF-Predict
+    then scored other rows than the requester's without a word.  The trial's requester, which declares
+    them, is built (the companion)."""
+    from dataclasses import replace
+
+    from securetrees.net.keyfile import open_key_file
+    from securetrees.runtime import InProcessNetwork
+
+    config = fitted["config"]
+    party = config.party("requester")
+    assert party.table.get("categories")  # the trial's requester declares its categories
+    pw = _pw(fitted, "requester")
+    secrets = open_key_file(party.secrets, "requester", pw)
+    rev_deploy.make_role("requester", config, InProcessNetwork(), secrets, {}, pw)
+    bare = {k: v for k, v in party.table.items() if k != "categories"}
+    undeclared = replace(config, parties={**config.parties, "requester": replace(party, table=bare)})
+    with pytest.raises(TableError, match=r"requester.*categories"):
+        rev_deploy.make_role("requester", undeclared, InProcessNetwork(), secrets, {}, pw)

@@ -271,6 +271,65 @@ def test_run_writes_a_checked_configuration(run_dir: Path, capsys: pytest.Captur
                      *_ff_parties()], capsys) == "OutputExistsError"
 
 
+def test_run_reads_feature_ids_from_a_parquet_header(run_dir: Path) -> None:
+    """A client's table may be Parquet ("Your own data"): its feature count comes from its schema, as a
+    CSV's from its header (before, ``setup run`` refused it and asked for ``feature_ids``)."""
+    import pandas as pd
+
+    pd.read_csv(run_dir / "data/shop.csv", dtype=str).to_parquet(run_dir / "data/shop.parquet", index=False)
+    parties = [a.replace("data/shop.csv", "data/shop.parquet") for a in _ff_parties()]
+    assert main(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", "n_classes=2", *parties]) == 0
+    assert load_config("run.toml").params["feature_ids"] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_run_names_a_missing_data_file(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parties = [a.replace("data/shop.csv", "data/shpo.csv") for a in _ff_parties()]
+    assert _refused(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                     "--param", "n_classes=2", *parties], capsys) == "TableError"
+    assert not (run_dir / "run.toml").exists()
+
+
+def test_run_lists_the_histogram_forest_clients(run_dir: Path) -> None:
+    """``clients`` comes from the roster as Federated Forest's does (it was refused as missing)."""
+    assert main(["setup", "issue", "--name", "server", "client0", "client1", "client2", "--ca-cert", "pki/ca.pem",
+                 "--ca-key", "pki/ca.key", "--out", "pki"]) == 0
+    clients = [a for i in range(3) for a in
+               ("--party", f"name=client{i},role=client,address=127.0.0.1:{10 + i},organisation=c{i},"
+                           f"data=data/c{i}.csv,label=y")]
+    assert main(["setup", "run", "histogram-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", 'columns=["a"]', "--param", 'classes=["no", "yes"]', "--param", "feature_ranges=[[0, 1]]",
+                 "--party", "name=server,role=server,address=127.0.0.1:9,organisation=hub", *clients,
+                 "--party", "name=operator,address=127.0.0.1:8,organisation=hub"]) == 0
+    assert load_config("run.toml").params["clients"] == ["client0", "client1", "client2"]
+
+
+@pytest.mark.parametrize(("old", "new", "error", "named"), [
+    ("label=outcome", "label=outcom", "TableError", "outcom"),          # a label column the table lacks
+    ("id_column=customer,label", "id_column=custmer,label", "TableError", "custmer"),
+])
+def test_run_refuses_a_column_a_client_table_lacks(run_dir: Path, capsys: pytest.CaptureFixture[str], old: str,
+                                                   new: str, error: str, named: str) -> None:
+    """Federated Forest's feature_ids come from the clients' headers: a label or id column the header
+    lacks would have been counted as features and the run written (the client failing only at start)."""
+    parties = [a.replace(old, new) for a in _ff_parties()]
+    capsys.readouterr()
+    assert main(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                 "--param", "n_classes=2", *parties]) == 1
+    err = capsys.readouterr().err
+    assert f"securetrees: {error}: " in err and repr(named) in err, err
+    assert not (run_dir / "run.toml").exists()
+
+
+@pytest.mark.parametrize("param", ["n_classes=\"two\"", "n_classes=1", "label_protection=\"none\"",
+                                   "n_estimators=0", "max_bins=\"many\""])
+def test_run_checks_federated_forest_parameters(run_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                param: str) -> None:
+    assert _refused(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
+                     "--param", param, *_ff_parties()], capsys) == "ParameterError"
+    assert not (run_dir / "run.toml").exists()
+
+
 @pytest.mark.parametrize(("protocol", "parties"), [
     ("federated-forest", _ff_parties(master_org="bank")),       # the master hosted by a client's organisation
     ("federated-forest", _ff_parties(bank_org="shop")),         # two clients in one organisation

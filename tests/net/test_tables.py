@@ -92,6 +92,14 @@ def test_test_rows_with_text_in_a_numeric_column_are_refused(tmp_path: Path) -> 
         read_table(write(tmp_path, "id,age,work,income\nt1,young,Private,x\n", "u.csv"), schema=train.schema)
 
 
+def test_test_rows_lacking_a_training_column_say_so(tmp_path: Path) -> None:
+    """No column was declared: the message names the training table's column the test rows lack (it said
+    "declared columns not in the table", which sent the user looking for a declaration)."""
+    train = read_table(write(tmp_path, CSV))
+    with pytest.raises(TableError, match=r"the training table's feature columns \['income'\] are not in this"):
+        read_table(write(tmp_path, "id,age,work\nt1,3,Private\n", "u.csv"), schema=train.schema)
+
+
 def test_unreadable_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TableError, match="cannot read"):
         read_table(tmp_path / "absent.csv")

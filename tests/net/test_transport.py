@@ -119,6 +119,18 @@ def pair(pki: dict[str, TlsIdentity]) -> Iterator[Pair]:
     nb.close()
 
 
+def test_a_second_server_on_a_taken_address_is_refused(pki: dict[str, TlsIdentity], pair: Pair) -> None:
+    """A role started twice (or another process on its port) must not share the port: gRPC's default
+    SO_REUSEPORT let the second process bind it silently, and calls went to either process."""
+    _, alice, _, _, roster = pair
+    twin = GrpcNetwork(pki["bob"], roster, options=TransportOptions(deadline=DEADLINE))
+    Echo("bob", twin)
+    with pytest.raises(PartyUnavailable, match="already in use"):
+        twin.start()
+    twin.close()
+    assert alice.call("bob", Ping(1), expect=Pong) == Pong(2)
+
+
 def test_round_trip_records_views_and_bytes(pair: Pair) -> None:
     na, alice, nb, _, _ = pair
     assert alice.call("bob", Ping(41), expect=Pong) == Pong(42)
