@@ -366,7 +366,7 @@ class DeployedHost(SavesModel, Controllable, Host):
         splits = sum(r.n_guest_splits for r in self.records)
         self.logger.info("%s trained %d trees (%d guest splits)", self.name, len(self.records), splits)
         return ControlReply(info={"trees": str(len(self.records)), "guest_splits": str(splits),
-                                  "dropped": ",".join(self.dropped)})
+                                  "dropped": ",".join(self.dropped) or "none"})  # guests that dropped out
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
         """Inference on every test row of the host; the outputs follow the host's own test file."""

@@ -55,7 +55,7 @@ def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: flo
         end = time.monotonic() + timeout
         for role in roles:
             try:
-                net.wait_for([role], max(end - time.monotonic(), 1e-3))
+                net.wait_for([role], _remaining(end, 1e-3))
             except PeerTimeout:
                 raise PeerTimeout(
                     f"party {role!r} did not come up within {timeout:g} s: start it on its machine "
@@ -65,16 +65,25 @@ def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: flo
         yield Operator(config.operator, net)
 
 
+def _remaining(end: float, floor: float = 0.25) -> float:
+    """Seconds left until ``end`` (``time.monotonic``), at least ``floor``: a sweep over the roles
+    shares one deadline, so several roles that are down cost one timeout, not one each, and a role
+    that is up still gets a moment to answer once the deadline has passed."""
+    return max(end - time.monotonic(), floor)
+
+
 def status(config: RunConfig, passphrase_file: str | Path | None, *, timeout: float = 5.0
            ) -> dict[str, dict[str, str]]:
     """Each role's ``reachable`` (``yes``/``no``) and, when it is, its ``status`` reply; an
-    unreachable role's entry carries the ``error``."""
+    unreachable role's entry carries the ``error``.  ``timeout`` bounds the whole sweep, not each
+    role (:func:`_remaining`)."""
     out: dict[str, dict[str, str]] = {}
+    end = time.monotonic() + timeout
     with network_for(config, config.operator, read_passphrase(config.operator, passphrase_file)) as net:
         operator = Operator(config.operator, net)
         for role in config.roles:
             try:
-                net.wait_for([role], timeout)
+                net.wait_for([role], _remaining(end))
                 out[role] = {"reachable": "yes", **operator.control(role, "status").info}
             except PartyUnavailable as exc:
                 out[role] = {"reachable": "no", "error": str(exc)}
@@ -83,13 +92,15 @@ def status(config: RunConfig, passphrase_file: str | Path | None, *, timeout: fl
 
 def stop(config: RunConfig, passphrase_file: str | Path | None, *, timeout: float = 5.0) -> list[str]:
     """Ask every reachable role to shut down (its ``shutdown`` control action); returns the roles
-    asked.  A role that does not answer within ``timeout`` seconds is left alone (it may be down)."""
+    asked.  A role that does not answer within ``timeout`` seconds (for the whole sweep) is left
+    alone (it may be down)."""
     asked = []
+    end = time.monotonic() + timeout
     with network_for(config, config.operator, read_passphrase(config.operator, passphrase_file)) as net:
         operator = Operator(config.operator, net)
         for role in config.roles:
             try:
-                net.wait_for([role], timeout)
+                net.wait_for([role], _remaining(end))
             except PartyUnavailable:
                 continue
             operator.control(role, "shutdown")

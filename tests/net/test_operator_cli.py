@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ pytest.importorskip("grpc")
 
 from securetrees.cli import main
 from securetrees.datasets import load_adult
+from securetrees.errors import PartyUnavailable
 from securetrees.net.config import load_config
 from securetrees.net.service import launch, spawn_role
 from securetrees.protocols.federated_forest import FederatedForestClassifier
@@ -202,3 +204,44 @@ def test_predict_before_fit_says_to_fit_first() -> None:
         check_fitted(operator, config, ["bank", "shop"])
     check_fitted(operator, config, ["shop"])  # serving its protocol role: passes
     check_fitted(operator, replace(config, job="predict"), ["bank", "shop"])  # a predict-only run aligns in predict
+
+
+class _DownNetwork:
+    """A network on which every role is down: each wait lasts its whole timeout on a fake clock."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock, self.waits = clock, []  # type: list[float]
+
+    def __enter__(self) -> _DownNetwork:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def register(self, party: object) -> None:
+        return None
+
+    def wait_for(self, roles: list[str], timeout: float) -> None:
+        self.waits.append(timeout)
+        self.clock[0] += timeout
+        raise PartyUnavailable(f"{roles[0]} is down")
+
+
+@pytest.mark.parametrize("action", ["status", "stop"])
+def test_status_and_stop_share_one_deadline_over_the_roles(monkeypatch: pytest.MonkeyPatch, action: str) -> None:
+    """Five roles down cost one timeout (each later role its floor), not five timeouts (the earlier
+    per-role wait, which fails this test)."""
+    from securetrees.net import operate
+
+    clock = [100.0]
+    net = _DownNetwork(clock)
+    monkeypatch.setattr(operate.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(operate, "network_for", lambda *a, **k: net)
+    monkeypatch.setenv("SECURETREES_PASSPHRASE", "unused")
+    config = SimpleNamespace(operator="operator", roles=["a", "b", "c", "d", "e"])
+    if action == "status":
+        report = operate.status(config, None, timeout=5.0)  # type: ignore[arg-type]
+        assert [r["reachable"] for r in report.values()] == ["no"] * 5
+    else:
+        assert operate.stop(config, None, timeout=5.0) == []  # type: ignore[arg-type]
+    assert net.waits == [5.0, 0.25, 0.25, 0.25, 0.25]
