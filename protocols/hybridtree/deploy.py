@@ -113,7 +113,7 @@ PREDICTIONS_KEPT = "the host keeps the predictions beside its ids (out/host.pred
 (``securetrees operator predict`` says so and writes no ``--out`` file)."""
 
 ROLES: Mapping[str, str | None] = {"host": HOST, "guest": None}
-"""The roles of a run (the host (the labels and the key pair), and any number of guests):
+"""The roles of a run, the host (labels and key pair) and any number of guests:
 a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *alignment.PARAMETERS,

@@ -105,7 +105,7 @@ PREDICTIONS_KEPT = "the active party keeps the predictions beside its ids (out/a
 (``securetrees operator predict`` says so and writes no ``--out`` file)."""
 
 ROLES: Mapping[str, str | None] = {"active": ACTIVE, "passive": None}
-"""The roles of a run (the active party (the labels and the key pair), and any number of passive parties):
+"""The roles of a run, the active party (labels and key pair) and any number of passive parties:
 a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_RUN_KEYS, *_SETTINGS, *alignment.PARAMETERS})
