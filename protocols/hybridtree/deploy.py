@@ -52,7 +52,7 @@ import numpy.typing as npt
 from securetrees.errors import DuplicateIdError, ParameterError, TableError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align, alignment_mode, serve_alignment
+from securetrees.net.alignment import AlignmentPlan, align, align_pending, alignment_mode, serve_alignment
 from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import (
@@ -79,7 +79,6 @@ from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matr
 from securetrees.protocols.hybridtree.host import Host, owners
 from securetrees.protocols.hybridtree.model import GuestModel, HostModel
 from securetrees.protocols.hybridtree.params import HybridTreeParams
-from securetrees.psi.messages import LEADER_ROLE
 from securetrees.psi.roles import random_permutation
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
@@ -558,8 +557,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
         raise ParameterError("HybridTree has one prediction method")
     guests = [str(g) for g in config.params["guests"]]
     if config.job == "predict":
-        if operator.control(HOST, "role").info.get("role") == LEADER_ROLE:
-            align(operator, alignment_plan(config))
+        align_pending(operator, alignment_plan(config))
         check_models(operator, config.roles)
     with operator.step("predict"):
         operator.control_many(guests, "load_test")

@@ -61,7 +61,7 @@ from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_
 from securetrees.errors import ParameterError, TableError, UnsupportedActionError
 from securetrees.executors import check_n_jobs, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align, align_party, align_test, alignment_mode
+from securetrees.net.alignment import AlignmentPlan, align, align_party, align_pending, align_test, alignment_mode
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import check_protocol_keys, save_output
@@ -95,7 +95,6 @@ from securetrees.protocols.revfrf.model import (
 )
 from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
-from securetrees.psi.messages import LEADER_ROLE
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, handles
 from securetrees.runtime.network import Network
@@ -518,9 +517,7 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 def _align_new_rows(operator: Operator, config: RunConfig) -> None:
     """A predict-only run: the PSI of the participants' new ids, unless done already (the leader
     then serves its protocol role), then the check that every part comes from the same fit."""
-    plan = alignment_plan(config)
-    if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
-        align(operator, plan)
+    align_pending(operator, alignment_plan(config))
     check_models(operator, model_roles(config))
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "aligned_tables",
     "alignment_mode",
     "finish_alignment",
+    "in_alignment",
     "rows_path",
     "run_alignment",
     "serve_alignment",
@@ -237,24 +238,32 @@ def run_alignment(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
     return sizes
 
 
+def in_alignment(operator: Operator, party: str) -> bool:
+    """Whether ``party`` still serves the alignment phase (as its leader or a member) rather than
+    its protocol role: its ``role`` control action."""
+    return operator.control(party, "role").info.get("role") in (LEADER_ROLE, MEMBER_ROLE)
+
+
 def align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
     """The operator's alignment step: every set's PSI, then the end of the phase (each data
     holder then serves its protocol role); returns each intersection's size.  Refused with
     :class:`ParameterError` once the phase is over (a second ``fit``: the parties serve their roles)."""
-    if operator.control(plan.leader, "role").info.get("role") != LEADER_ROLE:
+    if not in_alignment(operator, plan.leader):
         raise ParameterError(f"the alignment phase is over ({plan.leader!r} serves its protocol role): {FIT_ONCE}")
-    with operator.step("align"):
-        sizes = run_alignment(operator, plan)
-        finish_alignment(operator, plan)
-    return sizes
+    return _align(operator, plan)
 
 
 def align_pending(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
     """:func:`align` unless it ran already (the leader then serves its protocol role): a
     predict-only run's first ``predict`` aligns its new rows, a later one reuses them."""
-    if operator.control(plan.leader, "role").info.get("role") == LEADER_ROLE:
-        return align(operator, plan)
-    return {}
+    return _align(operator, plan) if in_alignment(operator, plan.leader) else {}
+
+
+def _align(operator: Operator, plan: AlignmentPlan) -> dict[str, int]:
+    with operator.step("align"):
+        sizes = run_alignment(operator, plan)
+        finish_alignment(operator, plan)
+    return sizes
 
 
 def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 60.0) -> None:
@@ -264,8 +273,7 @@ def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 6
     for party in plan.parties:
         while True:
             try:
-                role = operator.control(party, "role").info.get("role")
-                if role not in (LEADER_ROLE, MEMBER_ROLE):
+                if not in_alignment(operator, party):
                     break
             except PartyUnavailable:
                 pass

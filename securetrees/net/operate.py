@@ -35,10 +35,10 @@ import numpy.typing as npt
 
 from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, UnsupportedActionError
 from securetrees.log import get_logger
+from securetrees.net.alignment import in_alignment
 from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
 from securetrees.net.service import job_module, network_for
-from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE
 
 __all__ = ["ACTIONS", "check_fitted", "connect", "run_step", "status", "stop", "write_csv"]
 
@@ -114,7 +114,7 @@ def check_fitted(operator: Operator, config: RunConfig, roles: list[str]) -> Non
     predict-only run aligns its new rows in ``predict`` and passes."""
     if config.job != "fit":
         return
-    waiting = [r for r in roles if operator.control(r, "role").info.get("role") in (LEADER_ROLE, MEMBER_ROLE)]
+    waiting = [r for r in roles if in_alignment(operator, r)]
     if waiting:
         raise ParameterError(f"no model yet: {waiting} still wait in the alignment phase; run securetrees operator "
                              f"fit --config {config.path} first")
