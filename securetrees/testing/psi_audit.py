@@ -1,0 +1,89 @@
+"""Audits of a PSI run's secrets as a curious party would run them (``specs/psi.md``).
+
+* **Fresh scalars** (:func:`reused_points`): a party draws its blinding scalar afresh for
+  every run.  Two runs under the *same* session id (the leader chooses it, so a curious leader
+  can repeat it) then still give unrelated points; a reused scalar gives the same point for the
+  same id, so the leader links the member's ids across runs and can test, in a later run,
+  points it kept from an earlier one.
+* **The agreed order** (:func:`order_attack`): the leader sorts the intersection by a keyed
+  hash of the double-blinded values, under a key only it holds.  The first member computed
+  every double-blinded value ``b·a·H(x_j)`` itself, in the leader's row order ``j``.  If the
+  order were a public function of those values, the member would sort them the same way and
+  name, for each of its ids in the intersection, the leader's row that holds it.  Under the
+  keyed hash the order is a uniformly random permutation independent of the values, so the
+  member names ``t`` or more rows correctly with probability at most ``1/t!`` per ordering it
+  tries (the fixed points of a uniform permutation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from securetrees.psi import messages as m
+from securetrees.psi.group import Id, split_points
+from securetrees.runtime import Transcript
+
+__all__ = ["ORDERINGS", "order_attack", "reused_points", "sent_points"]
+
+IntArray = npt.NDArray[np.int64]
+
+
+def sent_points(transcript: Transcript, party: str, receiver: str | None = None) -> set[bytes]:
+    """Every point ``party`` sent (to ``receiver`` only, if given): its blinded chunks (leader)
+    or its double-blinded and own blinded chunks (member)."""
+    out: set[bytes] = set()
+    for r in transcript.sent(party):
+        if receiver is not None and r.receiver != receiver:
+            continue
+        if isinstance(r.payload, m.Exchange):
+            out |= set(split_points(r.payload.points))
+        elif isinstance(r.payload, m.ExchangeReply):
+            out |= set(split_points(r.payload.double)) | set(split_points(r.payload.own))
+    return out
+
+
+def reused_points(transcript: Transcript, party: str, runs: tuple[str, str]) -> set[bytes]:
+    """The points ``party`` sent in both of two runs, told apart by the peer it sent them to
+    (fresh scalars: none, with probability above ``1 - K²/2^250`` for ``K`` points, even under
+    one session id)."""
+    return sent_points(transcript, party, runs[0]) & sent_points(transcript, party, runs[1])
+
+
+def _as_bytes(points: Sequence[bytes]) -> IntArray:
+    return np.asarray(sorted(range(len(points)), key=lambda j: points[j]), dtype=np.int64)
+
+
+def _as_integers(points: Sequence[bytes]) -> IntArray:
+    return np.asarray(sorted(range(len(points)), key=lambda j: int.from_bytes(points[j], "little")),
+                      dtype=np.int64)
+
+
+ORDERINGS: tuple[Callable[[Sequence[bytes]], IntArray], ...] = (_as_bytes, _as_integers)
+"""The public orderings the member tries: the points' bytes, and their u-coordinates as numbers."""
+
+
+def _double_blinded(transcript: Transcript, member: str) -> list[bytes]:
+    """``b·a·H(x_j)`` in the leader's row order, from the member's own replies."""
+    replies = sorted((r.payload for r in transcript.sent(member) if isinstance(r.payload, m.ExchangeReply)),
+                     key=lambda p: p.index)
+    return [p for reply in replies for p in split_points(reply.double)]
+
+
+def order_attack(transcript: Transcript, member: str, member_ids: Sequence[Id], member_rows: IntArray,
+                 leader_ids: Sequence[Id]) -> int:
+    """The member's attack on the agreed order: the most ids of the intersection, over
+    :data:`ORDERINGS`, whose leader row it names correctly by taking the ``i``-th value of the
+    sorted double-blinded values as the row of the ``i``-th id of the agreed order.
+    ``member_rows`` is the member's result (its rows in the agreed order); ``leader_ids`` is
+    used only to score the guesses.  Exact when every leader id is in the intersection."""
+    double = _double_blinded(transcript, member)
+    where = {v: j for j, v in enumerate(leader_ids)}
+    truth = np.asarray([where[member_ids[int(k)]] for k in member_rows], dtype=np.int64)
+    best = 0
+    for ordering in ORDERINGS:
+        guess = ordering(double)[:truth.size]
+        best = max(best, int((guess == truth).sum()))
+    return best

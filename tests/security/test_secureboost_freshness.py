@@ -1,0 +1,148 @@
+"""SecureBoost's ciphertexts are fresh (``specs/secureboost.md``, steps S1 and S2).
+
+* The active party encrypts each tree's gradients with randomness of their own: no obfuscator
+  repeats across the run, with the background randomness pool off (the encryption draws from
+  the role's random source) and on (the pool's workers draw them).  Planted companions: the
+  encryption with a fixed random stream (pool off), a pool that serves the first tree's
+  obfuscators again for every tree (pool on).
+* The passive party re-randomises every packed bucket sum: handed the same histogram request
+  twice, it answers with ciphertexts that share no obfuscator.  Without that the sums are the
+  products of the active party's own ciphertexts, whose obfuscators the active party knows, so
+  it could test which instances a bucket holds.  Planted companion: the re-randomisation factor
+  is 1.
+
+The checks are :mod:`securetrees.testing.freshness`; fresh obfuscators collide with
+probability below 2^-900 per test (its docstring), so no check can fail by chance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import securetrees.paillier.prefill as prefill_module
+import securetrees.protocols.secureboost.active as active_module
+import securetrees.protocols.secureboost.passive as passive_module
+from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.paillier.pool import RandomnessPool
+from securetrees.paillier.prefill import BackgroundPool
+from securetrees.protocols.secureboost import PassiveParty
+from securetrees.protocols.secureboost.messages import HistogramReply, HistogramRequest
+from securetrees.rand import DeterministicRandom
+from securetrees.testing.freshness import Fingerprints, assert_fresh, assert_replay_fresh, paillier_fingerprints
+from securetrees.testing.paillier import small_keypair
+from tests.secureboost.conftest import PARTITION, make, vertical_data
+
+PASSIVES = ("passive1", "passive2")
+KEY: tuple[PublicKey, PrivateKey] = small_keypair(1024)
+
+
+def fingerprints(pk: PublicKey) -> dict[str, Fingerprints]:
+    """The randomness fingerprint of every ciphertext of the two message types that carry them."""
+    width = 2 * pk.modulus_bytes
+
+    def gradients(payload: Any) -> list[int]:
+        data = payload.ciphertexts
+        return paillier_fingerprints((int.from_bytes(data[i:i + width], "big") for i in range(0, len(data), width)),
+                                     pk.n)
+
+    return {"secureboost.gradients": gradients,
+            "secureboost.histogram_reply": lambda payload: paillier_fingerprints(payload.packed, pk.n)}
+
+
+class Replays:
+    """Every histogram request handled twice by its passive party, from the same state (the
+    second run finds the layer's sums already cached, so it builds them all directly: the same
+    ciphertext values before re-randomisation).  The first answer is the one sent."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pairs: list[tuple[HistogramReply, HistogramReply]] = []
+        handle = PassiveParty.on_histogram
+
+        def twice(party: PassiveParty, sender: str, msg: HistogramRequest) -> HistogramReply:
+            first = handle(party, sender, msg)
+            self.pairs.append((first, handle(party, sender, msg)))
+            return first
+
+        monkeypatch.setattr(PassiveParty, "on_histogram", twice)
+
+    def check(self, pk: PublicKey) -> None:
+        assert self.pairs
+        for first, second in self.pairs:
+            assert_replay_fresh(paillier_fingerprints(first.packed, pk.n), paillier_fingerprints(second.packed, pk.n))
+
+
+def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool) -> Any:
+    X, y = vertical_data()
+    model = make("reg", PARTITION, keys, n_estimators=3, rng=DeterministicRandom("secureboost/freshness"),
+                 background_pool=pool)
+    return model.fit(X, y)
+
+
+def check_active_fresh(model: Any, pk: PublicKey) -> None:
+    assert_fresh(model.network_.transcript, ["active"], fingerprints(pk))
+
+
+def check_passives_fresh(model: Any, pk: PublicKey) -> None:
+    assert_fresh(model.network_.transcript, PASSIVES, fingerprints(pk))
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["pool-off", "pool-on"])
+def test_every_ciphertext_is_fresh(pool: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    replays = Replays(monkeypatch)
+    model = _fit(KEY, pool)
+    check_active_fresh(model, KEY[0])
+    check_passives_fresh(model, KEY[0])
+    replays.check(KEY[0])
+
+
+def test_planted_fixed_encryption_randomness_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pool off: every tree's gradients encrypted from the same fixed stream."""
+    honest = active_module.encrypt_to_bytes
+
+    def fixed(*args: Any, **kw: Any) -> bytes:
+        return honest(*args, **{**kw, "rng": DeterministicRandom("fixed")})
+
+    monkeypatch.setattr(active_module, "encrypt_to_bytes", fixed)
+    model = _fit(KEY, pool=False)
+    check_passives_fresh(model, KEY[0])  # the leak is the active party's only
+    with pytest.raises(AssertionError, match="repeated"):
+        check_active_fresh(model, KEY[0])
+
+
+class RepeatingPool(BackgroundPool):
+    """Planted leak on the pool path: every tree gets the first tree's obfuscators again."""
+
+    served: list[Any] | None = None
+
+    def ready(self, count: int) -> RandomnessPool:
+        pool = super().ready(count)
+        values = [pool.take() for _ in range(len(pool))]
+        if RepeatingPool.served is None:
+            RepeatingPool.served = values
+        pool.extend(RepeatingPool.served)
+        return pool
+
+
+def test_planted_repeating_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefill_module, "BackgroundPool", RepeatingPool)
+    monkeypatch.setattr(RepeatingPool, "served", None)
+    model = _fit(KEY, pool=True)
+    with pytest.raises(AssertionError, match="repeated"):
+        check_active_fresh(model, KEY[0])
+
+
+def test_planted_bucket_sums_not_rerandomised_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The passive party's re-randomisation factor is 1: the model is unchanged and the transcript
+    check finds nothing, but the replayed request comes back unchanged."""
+    X = vertical_data()[0]
+    honest = _fit(KEY, pool=False).predict(X)
+    monkeypatch.setattr(passive_module, "obfuscators", lambda pk, mode, count, **kw: [1] * count)
+    replays = Replays(monkeypatch)
+    model = _fit(KEY, pool=False)
+    assert np.array_equal(model.predict(X), honest)
+    check_passives_fresh(model, KEY[0])
+    with pytest.raises(AssertionError, match="not re-randomised"):
+        replays.check(KEY[0])
