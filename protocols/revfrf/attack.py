@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest
 from securetrees.runtime import Transcript
+from securetrees.testing.ranks import spearman
 from securetrees.trees import BinMapper
 
 IntArray = npt.NDArray[np.int64]
@@ -119,23 +120,6 @@ def _closure(order: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         r = nxt
 
 
-def _average_ranks(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Ranks 0..n-1 with ties given their mean rank (Spearman's convention)."""
-    order = np.argsort(a, kind="stable")
-    ranks = np.empty(a.size, dtype=np.float64)
-    ranks[order] = np.arange(a.size, dtype=np.float64)
-    _, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return np.asarray(sums[inverse] / counts[inverse], dtype=np.float64)
-
-
-def _spearman(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
-    """Spearman's rank correlation: Pearson's correlation of the average ranks."""
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return 0.0
-    return float(np.corrcoef(_average_ranks(a), _average_ranks(b))[0, 1])
-
-
 def column_leak(tasks: list[CodeTask], x: npt.NDArray[np.float64], column: int, max_bins: int = 255) -> ColumnLeak:
     """Both attacks on one column; ``x`` is the true column (for scoring the attack only)."""
     n = x.size
@@ -169,7 +153,7 @@ def column_leak(tasks: list[CodeTask], x: npt.NDArray[np.float64], column: int, 
             label[s] = next(iter(v))
             held[s] = next(iter(v)) == true_bin[s]
         scores.append(label)
-    rho = max(_spearman(sc[obs], x[obs]) for sc in scores) if obs.sum() > 2 else 0.0
+    rho = max(spearman(sc[obs], x[obs]) for sc in scores) if obs.sum() > 2 else 0.0
     sorted_bins = np.sort(true_bin[obs])
     held[obs] |= sorted_bins[lo[obs]] == sorted_bins[hi[obs]]
     width = float(np.median((hi - lo + 1)[obs]) / n_obs) if n_obs else 1.0
