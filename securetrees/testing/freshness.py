@@ -12,8 +12,9 @@ The checks work on *fingerprints*: a number that depends on a ciphertext's rando
 on its plaintext.  For Paillier ``c = (1 + mN)·r^N mod N²`` the fingerprint is ``c mod N =
 r^N mod N`` (:func:`paillier_fingerprints`): ``r ↦ r^N`` permutes the units mod ``N``, so two
 ciphertexts share it exactly when they share ``r mod N``, and adding a plaintext constant
-(a factor ``(1 + kN)``) keeps it.  For DT-PKC ``(T1, T2) = (g^r, h^r·(1 + mN))`` it is ``T1``
-(:func:`dtpkc_fingerprints`).
+(a factor ``(1 + kN)``) keeps it.  For DT-PKC ``(T1, T2) = ((1 + mN)·h^r, g^r)`` it is
+``T2 = g^r`` (:func:`dtpkc_fingerprints`; ``g`` is common to every key, so equal ``T2`` means
+equal ``r`` under any two keys).
 
 * :func:`stale_ciphertexts` reads a transcript as the receivers would: a fingerprint equal
   to 1 (no randomness), one seen in two messages of the sender, or one seen in a message the
@@ -33,10 +34,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from securetrees.runtime.transcript import Record, Transcript
+from securetrees.runtime.transcript import Transcript
 
 __all__ = [
     "Fingerprints",
+    "FixedRandom",
     "Stale",
     "assert_fresh",
     "assert_replay_fresh",
@@ -62,62 +64,81 @@ class Stale:
     fingerprint: int
 
 
+class FixedRandom:
+    """A random source that draws the same value every time (planted leaks only): encryption
+    randomness that is a constant, so every ciphertext is a function of its plaintext."""
+
+    def randbelow(self, n: int, /) -> int:
+        return 0xC0FFEE % n or 1
+
+    def randbits(self, k: int, /) -> int:
+        return (0xC0FFEE | 1) & ((1 << k) - 1)
+
+    def token_bytes(self, k: int, /) -> bytes:
+        return b"\x5a" * k
+
+
 def paillier_fingerprints(values: Iterable[int], n: int) -> list[int]:
     """``c mod N`` of each Paillier ciphertext value ``c`` (``r^N mod N``: its randomness only)."""
     return [int(v) % n for v in values]
 
 
-def dtpkc_fingerprints(t1_values: Iterable[int]) -> list[int]:
-    """``T1 = g^r`` of each DT-PKC ciphertext (its randomness only)."""
-    return [int(v) for v in t1_values]
+def dtpkc_fingerprints(t2_values: Iterable[int]) -> list[int]:
+    """``T2 = g^r`` of each DT-PKC ciphertext (its randomness only)."""
+    return [int(v) for v in t2_values]
 
 
-def _messages(records: Iterable[Record], fingerprints: Mapping[str, Fingerprints]
-              ) -> list[tuple[Record, list[int]]]:
-    """Each distinct message once (a broadcast of one byte string to several receivers is one
-    message; the same bytes twice to one receiver are two), with its fingerprints."""
-    seen: set[tuple[bytes | int, str]] = set()
-    first: dict[bytes | int, tuple[Record, list[int]]] = {}
-    out: list[tuple[Record, list[int]]] = []
-    for r in records:
+def _scan(transcript: Transcript, sender: str, fingerprints: Mapping[str, Fingerprints]) -> tuple[list[Stale], int]:
+    """The stale ciphertexts ``sender`` sent and how many ciphertexts it sent, reading the
+    transcript in order (a ciphertext is echoed only if its sender had received it before).
+    A broadcast (one byte string to several receivers) counts once; the same bytes twice to
+    one receiver count twice."""
+    received: set[int] = set()
+    used: set[int] = set()
+    receivers: dict[bytes | int, set[str]] = {}
+    found: list[Stale] = []
+    count = 0
+    for r in transcript.records:
         read = fingerprints.get(r.type_name)
         if read is None or r.payload is None:
             continue
-        key: bytes | int = r.data if r.data is not None else id(r.payload)
-        if key in first and (key, r.receiver) not in seen:  # the same broadcast to another receiver
-            seen.add((key, r.receiver))
+        if r.receiver == sender:
+            received.update(read(r.payload))
             continue
-        seen.add((key, r.receiver))
-        first[key] = (r, list(read(r.payload)))
-        out.append(first[key])
-    return out
+        if r.sender != sender:
+            continue
+        key: bytes | int = r.data if r.data is not None else id(r.payload)
+        copies = receivers.setdefault(key, set())
+        if copies and r.receiver not in copies:  # the same broadcast to another receiver
+            copies.add(r.receiver)
+            continue
+        copies.add(r.receiver)
+        for f in read(r.payload):
+            count += 1
+            kind: StaleKind | None = ("trivial" if f == 1 else "echoed" if f in received
+                                      else "repeated" if f in used else None)
+            if kind is not None:
+                found.append(Stale(kind, sender, r.type_name, f))
+            used.add(f)
+    return found, count
 
 
 def stale_ciphertexts(transcript: Transcript, sender: str, fingerprints: Mapping[str, Fingerprints]
                       ) -> list[Stale]:
     """Every stale ciphertext ``sender`` sent in the message types of ``fingerprints``:
     fingerprint 1 (``trivial``), a fingerprint already in an earlier message or twice in one
-    (``repeated``), or one of a ciphertext ``sender`` received (``echoed``)."""
-    received = {f for _, fps in _messages(transcript.view(sender), fingerprints) for f in fps}
-    used: set[int] = set()
-    found: list[Stale] = []
-    for r, fps in _messages(transcript.sent(sender), fingerprints):
-        for f in fps:
-            kind: StaleKind | None = ("trivial" if f == 1 else "echoed" if f in received
-                                      else "repeated" if f in used else None)
-            if kind is not None:
-                found.append(Stale(kind, sender, r.type_name, f))
-            used.add(f)
-    return found
+    (``repeated``), or one of a ciphertext ``sender`` had received (``echoed``)."""
+    return _scan(transcript, sender, fingerprints)[0]
 
 
 def assert_fresh(transcript: Transcript, senders: Iterable[str], fingerprints: Mapping[str, Fingerprints]) -> None:
-    """:func:`stale_ciphertexts` of each sender; ``AssertionError`` naming the first stale ones.
+    """:func:`stale_ciphertexts` of each sender; ``AssertionError`` naming the stale ones.
     Also fails when no sender sent a ciphertext of these types (a check that saw nothing)."""
     names = list(senders)
-    if not any(fps for s in names for _, fps in _messages(transcript.sent(s), fingerprints)):
+    scans = [_scan(transcript, name, fingerprints) for name in names]
+    if not any(count for _, count in scans):
         raise AssertionError(f"no ciphertext of {sorted(fingerprints)} sent by {names}: nothing was checked")
-    stale = [s for name in names for s in stale_ciphertexts(transcript, name, fingerprints)]
+    stale = [s for found, _ in scans for s in found]
     if stale:
         kinds = sorted({(s.sender, s.type_name, s.kind) for s in stale})
         raise AssertionError(f"{len(stale)} stale ciphertexts: {kinds}")
