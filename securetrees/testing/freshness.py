@@ -20,7 +20,9 @@ equal ``r`` under any two keys).
   to 1 (no randomness), one seen in two messages of the sender, or one seen in a message the
   sender received.
 * :func:`replayed_fingerprints` compares what one step returned when it ran twice on the
-  same input: a fresh step shares nothing between the two outputs.
+  same input: a fresh step shares nothing between the two outputs, neither a fingerprint nor
+  (given the modulus) a ratio of two consecutive fingerprints, which a single re-randomisation
+  factor per run would keep.
 
 False alarms: fresh fingerprints are uniform over the ``φ(N)`` units (DT-PKC: over the
 subgroup ``g`` generates, of order above ``2^(bitlen(N)−2)``), so ``K`` of them collide, or
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Literal
 
 from securetrees.runtime.transcript import Transcript
@@ -144,18 +147,30 @@ def assert_fresh(transcript: Transcript, senders: Iterable[str], fingerprints: M
         raise AssertionError(f"{len(stale)} stale ciphertexts: {kinds}")
 
 
-def replayed_fingerprints(first: Iterable[int], second: Iterable[int]) -> set[int]:
-    """The fingerprints two runs of one step on the same input have in common (fresh: none)."""
-    return set(first) & set(second)
+def _ratios(values: list[int], modulus: int) -> set[int]:
+    """``a_j · a_{j+1}⁻¹ mod modulus`` of consecutive fingerprints."""
+    return {a * pow(b, -1, modulus) % modulus for a, b in pairwise(values)}
 
 
-def assert_replay_fresh(first: Iterable[int], second: Iterable[int]) -> None:
+def replayed_fingerprints(first: Iterable[int], second: Iterable[int], modulus: int | None = None) -> set[int]:
+    """What two runs of one step on the same input have in common (fresh: nothing): shared
+    fingerprints and, given the ``modulus`` of the fingerprints, shared ratios of consecutive
+    fingerprints (a step that re-randomises every output with one factor per run keeps them)."""
+    a, b = list(first), list(second)
+    common = set(a) & set(b)
+    if modulus is not None:
+        common |= _ratios(a, modulus) & _ratios(b, modulus)
+    return common
+
+
+def assert_replay_fresh(first: Iterable[int], second: Iterable[int], modulus: int | None = None) -> None:
     """``AssertionError`` if the two outputs of one step on the same input share randomness
-    (the step's ciphertexts are a deterministic function of its input), or if either is empty."""
+    (:func:`replayed_fingerprints`: the step's ciphertexts are a deterministic function of its
+    input, up to one factor per run), or if either is empty."""
     a, b = list(first), list(second)
     if not a or not b:
         raise AssertionError("a replayed step returned no ciphertext: nothing was checked")
-    common = replayed_fingerprints(a, b)
+    common = replayed_fingerprints(a, b, modulus)
     if common:
-        raise AssertionError(f"{len(common)} of {len(a)} ciphertexts came back unchanged on the same input: "
-                             "not re-randomised")
+        raise AssertionError(f"{len(common)} fingerprints or ratios of {len(a)} ciphertexts came back unchanged "
+                             "on the same input: not re-randomised")

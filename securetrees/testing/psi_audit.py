@@ -2,9 +2,10 @@
 
 * **Fresh scalars** (:func:`reused_points`): a party draws its blinding scalar afresh for
   every run.  Two runs under the *same* session id (the leader chooses it, so a curious leader
-  can repeat it) then still give unrelated points; a reused scalar gives the same point for the
-  same id, so the leader links the member's ids across runs and can test, in a later run,
-  points it kept from an earlier one.
+  can repeat it; :class:`SessionPinned` makes the harness do so) then still give unrelated
+  points; a reused scalar gives the same point for the same id, so the leader links the
+  member's ids across runs and can test, in a later run, points it kept from an earlier one
+  (and a member whose leader reused its scalar links the leader's ids the same way).
 * **The agreed order** (:func:`order_attack`): the leader sorts the intersection by a keyed
   hash of the double-blinded values, under a key only it holds.  The first member computed
   every double-blinded value ``b·a·H(x_j)`` itself, in the leader's row order ``j``.  If the
@@ -17,26 +18,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from securetrees.psi import messages as m
-from securetrees.psi.group import Id, split_points
-from securetrees.runtime import Transcript
+from securetrees.psi.group import SESSION_BYTES, Id, split_points
+from securetrees.rand import RandomSource
+from securetrees.runtime import Record, Transcript
 
-__all__ = ["ORDERINGS", "order_attack", "reused_points", "sent_points"]
+__all__ = ["ORDERINGS", "SessionPinned", "order_attack", "reused_points", "sent_points"]
 
 IntArray = npt.NDArray[np.int64]
 
 
-def sent_points(transcript: Transcript, party: str, receiver: str | None = None) -> set[bytes]:
-    """Every point ``party`` sent (to ``receiver`` only, if given): its blinded chunks (leader)
-    or its double-blinded and own blinded chunks (member)."""
+def sent_points(records: Iterable[Record], party: str) -> set[bytes]:
+    """Every point ``party`` sent in ``records``: its blinded chunks (leader) or its
+    double-blinded and own blinded chunks (member)."""
     out: set[bytes] = set()
-    for r in transcript.sent(party):
-        if receiver is not None and r.receiver != receiver:
+    for r in records:
+        if r.sender != party:
             continue
         if isinstance(r.payload, m.Exchange):
             out |= set(split_points(r.payload.points))
@@ -45,11 +47,27 @@ def sent_points(transcript: Transcript, party: str, receiver: str | None = None)
     return out
 
 
-def reused_points(transcript: Transcript, party: str, runs: tuple[str, str]) -> set[bytes]:
-    """The points ``party`` sent in both of two runs, told apart by the peer it sent them to
-    (fresh scalars: none, with probability above ``1 - K²/2^250`` for ``K`` points, even under
-    one session id)."""
-    return sent_points(transcript, party, runs[0]) & sent_points(transcript, party, runs[1])
+def reused_points(first: Iterable[Record], second: Iterable[Record], party: str) -> set[bytes]:
+    """The points ``party`` sent in both of two runs (fresh scalars: none, with probability
+    above ``1 - K²/2^250`` for ``K`` points, even under one session id)."""
+    return sent_points(first, party) & sent_points(second, party)
+
+
+class SessionPinned:
+    """A party's random source with every session id drawn from it replaced by ``session``:
+    the audit's harness for two runs under one session id (a curious leader repeats it)."""
+
+    def __init__(self, inner: RandomSource, session: bytes) -> None:
+        self._inner, self._session = inner, session
+
+    def randbelow(self, n: int, /) -> int:
+        return self._inner.randbelow(n)
+
+    def randbits(self, k: int, /) -> int:
+        return self._inner.randbits(k)
+
+    def token_bytes(self, k: int, /) -> bytes:
+        return self._session if k == SESSION_BYTES else self._inner.token_bytes(k)
 
 
 def _as_bytes(points: Sequence[bytes]) -> IntArray:

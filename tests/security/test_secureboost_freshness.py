@@ -71,7 +71,8 @@ class Replays:
     def check(self, pk: PublicKey) -> None:
         assert self.pairs
         for first, second in self.pairs:
-            assert_replay_fresh(paillier_fingerprints(first.packed, pk.n), paillier_fingerprints(second.packed, pk.n))
+            assert_replay_fresh(paillier_fingerprints(first.packed, pk.n), paillier_fingerprints(second.packed, pk.n),
+                                pk.n)
 
 
 def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool) -> Any:
@@ -134,12 +135,22 @@ def test_planted_repeating_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
         check_active_fresh(model, KEY[0])
 
 
-def test_planted_bucket_sums_not_rerandomised_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The passive party's re-randomisation factor is 1: the model is unchanged and the transcript
-    check finds nothing, but the replayed request comes back unchanged."""
+def _one_factor(pk: PublicKey, mode: Any, count: int, **kw: Any) -> list[Any]:
+    """The passive party's obfuscators as a leaky variant draws them: one fresh factor per reply."""
+    return HONEST_OBFUSCATORS(pk, mode, 1, **kw) * count
+
+
+HONEST_OBFUSCATORS = passive_module.obfuscators
+
+
+@pytest.mark.parametrize("leak", ["factor 1", "one factor per reply"])
+def test_planted_bucket_sums_not_rerandomised_are_caught(leak: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The passive party's re-randomisation factor is 1, or one factor for a whole reply: the
+    model is unchanged and the transcript check finds nothing, but the replayed request shows it."""
     X = vertical_data()[0]
     honest = _fit(KEY, pool=False).predict(X)
-    monkeypatch.setattr(passive_module, "obfuscators", lambda pk, mode, count, **kw: [1] * count)
+    planted = (lambda pk, mode, count, **kw: [1] * count) if leak == "factor 1" else _one_factor
+    monkeypatch.setattr(passive_module, "obfuscators", planted)
     replays = Replays(monkeypatch)
     model = _fit(KEY, pool=False)
     assert np.array_equal(model.predict(X), honest)
