@@ -31,7 +31,8 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import NotFittedError, ParameterError
+from securetrees.errors import NotFittedError, ParameterError, TypeMismatchError
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.schema import ColumnRef, TabularSchema, is_dataframe
 
 __all__ = [
@@ -118,6 +119,12 @@ class Estimator:
     _fitted_attribute: ClassVar[str] = "n_features_in_"
     #: Whether two fits with the same parameters may predict differently (``random_state`` unset).
     _non_deterministic: ClassVar[bool] = False
+    #: Fitted attributes that hold live objects predict does not need (a run's transcript, with its
+    #: lock): left out when the estimator is pickled.
+    _transient_attributes: ClassVar[tuple[str, ...]] = ()
+    #: Whether ``predict`` runs a protocol between the live parties of the fit (their keys, network
+    #: and executors): such a fitted estimator refuses to be pickled.
+    _predicts_with_parties: ClassVar[bool] = False
 
     schema_: TabularSchema
     n_features_in_: int
@@ -209,6 +216,39 @@ class Estimator:
             raise _not_fitted_class()(f"This {type(self).__name__} instance is not fitted yet. "
                                       "Call 'fit' with appropriate arguments before using this estimator.")
 
+    # -- pickling (joblib) ------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What ``pickle``/``joblib.dump`` keep: the parameters and what ``predict`` needs, without
+        :attr:`_transient_attributes`.  A fitted estimator whose ``predict`` needs its live parties
+        raises :class:`~securetrees.errors.TypeMismatchError` naming the library's model format:
+        its parties' keys are never pickled."""
+        if self._predicts_with_parties and self.__sklearn_is_fitted__():
+            raise TypeMismatchError(
+                f"a fitted {type(self).__name__} is not pickled: its predict runs the protocol between live "
+                "parties (their keys, network and executors), and a private key is never pickled. Keep a model "
+                "in the library's own format instead: a deployment's 'fit' step has every party save its part "
+                "as models/NAME.model (securetrees.model.v1, sealed under the party's passphrase) and a run "
+                "with [run] job = \"predict\" loads them (specs/deployment.md, 'Model files and predict-only "
+                "runs'); or pickle the unfitted estimator and fit it again")
+        state = self.__dict__.copy()
+        for name in self._transient_attributes:
+            state.pop(name, None)
+        return state
+
+    # -- secret randomness -------------------------------------------------------------------
+
+    def _random_source(self) -> RandomSource:
+        """The ``rng`` parameter resolved at ``fit``: ``None`` (the default, so that the constructor
+        holds no object scikit-learn cannot compare) is the operating system's CSPRNG; anything
+        else must be a :class:`~securetrees.rand.RandomSource`."""
+        rng = getattr(self, "rng", None)
+        if rng is None:
+            return SYSTEM_RANDOM
+        if not isinstance(rng, RandomSource):
+            raise ParameterError(f"rng must be None or a RandomSource, got {type(rng).__name__}")
+        return rng
+
     # -- input -----------------------------------------------------------------------------
 
     def _validate_X(self, X: object, *, reset: bool) -> FloatArray:
@@ -255,6 +295,9 @@ class Estimator:
         from securetrees.trees.partition import check_partition
 
         d = self.schema_.n_columns
+        if partition is None and d < min_parties:
+            raise ParameterError(f"{type(self).__name__} splits the columns among at least {min_parties} "
+                                 f"{party}s, got n_features = {d}")
         if partition is None:
             half = (d + 1) // 2
             parts: list[list[int]] = [list(range(half)), list(range(half, d))]

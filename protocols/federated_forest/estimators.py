@@ -60,6 +60,7 @@ def _derive(key: bytes, purpose: str) -> bytes:
 class _FederatedForest(Estimator):
     _task = ""
     _fitted_attribute = "master_"
+    _predicts_with_parties = True
     master_: Master
 
     def __init__(
@@ -90,7 +91,7 @@ class _FederatedForest(Estimator):
         random_state: int | None = None,
         progress: bool = False,
         record_payloads: bool = True,
-        rng: RandomSource = SYSTEM_RANDOM,
+        rng: RandomSource | None = None,
         partition: Sequence[Sequence[ColumnRef]] | None = None,
         executor: Executor | None = None,
         n_jobs: int | None = None,
@@ -149,6 +150,7 @@ class _FederatedForest(Estimator):
         if isinstance(self.label_holder, bool) or not 0 <= int(self.label_holder) < len(parts):
             raise ParameterError("label_holder must index a client")
         cat = self._categorical(self.categorical_features)
+        rng = self._random_source()
         codes, n_classes = self._labels(y, Xa.shape[0])
         params = ForestParams(
             n_estimators=self.n_estimators, max_depth=self.max_depth,
@@ -164,20 +166,20 @@ class _FederatedForest(Estimator):
         if self.checkpoint_dir is not None:
             if not isinstance(self.checkpoint_key, bytes) or len(self.checkpoint_key) != 32:
                 raise ParameterError("checkpoint_dir needs a 32-byte checkpoint_key")
-            stores = {n: CheckpointStore(self.checkpoint_dir, n, _derive(self.checkpoint_key, n), rng=self.rng)
+            stores = {n: CheckpointStore(self.checkpoint_dir, n, _derive(self.checkpoint_key, n), rng=rng)
                       for n in stores}
             id_key = _derive(self.checkpoint_key, "sample ids")  # the canonical order must survive a restart
         elif resume:
             raise ParameterError("resume needs checkpoint_dir")
         else:
-            id_key = getattr(self, "_id_key", None) or self.rng.token_bytes(32)
+            id_key = getattr(self, "_id_key", None) or rng.token_bytes(32)
         ids = _row_ids(Xa.shape[0])
         loader = self.public_key_loader or partial(PublicKey.from_bytes, allow_insecure=self.allow_insecure)
         with role_executor(self.executor, self.n_jobs) as ex:
             clients = [
                 Client(name, net, Xa[:, cols], ids, cols, id_key, categorical=[cat[c] for c in cols],
                        labels=spec if i == self.label_holder else None, paillier_mode=self.paillier_mode,
-                       public_key_loader=loader, checkpoint=stores[name], rng=self.rng, executor=ex,
+                       public_key_loader=loader, checkpoint=stores[name], rng=rng, executor=ex,
                        trusted_workers=check_trusted(self.trusted_workers))
                 for i, (name, cols) in enumerate(zip(names, parts, strict=True))
             ]
@@ -195,7 +197,6 @@ class _FederatedForest(Estimator):
         self.partition_ = parts
         self._id_key = id_key
         self._n_rows = Xa.shape[0]
-        self._test_counter = 0
         self.master_ = master
         return self
 
@@ -221,8 +222,8 @@ class _FederatedForest(Estimator):
         if how not in PREDICTION_METHODS:
             raise ParameterError(f"prediction must be one of {PREDICTION_METHODS}")
         Xa = self._validate_X(X, reset=False)
-        self._test_counter += 1
-        ids = [f"test{self._test_counter}-{i}" for i in range(Xa.shape[0])]
+        batch = SYSTEM_RANDOM.token_bytes(8).hex()  # fresh ids per call; predict leaves the estimator as it was
+        ids = [f"test{batch}-{i}" for i in range(Xa.shape[0])]
         for client, cols in zip(self.clients_, self.partition_, strict=True):
             client.load_test(Xa[:, cols], ids)
         self.master_.align_test()

@@ -11,9 +11,11 @@ from securetrees.protocols.histogram_forest.facade import stack_parts
 from securetrees.protocols.histogram_forest.mechanisms import geometric_noise, geometric_pmf
 from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
 from securetrees.protocols.histogram_forest.server import ForestConfig, Server
+from securetrees.protocols.histogram_forest.usefulness import DPUsefulnessWarning, signal_to_noise, suggest_forest
 
 __all__ = [
     "Client",
+    "DPUsefulnessWarning",
     "ForestConfig",
     "HistogramForestClassifier",
     "HistogramForestRegressor",
@@ -22,5 +24,7 @@ __all__ = [
     "Server",
     "geometric_noise",
     "geometric_pmf",
+    "signal_to_noise",
     "stack_parts",
+    "suggest_forest",
 ]

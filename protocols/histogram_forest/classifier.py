@@ -123,6 +123,8 @@ class HistogramForestClassifier(HistogramForestBase):
 
     def _targets(self, y: object, n: int) -> npt.NDArray[Any]:
         classes, codes = encode_labels(y, n)
+        if classes.dtype.kind == "O":  # pandas' object labels: strings (encode_labels refuses a mix)
+            classes = classes.astype(str)
         return np.asarray(classes[codes])
 
     def _classes(self, ys: list[npt.NDArray[np.generic]]) -> npt.NDArray[np.generic]:

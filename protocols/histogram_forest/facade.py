@@ -22,6 +22,7 @@ from securetrees.protocols.histogram_forest.accountant import Release
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.mechanisms import check_epsilon
 from securetrees.protocols.histogram_forest.server import ForestConfig, Server
+from securetrees.protocols.histogram_forest.usefulness import ranges_example, warn_if_useless
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import InProcessNetwork, Transcript
 from securetrees.schema import ColumnRef, TabularSchema
@@ -81,6 +82,7 @@ class HistogramForestBase(Estimator):
 
     task = "classification"
     _fitted_attribute = "trees_"
+    _transient_attributes = ("transcript_",)  # the run's record; predict needs only the trees
     criteria: tuple[str, ...] = ()
     n_estimators: int
     max_depth: int
@@ -220,7 +222,9 @@ class HistogramForestBase(Estimator):
         needs_ranges = self.epsilon is not None
         if self.feature_ranges is None:
             if needs_ranges and any(k == 0 for k in categories):
-                raise ParameterError("differential privacy needs declared feature_ranges (data-independent bins)")
+                raise ParameterError("differential privacy needs declared feature_ranges (data-independent bins): "
+                                     f"one (low, high) per feature column, None for a categorical one, e.g. "
+                                     f"{ranges_example(columns, categories)}")
             return categories, None, None
         if len(self.feature_ranges) != d:
             raise ParameterError("feature_ranges needs one entry per feature")
@@ -341,6 +345,7 @@ class HistogramForestBase(Estimator):
         self._histogram_kind()  # its refusals come before the schema's
         d = Xs[0].shape[1]
         config = self.forest_config(d, self._schema(d, Xs), self._task_config(ys, [X.shape[0] for X in Xs]))
+        warn_if_useless(config, n_rows=sum(X.shape[0] for X in Xs), n_clients=len(Xs))
         server_seed, client_seeds = self.party_seeds(len(Xs))
         network = InProcessNetwork()
         names = [f"client{i}" for i in range(len(Xs))]

@@ -47,6 +47,8 @@ class HistogramForestRegressor(HistogramForestBase):
     _estimator_type = "regressor"
     task = "regression"
     criteria = ("squared_error",)
+    noise = "histogram"  # fixed for the regressor (no DP), so no constructor parameter
+    max_multiplicity = 1  # no bootstrap cap without DP
 
     def __init__(
         self,
@@ -84,12 +86,10 @@ class HistogramForestRegressor(HistogramForestBase):
         self.histogram = histogram
         self.bin_edges = bin_edges
         self.grid_cells = grid_cells
-        self.noise = "histogram"
         self.criterion = criterion
         self.max_features = max_features
         self.sampling = sampling
         self.subsample_fraction = subsample_fraction
-        self.max_multiplicity = 1
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
         self.categorical_features = categorical_features

@@ -41,7 +41,7 @@ from securetrees.protocols.hybridtree.params import (
     HybridTreeParams,
     check_mode,
 )
-from securetrees.rand import SYSTEM_RANDOM, RandomSource
+from securetrees.rand import RandomSource
 from securetrees.runtime import InProcessNetwork
 from securetrees.schema import ColumnRef, TabularSchema
 
@@ -131,6 +131,7 @@ def with_guest_column(X: npt.ArrayLike, guest_rows: Sequence[npt.ArrayLike]) -> 
 
 class _HybridTree(Estimator):
     _fitted_attribute = "host_"
+    _predicts_with_parties = True
     _loss: Loss = "squared"
     #: The host role's class (the leakage measurement substitutes a recording subclass).
     _host_class: type[Host] = Host
@@ -150,7 +151,7 @@ class _HybridTree(Estimator):
         categorical_features: Sequence[ColumnRef] | Sequence[bool] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, record_payloads: bool = False,
         random_state: int | None = None, progress: bool | Callable[[FitProgress], None] = False,
-        rng: RandomSource = SYSTEM_RANDOM, executor: Executor | None = None,
+        rng: RandomSource | None = None, executor: Executor | None = None,
         n_jobs: int | None = None, trusted_workers: bool = False, background_pool: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
@@ -209,7 +210,7 @@ class _HybridTree(Estimator):
             return None
         if self.keypair is not None:
             return self.keypair
-        return generate_keypair(self.key_bits, allow_insecure=self.allow_insecure, rng=self.rng)
+        return generate_keypair(self.key_bits, allow_insecure=self.allow_insecure, rng=self._random_source())
 
     # -- the table: who holds what (local, no message) -------------------------------------
     def _column_list(self, name: str, refs: object) -> list[int]:
@@ -243,7 +244,7 @@ class _HybridTree(Estimator):
         if self.host_features is None and self.guest_features is None:
             if len(features) < 2:
                 raise ParameterError("HybridTree needs at least two feature columns: one for the host, "
-                                     "one for the guests")
+                                     f"one for the guests; got n_features = {len(features)}")
             k = max(1, len(features) // 4)
             host, per_guest = features[:-k], [features[-k:] for _ in range(n_guests)]
         else:
@@ -336,13 +337,13 @@ class _HybridTree(Estimator):
                 "HybridTree", total=self.n_estimators, enabled=self.progress is True) as bar:
             host = self._host_class("host", net, params=params, guests=names, X=Xa[:, host_cols],
                                     owner=owners(n, rows), categorical=[cat[c] for c in host_cols],
-                                    keypair=keys, rng=self.rng, executor=ex,
+                                    keypair=keys, rng=self._random_source(), executor=ex,
                                     trusted_workers=check_trusted(self.trusted_workers),
                                     background_pool=check_flag(self.background_pool, "background_pool"))
             guests = [
                 Guest(name, net, params=params, ids=r, X=gx, mapper=guest_bins,
                       host_key=keys[0] if keys is not None else None,
-                      allow_insecure=self.allow_insecure, rng=self.rng, executor=ex)
+                      allow_insecure=self.allow_insecure, rng=self._random_source(), executor=ex)
                 for name, r, gx in zip(names, rows, guest_X, strict=True)
             ]
             callback = self.progress if callable(self.progress) else FitProgress.shown_on(bar)

@@ -112,6 +112,7 @@ class _RevFRF(Estimator):
 
     _task = ""
     _fitted_attribute = "timings_"
+    _predicts_with_parties = True
     timings_: dict[str, float]
 
     def __init__(
@@ -230,7 +231,6 @@ class _RevFRF(Estimator):
             self._codec = codec
             self._holt = holt
             self._requesters: dict[str, Requester] = {}
-            self._batch = 0
 
             t_grow, c_grow = time.perf_counter(), time.thread_time()
             frontier = self.cs_.plant([dr.sample_weight for dr in draws])
@@ -276,8 +276,7 @@ class _RevFRF(Estimator):
         if method == "encrypted":
             req = self.requester(requester)
             return np.stack([req.request(row) for row in Xa])
-        self._batch += 1
-        batch = f"b{self._batch}"
+        batch = f"b{SYSTEM_RANDOM.token_bytes(8).hex()}"  # a fresh name; predict leaves the estimator as it was
         live = [p for p in self.participants_.values() if not p.revoked]
         for p in live:
             p.load_rows(batch, Xa[:, list(p.columns)])
