@@ -26,12 +26,16 @@ import securetrees.paillier.prefill as prefill_module
 import securetrees.protocols.secureboost.active as active_module
 import securetrees.protocols.secureboost.passive as passive_module
 from securetrees.paillier import PrivateKey, PublicKey
-from securetrees.paillier.pool import RandomnessPool
-from securetrees.paillier.prefill import BackgroundPool
 from securetrees.protocols.secureboost import PassiveParty
 from securetrees.protocols.secureboost.messages import HistogramReply, HistogramRequest
 from securetrees.rand import DeterministicRandom
-from securetrees.testing.freshness import Fingerprints, assert_fresh, assert_replay_fresh, paillier_fingerprints
+from securetrees.testing.freshness import (
+    Fingerprints,
+    assert_fresh,
+    assert_replay_fresh,
+    paillier_fingerprints,
+    repeating_pool,
+)
 from securetrees.testing.paillier import small_keypair
 from tests.secureboost.conftest import PARTITION, make, vertical_data
 
@@ -113,23 +117,8 @@ def test_planted_fixed_encryption_randomness_is_caught(monkeypatch: pytest.Monke
         check_active_fresh(model, KEY[0])
 
 
-class RepeatingPool(BackgroundPool):
-    """Planted leak on the pool path: every tree gets the first tree's obfuscators again."""
-
-    served: list[Any] | None = None
-
-    def ready(self, count: int) -> RandomnessPool:
-        pool = super().ready(count)
-        values = [pool.take() for _ in range(len(pool))]
-        if RepeatingPool.served is None:
-            RepeatingPool.served = values
-        pool.extend(RepeatingPool.served)
-        return pool
-
-
 def test_planted_repeating_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prefill_module, "BackgroundPool", RepeatingPool)
-    monkeypatch.setattr(RepeatingPool, "served", None)
+    monkeypatch.setattr(prefill_module, "BackgroundPool", repeating_pool())
     model = _fit(KEY, pool=True)
     with pytest.raises(AssertionError, match="repeated"):
         check_active_fresh(model, KEY[0])
