@@ -79,10 +79,10 @@ class Replays:
                                 pk.n)
 
 
-def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool) -> Any:
+def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool, encryption: str = "key-owner") -> Any:
     X, y = vertical_data()
     model = make("reg", PARTITION, keys, n_estimators=3, rng=DeterministicRandom("secureboost/freshness"),
-                 background_pool=pool)
+                 background_pool=pool, encryption=encryption)
     return model.fit(X, y)
 
 
@@ -94,16 +94,18 @@ def check_passives_fresh(model: Any, pk: PublicKey) -> None:
     assert_fresh(model.network_.transcript, PASSIVES, fingerprints(pk))
 
 
+@pytest.mark.parametrize("encryption", ["key-owner", "djn"])
 @pytest.mark.parametrize("pool", [False, True], ids=["pool-off", "pool-on"])
-def test_every_ciphertext_is_fresh(pool: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_ciphertext_is_fresh(pool: bool, encryption: str, monkeypatch: pytest.MonkeyPatch) -> None:
     replays = Replays(monkeypatch)
-    model = _fit(KEY, pool)
+    model = _fit(KEY, pool, encryption)
     check_active_fresh(model, KEY[0])
     check_passives_fresh(model, KEY[0])
     replays.check(KEY[0])
 
 
-def test_planted_fixed_encryption_randomness_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("encryption", ["key-owner", "djn"])
+def test_planted_fixed_encryption_randomness_is_caught(encryption: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pool off: every tree's gradients encrypted from the same fixed stream."""
     honest = active_module.encrypt_to_bytes
 
@@ -111,7 +113,7 @@ def test_planted_fixed_encryption_randomness_is_caught(monkeypatch: pytest.Monke
         return honest(*args, **{**kw, "rng": DeterministicRandom("fixed")})
 
     monkeypatch.setattr(active_module, "encrypt_to_bytes", fixed)
-    model = _fit(KEY, pool=False)
+    model = _fit(KEY, pool=False, encryption=encryption)
     check_passives_fresh(model, KEY[0])  # the leak is the active party's only
     with pytest.raises(AssertionError, match="repeated"):
         check_active_fresh(model, KEY[0])
