@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
 
+from securetrees.paillier.pool import RandomnessPool
+from securetrees.paillier.prefill import BackgroundPool
 from securetrees.runtime.transcript import Transcript
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "assert_replay_fresh",
     "dtpkc_fingerprints",
     "paillier_fingerprints",
+    "repeating_pool",
     "replayed_fingerprints",
     "stale_ciphertexts",
 ]
@@ -79,6 +82,24 @@ class FixedRandom:
 
     def token_bytes(self, k: int, /) -> bytes:
         return b"\x5a" * k
+
+
+def repeating_pool() -> type[BackgroundPool]:
+    """A background randomness pool that serves the obfuscators of its first batch again at every
+    later batch (planted leaks on the pool path: put it in place of
+    ``securetrees.paillier.prefill.BackgroundPool``).  Each call gives a class with its own state."""
+    served: list[Any] = []
+
+    class RepeatingPool(BackgroundPool):
+        def ready(self, count: int) -> RandomnessPool:
+            pool = super().ready(count)
+            values = [pool.take() for _ in range(len(pool))]
+            if not served:
+                served.extend(values)
+            pool.extend(served)
+            return pool
+
+    return RepeatingPool
 
 
 def paillier_fingerprints(values: Iterable[int], n: int) -> list[int]:

@@ -2,18 +2,23 @@
 
 * **Fresh scalars** (:func:`reused_points`): a party draws its blinding scalar afresh for
   every run.  Two runs under the *same* session id (the leader chooses it, so a curious leader
-  can repeat it; :class:`SessionPinned` makes the harness do so) then still give unrelated
+  can repeat it; :class:`Overridden` makes the harness do so) then still give unrelated
   points; a reused scalar gives the same point for the same id, so the leader links the
   member's ids across runs and can test, in a later run, points it kept from an earlier one
   (and a member whose leader reused its scalar links the leader's ids the same way).
-* **The agreed order** (:func:`order_attack`): the leader sorts the intersection by a keyed
-  hash of the double-blinded values, under a key only it holds.  The first member computed
-  every double-blinded value ``b·a·H(x_j)`` itself, in the leader's row order ``j``.  If the
-  order were a public function of those values, the member would sort them the same way and
-  name, for each of its ids in the intersection, the leader's row that holds it.  Under the
-  keyed hash the order is a uniformly random permutation independent of the values, so the
-  member names ``t`` or more rows correctly with probability at most ``1/t!`` per ordering it
-  tries (the fixed points of a uniform permutation).
+* **The agreed order is the leader's secret.**  The leader sorts the intersection by a keyed
+  hash of the double-blinded values, under a key only it holds.  Two checks:
+
+  - :func:`order_attack`, the first member's attack: it computed every double-blinded value
+    ``b·a·H(x_j)`` itself, in the leader's row order ``j``.  If the order were a public
+    function of what it saw, it would recompute it and name, for each of its ids in the
+    intersection, the leader's row that holds it.  It tries each of :data:`ORDERINGS`; under the
+    keyed hash the order is a uniformly random permutation independent of them, so it names
+    ``t`` or more rows correctly with probability at most ``1/t!`` per ordering (the fixed
+    points of a uniform permutation).
+  - two runs whose every message is the same and whose leaders draw different order keys
+    (:class:`Overridden` on the key's draw) must give different orders: an order that is any
+    function of the views, whatever the function, gives the same one twice.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.psi import messages as m
-from securetrees.psi.group import SESSION_BYTES, Id, split_points
+from securetrees.psi.group import Id, split_points
 from securetrees.rand import RandomSource
 from securetrees.runtime import Record, Transcript
 
-__all__ = ["ORDERINGS", "SessionPinned", "order_attack", "reused_points", "sent_points"]
+__all__ = ["ORDERINGS", "Overridden", "order_attack", "reused_points", "sent_points"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -53,12 +58,13 @@ def reused_points(first: Iterable[Record], second: Iterable[Record], party: str)
     return sent_points(first, party) & sent_points(second, party)
 
 
-class SessionPinned:
-    """A party's random source with every session id drawn from it replaced by ``session``:
-    the audit's harness for two runs under one session id (a curious leader repeats it)."""
+class Overridden:
+    """A party's random source in which every draw of ``size`` bytes is ``value`` (the PSI
+    leader draws its 16-byte session id and its 32-byte order key this way; scalars are 64
+    bytes): the audits' harness for two runs under one session id, or under two chosen keys."""
 
-    def __init__(self, inner: RandomSource, session: bytes) -> None:
-        self._inner, self._session = inner, session
+    def __init__(self, inner: RandomSource, size: int, value: bytes) -> None:
+        self._inner, self._size, self._value = inner, size, value
 
     def randbelow(self, n: int, /) -> int:
         return self._inner.randbelow(n)
@@ -67,7 +73,7 @@ class SessionPinned:
         return self._inner.randbits(k)
 
     def token_bytes(self, k: int, /) -> bytes:
-        return self._session if k == SESSION_BYTES else self._inner.token_bytes(k)
+        return self._value if k == self._size else self._inner.token_bytes(k)
 
 
 def _as_bytes(points: Sequence[bytes]) -> IntArray:
@@ -79,8 +85,13 @@ def _as_integers(points: Sequence[bytes]) -> IntArray:
                       dtype=np.int64)
 
 
-ORDERINGS: tuple[Callable[[Sequence[bytes]], IntArray], ...] = (_as_bytes, _as_integers)
-"""The public orderings the member tries: the points' bytes, and their u-coordinates as numbers."""
+def _leader_rows(points: Sequence[bytes]) -> IntArray:
+    return np.arange(len(points), dtype=np.int64)
+
+
+ORDERINGS: tuple[Callable[[Sequence[bytes]], IntArray], ...] = (_as_bytes, _as_integers, _leader_rows)
+"""The public orderings the member tries: the double-blinded values' bytes, their u-coordinates
+as numbers, and the leader's row order itself."""
 
 
 def _double_blinded(transcript: Transcript, member: str) -> list[bytes]:
@@ -93,10 +104,10 @@ def _double_blinded(transcript: Transcript, member: str) -> list[bytes]:
 def order_attack(transcript: Transcript, member: str, member_ids: Sequence[Id], member_rows: IntArray,
                  leader_ids: Sequence[Id]) -> int:
     """The member's attack on the agreed order: the most ids of the intersection, over
-    :data:`ORDERINGS`, whose leader row it names correctly by taking the ``i``-th value of the
-    sorted double-blinded values as the row of the ``i``-th id of the agreed order.
-    ``member_rows`` is the member's result (its rows in the agreed order); ``leader_ids`` is
-    used only to score the guesses.  Exact when every leader id is in the intersection."""
+    :data:`ORDERINGS`, whose leader row it names correctly by taking the ``i``-th row of the
+    ordering as the row of the ``i``-th id of the agreed order.  ``member_rows`` is the
+    member's result (its rows in the agreed order); ``leader_ids`` is used only to score the
+    guesses.  Exact when every leader id is in the intersection."""
     double = _double_blinded(transcript, member)
     where = {v: j for j, v in enumerate(leader_ids)}
     truth = np.asarray([where[member_ids[int(k)]] for k in member_rows], dtype=np.int64)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import securetrees.paillier.prefill as prefill_module
 import securetrees.protocols.federated_forest.encrypted_stats as ff_stats
 import securetrees.protocols.federated_forest.label_holder as ff_label_holder
 import securetrees.protocols.hybridtree.guest as ht_guest
@@ -33,6 +34,7 @@ from securetrees.testing.freshness import (
     assert_fresh,
     dtpkc_fingerprints,
     paillier_fingerprints,
+    repeating_pool,
 )
 from securetrees.testing.paillier import small_keypair
 
@@ -54,10 +56,11 @@ HYBRID: dict[str, Fingerprints] = {
 }
 
 
-def _hybrid() -> Any:
+def _hybrid(pool: bool = False) -> Any:
     data = hybrid_data()
     m = HybridTreeClassifier(2, host_depth=2, guest_depth=2, max_bins=8, keypair=KEY, mode="secure", min_node_size=0,
-                             min_bin_size=0, record_payloads=True, rng=DeterministicRandom("freshness/hybridtree"))
+                             min_bin_size=0, record_payloads=True, rng=DeterministicRandom("freshness/hybridtree"),
+                             background_pool=pool)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_layout(m, data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
@@ -67,20 +70,24 @@ def check_hybrid_fresh(m: Any) -> None:
     assert_fresh(m.network_.transcript, ["host", *(g.name for g in m.guests_)], HYBRID)
 
 
-def test_hybridtree_ciphertexts_are_fresh() -> None:
-    check_hybrid_fresh(_hybrid())
+@pytest.mark.parametrize("pool", [False, True], ids=["pool-off", "pool-on"])
+def test_hybridtree_ciphertexts_are_fresh(pool: bool) -> None:
+    check_hybrid_fresh(_hybrid(pool))
 
 
-@pytest.mark.parametrize(("where", "kind"), [("host encryption", "repeated"), ("guest re-randomisation", "trivial")])
+@pytest.mark.parametrize(("where", "kind"), [("host encryption", "repeated"), ("host pool", "repeated"),
+                                             ("guest re-randomisation", "trivial")])
 def test_hybridtree_planted_stale_ciphertexts_are_caught(where: str, kind: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     if where == "host encryption":  # every tree's gradients under the same obfuscators
         monkeypatch.setattr(ht_host, "owner_encrypt_many", _without_rng(ht_host.owner_encrypt_many))
         monkeypatch.setattr(ht_host, "encrypt_many", _without_rng(ht_host.encrypt_many))
+    elif where == "host pool":  # the background pool serves its first batch again
+        monkeypatch.setattr(prefill_module, "BackgroundPool", repeating_pool())
     else:  # the guests' fresh factor r^N is 1
         monkeypatch.setattr(ht_guest, "obfuscators", lambda pk, mode, count, **kw: [1] * count)
     with pytest.raises(AssertionError, match=f"'{kind}'"):
-        check_hybrid_fresh(_hybrid())
+        check_hybrid_fresh(_hybrid(where == "host pool"))
 
 
 # -- Federated Forest, encrypted labels: the label holder's ciphertexts, the clients' packed bins -------

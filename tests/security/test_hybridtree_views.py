@@ -7,6 +7,9 @@
   1e-6), while plaintext mode (the control) fails the same test; only the sum over guests is exact;
 * every role receives exactly the message types of its table in the spec;
 * a guest dropping out of a layer: the host repeats the layer with fresh masks among the survivors.
+
+That every reply is re-randomised (no reply ≡ 1 or ≡ one of the host's ciphertexts mod N) is
+checked with the other protocols' ciphertexts in ``test_ciphertext_freshness.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import pytest
 from securetrees.errors import ProtocolError
 from securetrees.paillier import Ciphertext
 from securetrees.protocols.hybridtree import Guest, Host, HybridTreeClassifier, HybridTreeParams, HybridTreeRegressor
-from securetrees.protocols.hybridtree.messages import Gradients, HistogramRequest, MaskedHistogram
+from securetrees.protocols.hybridtree.messages import HistogramRequest, MaskedHistogram
 from securetrees.protocols.hybridtree.testing import fit_layout, hybrid_data, with_guest_column
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import InProcessNetwork, Record, encode
@@ -248,66 +251,3 @@ def test_guest_refuses_to_mask_the_same_request_twice() -> None:
     req = HistogramRequest(0, 1, 0, tuple(g.name for g in guests), 1, ())
     with pytest.raises(ProtocolError):
         guests[0].on_histogram("host", req)
-
-
-# -- re-randomised replies: the key-owning host cannot link a reply to its own ciphertexts ----------
-#
-# A guest's accumulator is the product of the host's ciphertexts of the instances in one bin, times
-# (1 + m·N) for the pairwise mask m.  Since (1 + m·N) ≡ 1 (mod N), without a fresh factor r^N the
-# reply is ≡ that product (mod N): an empty bin answers ≡ 1 and a bin with one instance answers ≡ that
-# instance's ciphertext, so the host learns which of its instances fall into each guest bin.
-
-
-def linked_replies(m: Any) -> list[tuple[str, int]]:
-    """The host's test: every (guest, reply value) that is ≡ 1 or ≡ one of the ciphertexts the host
-    sent that guest (mod N).  A fresh reply matches one of these K values with probability K/N."""
-    n = KEY[0].n
-    t = m.network_.transcript
-    hits = []
-    for g in m.guests_:
-        sent = {1} | {v % n for r in t.view(g.name) if isinstance(r.payload, Gradients)
-                      for block in r.payload.blocks for v in block.values}
-        hits += [(g.name, v) for r in t.view("host") if isinstance(r.payload, MaskedHistogram)
-                 and r.sender == g.name for v in r.payload.values if v % n in sent]
-    return hits
-
-
-def check_replies_are_fresh(m: Any) -> None:
-    hits = linked_replies(m)
-    assert not hits, f"{len(hits)} guest reply values are linked to the host's own ciphertexts"
-
-
-def test_guest_replies_are_unlinkable_to_the_hosts_ciphertexts() -> None:
-    data = hybrid_data()
-    check_replies_are_fresh(_fit(HybridTreeClassifier, "secure", data.X, data.y, data))
-
-
-class _NoFreshFactor:
-    """The host's key as a leaky guest would use it: every obfuscator r^N is 1."""
-
-    def __init__(self, pk: Any) -> None:
-        self._pk = pk
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pk, name)
-
-    def obfuscator(self, **_: Any) -> int:
-        return 1
-
-    def obfuscator_from(self, mode: Any, randomness: Any) -> int:
-        return 1
-
-    def obfuscators_from(self, mode: Any, randomness: Any) -> list[int]:  # the batch path (serial or workers)
-        return [1] * len(randomness)
-
-
-def test_a_guest_that_does_not_rerandomise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planted leak: the guests skip the re-randomisation (the model and every other view test are
-    unchanged); the host's linking test finds empty and single-instance bins."""
-    real_load = Guest._load_key
-    monkeypatch.setattr(Guest, "_load_key", lambda self, data: _NoFreshFactor(real_load(self, data)))
-    data = hybrid_data()
-    m = _fit(HybridTreeClassifier, "secure", data.X, data.y, data)
-    assert len(linked_replies(m)) > 10
-    with pytest.raises(AssertionError, match="linked to the host's own ciphertexts"):
-        check_replies_are_fresh(m)

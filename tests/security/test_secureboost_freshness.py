@@ -26,12 +26,16 @@ import securetrees.paillier.prefill as prefill_module
 import securetrees.protocols.secureboost.active as active_module
 import securetrees.protocols.secureboost.passive as passive_module
 from securetrees.paillier import PrivateKey, PublicKey
-from securetrees.paillier.pool import RandomnessPool
-from securetrees.paillier.prefill import BackgroundPool
 from securetrees.protocols.secureboost import PassiveParty
 from securetrees.protocols.secureboost.messages import HistogramReply, HistogramRequest
 from securetrees.rand import DeterministicRandom
-from securetrees.testing.freshness import Fingerprints, assert_fresh, assert_replay_fresh, paillier_fingerprints
+from securetrees.testing.freshness import (
+    Fingerprints,
+    assert_fresh,
+    assert_replay_fresh,
+    paillier_fingerprints,
+    repeating_pool,
+)
 from securetrees.testing.paillier import small_keypair
 from tests.secureboost.conftest import PARTITION, make, vertical_data
 
@@ -75,10 +79,10 @@ class Replays:
                                 pk.n)
 
 
-def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool) -> Any:
+def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool, encryption: str = "key-owner") -> Any:
     X, y = vertical_data()
     model = make("reg", PARTITION, keys, n_estimators=3, rng=DeterministicRandom("secureboost/freshness"),
-                 background_pool=pool)
+                 background_pool=pool, encryption=encryption)
     return model.fit(X, y)
 
 
@@ -90,16 +94,18 @@ def check_passives_fresh(model: Any, pk: PublicKey) -> None:
     assert_fresh(model.network_.transcript, PASSIVES, fingerprints(pk))
 
 
+@pytest.mark.parametrize("encryption", ["key-owner", "djn"])
 @pytest.mark.parametrize("pool", [False, True], ids=["pool-off", "pool-on"])
-def test_every_ciphertext_is_fresh(pool: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_ciphertext_is_fresh(pool: bool, encryption: str, monkeypatch: pytest.MonkeyPatch) -> None:
     replays = Replays(monkeypatch)
-    model = _fit(KEY, pool)
+    model = _fit(KEY, pool, encryption)
     check_active_fresh(model, KEY[0])
     check_passives_fresh(model, KEY[0])
     replays.check(KEY[0])
 
 
-def test_planted_fixed_encryption_randomness_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("encryption", ["key-owner", "djn"])
+def test_planted_fixed_encryption_randomness_is_caught(encryption: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pool off: every tree's gradients encrypted from the same fixed stream."""
     honest = active_module.encrypt_to_bytes
 
@@ -107,29 +113,14 @@ def test_planted_fixed_encryption_randomness_is_caught(monkeypatch: pytest.Monke
         return honest(*args, **{**kw, "rng": DeterministicRandom("fixed")})
 
     monkeypatch.setattr(active_module, "encrypt_to_bytes", fixed)
-    model = _fit(KEY, pool=False)
+    model = _fit(KEY, pool=False, encryption=encryption)
     check_passives_fresh(model, KEY[0])  # the leak is the active party's only
     with pytest.raises(AssertionError, match="repeated"):
         check_active_fresh(model, KEY[0])
 
 
-class RepeatingPool(BackgroundPool):
-    """Planted leak on the pool path: every tree gets the first tree's obfuscators again."""
-
-    served: list[Any] | None = None
-
-    def ready(self, count: int) -> RandomnessPool:
-        pool = super().ready(count)
-        values = [pool.take() for _ in range(len(pool))]
-        if RepeatingPool.served is None:
-            RepeatingPool.served = values
-        pool.extend(RepeatingPool.served)
-        return pool
-
-
 def test_planted_repeating_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prefill_module, "BackgroundPool", RepeatingPool)
-    monkeypatch.setattr(RepeatingPool, "served", None)
+    monkeypatch.setattr(prefill_module, "BackgroundPool", repeating_pool())
     model = _fit(KEY, pool=True)
     with pytest.raises(AssertionError, match="repeated"):
         check_active_fresh(model, KEY[0])
