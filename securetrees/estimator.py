@@ -14,6 +14,11 @@
 - Labels: :func:`encode_labels` (any sortable labels, strings included, become ``classes_``
   and integer codes) and :func:`check_targets` (finite real targets).
 - ``score``: accuracy for classifiers, R² for regressors.
+- ``rng=None`` (a constructor default scikit-learn accepts) is the operating system's CSPRNG,
+  resolved at ``fit`` by :meth:`Estimator._random_source`.
+- Pickling (joblib): :meth:`Estimator.__getstate__` leaves out ``_transient_attributes``; a fitted
+  estimator whose ``predict`` runs a protocol between live parties (``_predicts_with_parties``)
+  refuses with :class:`~securetrees.errors.TypeMismatchError` naming the library's model format.
 - A method of an unfitted estimator raises :class:`~securetrees.errors.NotFittedError`, which is
   both a ``ValueError`` and an ``AttributeError``, as scikit-learn expects.
 

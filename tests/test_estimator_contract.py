@@ -33,6 +33,7 @@ from securetrees.protocols.histogram_forest import HistogramForestClassifier, Hi
 from securetrees.protocols.hybridtree import HybridTreeClassifier, HybridTreeRegressor
 from securetrees.protocols.revfrf import RevFRFClassifier, RevFRFRegressor
 from securetrees.protocols.secureboost import SecureBoostClassifier, SecureBoostRegressor
+from securetrees.rand import SYSTEM_RANDOM
 from securetrees.schema import TabularSchema
 from securetrees.testing.dtpkc import dtpkc_test_kgc
 from securetrees.testing.paillier import small_keypair
@@ -344,6 +345,15 @@ def test_facade_contract(name: str, tmp_path: Path) -> None:
     assert failed == {}
     xfailed = {r["check_name"] for r in results if r["status"] == "xfail"}
     assert xfailed == set(expected_failures()[name])  # a listed check that passes is a stale entry
+
+
+@pytest.mark.parametrize("name", [n for n in FACADES if "rng" in FACADES[n]().get_params()])
+def test_rng_none_is_the_system_source_and_a_wrong_rng_is_refused(name: str) -> None:
+    est = FACADES[name]()
+    assert est.rng is None and est._random_source() is SYSTEM_RANDOM
+    X, y = _data(20)
+    with pytest.raises(ParameterError, match="rng must be None or a RandomSource"):
+        est.set_params(rng=np.random.default_rng(0)).fit(X, _target(est, y))
 
 
 def test_joblib_refusal_is_caught_planted(monkeypatch: pytest.MonkeyPatch) -> None:
