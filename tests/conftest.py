@@ -4,12 +4,20 @@ Hypothesis runs with the ``securetrees`` profile: no per-example deadline
 (big-number arithmetic varies with load) and a derandomised search in CI so
 that a failure reproduces.  Tests use small or cached keys wherever the key
 size is not the point; 2048-bit key generation carries the ``slow`` marker.
+
+A plain ``pytest`` runs on every CPU this process may use (pytest-xdist, one
+worker per CPU of the affinity mask, whole files per worker): see
+``specs/testing.md`` ("Parallel runs").  ``-n N`` or ``-n 0`` chooses otherwise,
+and ``-p no:xdist`` (or no pytest-xdist installed) runs in this one process.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -20,3 +28,46 @@ settings.register_profile(
     derandomize=bool(os.environ.get("CI")),
 )
 settings.load_profile("securetrees")
+
+AUTO_WORKERS = "PYTEST_XDIST_AUTO_NUM_WORKERS"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def runs_in_parallel(config: pytest.Config) -> bool:
+    """Whether a run whose command line chose no distribution gets xdist workers: not when
+    xdist is absent or disabled (``-p no:xdist``), the user chose (``-n``, ``--dist``, ``--tx``),
+    a debugger is on (``--pdb``, ``--trace``), the run is one file (workers would only add
+    their start-up), this process is itself a worker, or one CPU is usable."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return False
+    chosen = (config.getoption("numprocesses") is not None or config.getoption("dist") != "no"
+              or config.getoption("tx") or config.getoption("distload"))
+    if chosen or config.getoption("usepdb") or config.getoption("trace"):
+        return False
+    files = {arg.split("::", 1)[0] for arg in config.args}
+    if len(files) == 1 and Path(config.invocation_params.dir, *files).is_file():
+        return False
+    return usable_cpus() > 1 or bool(os.environ.get(AUTO_WORKERS))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """Before xdist reads the options: ``-n auto --dist loadfile`` unless the run chose otherwise
+    (whole files per worker, so a module's fixtures are made once, on one worker)."""
+    if runs_in_parallel(config):
+        config.option.numprocesses = "auto"
+        config.option.dist = "loadfile"
+    return (yield)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker per usable CPU (xdist's own count is of physical cores), unless
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says how many (xdist reads it)."""
+    return None if os.environ.get(AUTO_WORKERS) else usable_cpus()

@@ -69,6 +69,9 @@ _REPLY: Final = b"\x01"
 _RECEIVER_KEY: Final = "st-receiver"
 _ROUND_KEY: Final = "st-round"
 _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+_READY_FIRST_PAUSE: Final = 0.005
+"""Seconds between the first two readiness attempts of :meth:`GrpcNetwork.wait_for`; doubled after each."""
+_READY_MAX_PAUSE: Final = 0.25
 
 
 @dataclass(frozen=True)
@@ -275,22 +278,26 @@ class GrpcNetwork(Network):
 
         The answer comes from the peer's started server hosting its party, so the peer is
         serving, not merely reachable: a channel that still looks connected to a process
-        killed since is not taken for a live peer.  After a failed attempt the channel is
-        dropped, so the next attempt connects afresh instead of waiting out gRPC's
-        reconnect backoff."""
+        killed since is not taken for a live peer.  A call to a peer that is not serving fails
+        at once; after it the channel is dropped, so the next attempt connects afresh instead
+        of waiting out gRPC's reconnect backoff (a second), and the attempts are spaced by a
+        pause that doubles from a few milliseconds up to a quarter of a second."""
         end = time.monotonic() + timeout
         for peer in peers:
+            pause = _READY_FIRST_PAUSE
             while True:
                 left = end - time.monotonic()
                 if left <= 0:
                     raise PeerTimeout(f"party {peer!r} did not come up within {timeout:g} s")
                 try:
-                    self._channel(peer).unary_unary(READY)(b"", timeout=min(left, 1.0), wait_for_ready=True)
+                    self._channel(peer).unary_unary(READY)(b"", timeout=min(left, 1.0), wait_for_ready=False)
                     break
                 except grpc.RpcError as exc:
                     if exc.code() not in _TRANSIENT:
                         raise _error_from_status(peer, exc.code(), exc.details() or "") from None
                     self._drop_channel(peer)
+                time.sleep(min(pause, max(end - time.monotonic(), 0.0)))
+                pause = min(2 * pause, _READY_MAX_PAUSE)
 
     # ------------------------------------------------------------------ client side
     def _channel(self, peer: str) -> grpc.Channel:

@@ -26,16 +26,29 @@ PASS = "setup test passphrase"  # noqa: S105 - a test's throwaway passphrase
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module")
+def made_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's CA, the certificates of the Federated Forest example's parties and the example
+    tables, made once for the module (each key is sealed under the passphrase: scrypt per file)."""
+    folder = tmp_path_factory.mktemp("setup-template")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SECURETREES_PASSPHRASE", PASS)
+        mp.chdir(folder)
+        assert main(["setup", "ca", "--out", "pki"]) == 0
+        assert main(["setup", "issue", "--name", "master", "bank", "shop", "operator", "--ca-cert", "pki/ca.pem",
+                     "--ca-key", "pki/ca.key", "--out", "pki"]) == 0
+        assert main(["setup", "example", "--out", "data"]) == 0
+    return folder
+
+
 @pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder with the run's CA and certificates for the Federated Forest example's parties."""
+def run_dir(made_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A test's own copy of :func:`made_once` (modes kept), as the working folder."""
     monkeypatch.setenv("SECURETREES_PASSPHRASE", PASS)
-    monkeypatch.chdir(tmp_path)
-    assert main(["setup", "ca", "--out", "pki"]) == 0
-    assert main(["setup", "issue", "--name", "master", "bank", "shop", "operator", "--ca-cert", "pki/ca.pem",
-                 "--ca-key", "pki/ca.key", "--out", "pki"]) == 0
-    assert main(["setup", "example", "--out", "data"]) == 0
-    return tmp_path
+    run = tmp_path / "run"
+    shutil.copytree(made_once, run)
+    monkeypatch.chdir(run)
+    return run
 
 
 def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
