@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import KeyMismatchError, ParameterError, TableError
+from securetrees.errors import CollusionError, KeyMismatchError, ParameterError, TableError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import (
@@ -78,7 +78,7 @@ from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
 __all__ = ["PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "RELEASES", "ROLES",
-           "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
+           "ClientPart", "DeployedClient", "DeployedMaster", "check_release", "fit", "make_role",
            "predict", "prepare", "releases_predictions", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -108,6 +108,22 @@ def releases_predictions(params: Mapping[str, Any]) -> bool:
     computes it), with ``encrypted`` labels only where the label holder releases it."""
     return bool(params.get("label_protection", "encrypted") == "shared"
                 or params.get("release_predictions", "none") == "operator")
+
+
+def check_release(config: RunConfig) -> None:
+    """Refuse (:class:`CollusionError`) a run whose label holder answers the forest output to an
+    operator hosted by the master's organisation: that organisation would hold the outputs and the
+    leaves it routed, from which the leaf values and the training labels follow
+    (``specs/federated_forest.md``, "Who receives the predictions")."""
+    if config.params.get("label_protection", "encrypted") != "encrypted" or not releases_predictions(config.params):
+        return
+    operator, master = config.parties.get(config.operator), config.parties.get("master")
+    if operator is not None and master is not None and operator.organisation is not None \
+            and operator.organisation == master.organisation:
+        raise CollusionError(f"release_predictions = \"operator\" with the operator hosted by the master's "
+                             f"organisation {master.organisation!r}: the master would learn the forest outputs of "
+                             "the rows it routes, and from them the training labels; host the operator elsewhere "
+                             "or keep the predictions at the label holder (release_predictions = \"none\")")
 
 
 def PREDICTIONS_KEPT(config: RunConfig) -> str | None:
@@ -294,6 +310,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
     check_parameters(p)
+    check_release(config)
     clients = [str(c) for c in p["clients"]]
     if role == "master":
         master = DeployedMaster(role, network, clients, _forest_params(p),

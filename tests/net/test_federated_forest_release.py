@@ -6,6 +6,7 @@ mutual TLS; 1024-bit keys (the size is not the point here)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from securetrees.datasets import load_adult
-from securetrees.errors import ParameterError
+from securetrees.errors import CollusionError, ParameterError
 from securetrees.net.config import load_config
 from securetrees.net.control import Operator
 from securetrees.net.service import await_roles, network_for, read_passphrase, spawn_role
@@ -78,3 +79,19 @@ def test_release_to_the_operator_is_a_choice_of_the_run() -> None:
     assert not ff_deploy.releases_predictions(base)
     assert ff_deploy.releases_predictions({**base, "release_predictions": "operator"})
     assert ff_deploy.releases_predictions({**base, "label_protection": "shared"})
+
+
+def test_no_release_to_an_operator_hosted_by_the_masters_organisation(tmp_path: Path) -> None:
+    """With the operator and the master in one organisation, releasing the outputs to the operator
+    would hand the master what the fix keeps from it: every role refuses the run at start."""
+    config = load_config(_trial(tmp_path, release_predictions="operator"))
+
+    def hosted(master_org: str) -> Any:
+        parties = {n: replace(q, organisation={"master": master_org, config.operator: "hub"}.get(n, n))
+                   for n, q in config.parties.items()}
+        return replace(config, parties=parties)
+
+    ff_deploy.check_release(hosted("elsewhere"))
+    with pytest.raises(CollusionError, match="hosted by the master's organisation"):
+        ff_deploy.check_release(hosted("hub"))
+    ff_deploy.check_release(replace(hosted("hub"), params={**config.params, "release_predictions": "none"}))
