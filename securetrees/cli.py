@@ -180,6 +180,7 @@ def _operator(args: argparse.Namespace) -> int:
     result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
                       level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
     kept = getattr(job_module(config), "PREDICTIONS_KEPT", None) if args.action == "predict" else None
+    kept = kept(config) if callable(kept) else kept  # a deployment whose run's settings decide it
     if args.action != "predict" or kept is not None:
         print(f"{args.action}: " + ", ".join(f"{k} {v.tolist() if hasattr(v, 'tolist') else v}"
                                                for k, v in result.items()))

@@ -141,8 +141,8 @@ def run(report: Report, quick: bool) -> None:
     tab.add("nodes (of them cover-split subtrees)", f"{sum(t.n_nodes for t in ffe.master_.trees)} ({cover})")
     ffe.predict(Xte[:100])  # aligns the test ids; then one-round prediction alone
     mark = tre.mark()
-    ffe.master_.aggregate(ffe.master_.leaf_of_one_round())
-    tab.add("one-round prediction rounds (leaf sets, the label holder's output)", tre.since(mark).rounds)
+    ffe.master_.hand_leaves(ffe.master_.leaf_of_one_round())
+    tab.add("one-round prediction rounds (leaf sets, the leaves to the label holder)", tre.since(mark).rounds)
     report.check("encrypted-mode time / counted floor", t_enc / floor, "<=", 1.5)
 
     # -- Figures 3-6: prediction (and training) against clients, trees, depth, test size ----

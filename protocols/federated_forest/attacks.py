@@ -16,6 +16,16 @@ measure"), run on a finished in-process fit from one party's view.
   client's anonymous candidates by their bin counts, and finds the bin of a (sample,
   candidate) pair wherever a class occurs in a single bin of a small node.
 
+* :func:`outputs_at` — every forest output a party received (float arrays of one row per test
+  sample and one column per output, whatever the message), the input of the next two.
+* :func:`least_squares_labels` / :func:`leaf_average_labels` — the master, given the forest
+  outputs of test rows and the leaf each reaches (it routes them), solves the leaf values by
+  least squares (or averages the outputs per leaf) and spreads them to the training samples of
+  each leaf through the partitions it relayed.  With no output it can only guess one class.
+* :func:`cooccurrence_labels` — the master or any client, from training messages alone, scores
+  each sample by how often it shares a leaf with each of a few samples whose labels it knows;
+  :func:`knn_labels` is the baseline a client has without the protocol (its own columns).
+
 They read the transcript (what the attacker received or sent) and the attacker's own
 secrets; the ground truth they are scored against comes from the fit.  Used by
 ``tests/security/test_federated_forest_labels.py`` and printed by
@@ -24,35 +34,50 @@ secrets; the ground truth they are scored against comes from the fit.  Used by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from securetrees.errors import ProtocolError
 from securetrees.paillier import Ciphertext, PrivateKey
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.encrypted_stats import candidate_histograms
 from securetrees.protocols.federated_forest.skeleton import LayerState
 from securetrees.protocols.federated_forest.slots import SlotLayout
-from securetrees.runtime import Record
+from securetrees.runtime import Message, Record, message
 
 __all__ = [
+    "PREDICTION_KNOWN",
     "FlagResult",
+    "OutputToMaster",
     "SeenLeaf",
     "bin_count_fingerprint",
     "bin_recovery",
+    "cooccurrence_labels",
     "join_flagged",
+    "knn_labels",
+    "leaf_average_labels",
+    "least_squares_labels",
     "leaves_seen",
     "majority_rate",
     "master_label_recovery",
     "master_purity_join",
     "master_purity_labels",
+    "outputs_at",
+    "outputs_to_master",
+    "predict_fresh",
+    "prediction_fit",
+    "prediction_report",
     "purity_flag_attack",
 ]
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -321,6 +346,205 @@ def bin_recovery(holder_view: Sequence[Record], sender: str, key: PrivateKey, la
     return (recovered / pairs if pairs else 0.0, correct / pairs if pairs else 0.0)
 
 
+# ---------------------------------------------------------------------------- prediction
+def outputs_at(view: Sequence[Record], receiver: str, n_test: int, n_outputs: int) -> list[FloatArray]:
+    """Every forest output ``receiver`` was sent: each float array field, in any message it
+    received, of shape ``(n_test, n_outputs)`` (a check by shape, not by message name, so a
+    step that hands the output under another name is found too)."""
+    found: list[FloatArray] = []
+    for r in view:
+        if r.receiver != receiver or not dataclasses.is_dataclass(r.payload):
+            continue
+        for f in dataclasses.fields(r.payload):
+            v = getattr(r.payload, f.name)
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.shape == (n_test, n_outputs):
+                found.append(np.asarray(v, dtype=np.float64))
+    return found
+
+
+def _leaf_index(leaves: IntArray) -> tuple[dict[tuple[int, int], int], IntArray]:
+    """A column per (tree, leaf) reached by a test row; ``cols[t, j]`` is row ``j``'s in tree ``t``."""
+    index: dict[tuple[int, int], int] = {}
+    cols = np.empty(leaves.shape, dtype=np.int64)
+    for t in range(leaves.shape[0]):
+        for j, leaf in enumerate(leaves[t].tolist()):
+            cols[t, j] = index.setdefault((t, leaf), len(index))
+    return index, cols
+
+
+def _spread(values: dict[tuple[int, int], FloatArray], broadcast: Sequence[Record], n: int, n_outputs: int
+            ) -> IntArray:
+    """Each training sample's guess: the argmax of the values of the leaves it fell in (in bag),
+    over the trees; class 0 where no value is known (the master knows no class frequency)."""
+    votes = np.zeros((n, n_outputs))
+    for leaf in leaves_seen(broadcast):
+        v = values.get((leaf.tree, leaf.node))
+        if v is not None:
+            votes[leaf.samples] += v
+    return np.asarray(np.argmax(votes, axis=1), dtype=np.int64)
+
+
+def least_squares_labels(leaves: IntArray, outputs: Sequence[FloatArray], broadcast: Sequence[Record], n: int,
+                         n_outputs: int) -> IntArray:
+    """The master's least-squares attack: the output of test row ``j`` is the mean over the trees
+    of the value of the leaf it reaches (``leaves[t, j]``, which the master routed), so the leaf
+    values solve ``A v = output`` in the least-squares sense (minimum norm); each training sample
+    gets the argmax of its leaves' solved values (``broadcast``: the partitions the master relayed).
+    With no output (``outputs`` empty) it guesses class 0 for everyone."""
+    if not outputs:
+        return np.zeros(n, dtype=np.int64)
+    index, cols = _leaf_index(leaves)
+    a = np.zeros((leaves.shape[1], len(index)))
+    for t in range(leaves.shape[0]):
+        a[np.arange(leaves.shape[1]), cols[t]] += 1.0 / leaves.shape[0]
+    solved = np.linalg.lstsq(a, outputs[-1], rcond=None)[0]
+    return _spread({k: solved[c] for k, c in index.items()}, broadcast, n, n_outputs)
+
+
+def leaf_average_labels(leaves: IntArray, outputs: Sequence[FloatArray], broadcast: Sequence[Record], n: int,
+                        n_outputs: int) -> IntArray:
+    """The master's simpler attack: each leaf's value guessed as the mean output of the test rows
+    that reach it, spread as :func:`least_squares_labels` does (class 0 with no output)."""
+    if not outputs:
+        return np.zeros(n, dtype=np.int64)
+    index, cols = _leaf_index(leaves)
+    sums, counts = np.zeros((len(index), n_outputs)), np.zeros(len(index))
+    for t in range(leaves.shape[0]):
+        np.add.at(sums, cols[t], outputs[-1])
+        np.add.at(counts, cols[t], 1.0)
+    return _spread({k: sums[c] / counts[c] for k, c in index.items()}, broadcast, n, n_outputs)
+
+
+def cooccurrence_labels(broadcast: Sequence[Record], known: IntArray, known_y: IntArray, n: int) -> IntArray:
+    """The spreading attack from training messages alone (any party that sees the partitions):
+    ``S[i, k]`` counts the trees in which samples ``i`` and ``k`` share a leaf (both in bag);
+    each sample gets the class with the largest ``Σ S[i, k]`` over the ``known`` samples ``k``
+    of that class (the most frequent known class where it shares no leaf with any)."""
+    n_classes = int(known_y.max()) + 1
+    at = {int(k): i for i, k in enumerate(known.tolist())}
+    score = np.zeros((n, n_classes))
+    for leaf in leaves_seen(broadcast):
+        for i in [at[s] for s in leaf.samples.tolist() if s in at]:
+            score[leaf.samples, known_y[i]] += 1.0
+    fallback = int(np.argmax(np.bincount(known_y, minlength=n_classes)))
+    guess = np.asarray(np.argmax(score, axis=1), dtype=np.int64)
+    guess[score.sum(axis=1) == 0] = fallback
+    return guess
+
+
+def knn_labels(X: FloatArray, known: IntArray, known_y: IntArray, *, k: int = 5) -> IntArray:
+    """The baseline without the protocol: a client's own columns (standardised, missing values at
+    the column mean), each sample labelled by the majority of its ``k`` nearest known samples."""
+    Z = np.asarray(X, dtype=np.float64).copy()
+    mean = np.nanmean(Z, axis=0)
+    Z = np.where(np.isnan(Z), mean, Z)
+    sd = Z.std(axis=0)
+    Z = (Z - Z.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    d = ((Z[:, None, :] - Z[None, known, :]) ** 2).sum(axis=2)
+    nearest = np.argsort(d, axis=1, kind="stable")[:, :k]
+    n_classes = int(known_y.max()) + 1
+    votes = np.zeros((Z.shape[0], n_classes))
+    for c in range(k):
+        votes[np.arange(Z.shape[0]), known_y[nearest[:, c]]] += 1.0
+    return np.asarray(np.argmax(votes, axis=1), dtype=np.int64)
+
+
+@message("test.federated_forest.output_to_master", reply_to=m.TestLeaves)
+@dataclass(frozen=True)
+class OutputToMaster(Message):
+    """The reply the fix removed, label holder → master: the forest output.  For audits only (a
+    ``test.`` wire name: no deployment's role handles or expects it)."""
+
+    output: np.ndarray
+
+
+@contextmanager
+def outputs_to_master() -> Iterator[None]:
+    """Within the block, prediction's last step is the one before the fix: the label holder answers
+    the master the output it computes (and keeps it), the master takes it.  For the planted-leak
+    test and the cost figures of ``federated_forest_prediction``; never in a run."""
+    from securetrees.protocols.federated_forest.client import Client
+    from securetrees.protocols.federated_forest.master import Master
+
+    keep, hand_leaves = Client.on_test_leaves, Master.hand_leaves
+
+    def answer(self: Client, sender: str, msg: m.TestLeaves) -> Message:
+        keep(self, sender, msg)
+        if self.kept_output is None:  # pragma: no cover - the handler keeps it
+            raise ProtocolError("no output kept")
+        return OutputToMaster(self.kept_output)
+
+    def hand(self: Master, leaves: IntArray) -> None:
+        self.call(self.label_holder, m.TestLeaves(np.asarray(leaves, dtype=np.int64)), expect=OutputToMaster)
+
+    Client.on_test_leaves, Master.hand_leaves = answer, hand  # type: ignore[assignment, method-assign]
+    try:
+        yield
+    finally:
+        Client.on_test_leaves, Master.hand_leaves = keep, hand_leaves  # type: ignore[method-assign]
+
+
+PREDICTION_KNOWN = 30
+"""How many training labels the spreading attack and its baseline are given (the first samples of
+the canonical order: sorted HMAC ids, a draw no party chooses)."""
+
+
+def predict_fresh(ff: Any, seed: int, n_test: int = 300) -> FloatArray:
+    """One prediction, by ``ff`` fitted by :func:`attack_fit` with ``seed``, of ``n_test`` fresh
+    rows of the same distribution (``mixed_data`` under another seed); returns those rows."""
+    from securetrees.protocols.federated_forest.testing import mixed_data
+
+    X_test = mixed_data(n_test, seed=seed + 1000, n_classes=int(ff.classes_.size))[0]
+    ff.predict_proba(X_test)
+    return X_test
+
+
+def prediction_fit(seed: int, *, n_test: int = 300, **options: Any) -> tuple[Any, IntArray, FloatArray]:
+    """:func:`attack_fit`, then :func:`predict_fresh`.  Returns the estimator, the training labels
+    (canonical order) and the test rows."""
+    ff, y = attack_fit(seed, **options)
+    return ff, y, predict_fresh(ff, seed, n_test)
+
+
+def _last_handed_leaves(view: Sequence[Record]) -> IntArray:
+    handed = [r.payload for r in view if r.sender == "master" and isinstance(r.payload, m.TestLeaves)]
+    if not handed:
+        raise ProtocolError("the master handed no leaves in this view")
+    return np.asarray(handed[-1].leaves, dtype=np.int64)
+
+
+def prediction_report(ff: Any, y: IntArray) -> dict[str, float]:
+    """The prediction attacks' figures on one fit and prediction (``y`` in canonical order):
+    the master's least-squares and per-leaf attacks from the outputs in its view (``*_now``), and
+    from the output the label holder keeps, as the master received it before the fix
+    (``*_before``); the spreading attack with :data:`PREDICTION_KNOWN` known labels from client1's
+    view, and client1's own-column kNN with the same labels."""
+    tr = ff.transcript_
+    broadcast = tr.view("client1")
+    at_master = [r for r in tr if "master" in (r.sender, r.receiver)]
+    leaves = _last_handed_leaves(at_master)
+    n, c = y.size, ff.master_.n_outputs
+    now = outputs_at(at_master, "master", leaves.shape[1], c)
+    kept = ff.clients_[ff.label_holder].kept_output
+    known = np.arange(PREDICTION_KNOWN, dtype=np.int64)
+    rest = np.arange(PREDICTION_KNOWN, n)
+    other = ff.clients_[1]
+
+    def rate(guess: IntArray) -> float:
+        return float(np.mean(guess == y))
+
+    return {
+        "majority": majority_rate(y),
+        "least_squares_before": rate(least_squares_labels(leaves, [kept], broadcast, n, c)),
+        "least_squares_now": rate(least_squares_labels(leaves, now, broadcast, n, c)),
+        "leaf_average_before": rate(leaf_average_labels(leaves, [kept], broadcast, n, c)),
+        "leaf_average_now": rate(leaf_average_labels(leaves, now, broadcast, n, c)),
+        "outputs_at_master": float(len(now)),
+        "cooccurrence": float(np.mean(cooccurrence_labels(broadcast, known, y[known], n)[rest] == y[rest])),
+        "knn_own_columns": float(np.mean(knn_labels(other._X, known, y[known])[rest] == y[rest])),
+    }
+
+
 # ---------------------------------------------------------------------------- measurement
 ATTACK_PARTITION = ((0, 2, 4), (1, 3, 5))  # client0 (label holder), client1
 ATTACK_DEPTH = 6
@@ -373,10 +597,16 @@ def attack_report(ff: Any, y: IntArray) -> dict[str, float]:
 
 def main() -> None:  # pragma: no cover - the measurement command of the spec
     """Five fits (seeds 1-5), every party's secret randomness from a ``DeterministicRandom``
-    so that the figures repeat exactly; one column per fit."""
+    so that the figures repeat exactly, each then predicting 300 fresh rows; one column per fit
+    (``rounds`` and ``MB``: the training alone)."""
     from securetrees.rand import DeterministicRandom
 
-    rows = [attack_report(*attack_fit(seed, rng=DeterministicRandom(f"ff-labels/{seed}"))) for seed in range(1, 6)]
+    rows = []
+    for seed in range(1, 6):
+        ff, y = attack_fit(seed, rng=DeterministicRandom(f"ff-labels/{seed}"))
+        training = attack_report(ff, y)  # the training's rounds and bytes, before any prediction
+        predict_fresh(ff, seed)
+        rows.append({**training, **prediction_report(ff, y)})
     for key in rows[0]:
         vals = [r[key] for r in rows]
         print(f"{key:26s} " + " ".join(f"{v:8.3f}" for v in vals))

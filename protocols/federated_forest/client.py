@@ -63,7 +63,9 @@ class Client(LabelHolderDuties):
     ``feature_ids`` are the global ids of the columns (the encoded features the
     master samples from); ``id_key`` is the HMAC key all clients share.  Instructions are
     admitted from the master role only, score requests and labels from other clients (the
-    message declarations); the labels' sender must moreover be the setup's label holder.
+    message declarations); :meth:`dispatch` further admits instructions only from the master that
+    set the client up, labels only from the setup's label holder, and score requests only at the
+    label holder from the run's other clients.
     """
 
     # ------------------------------------------------------------------ setup
@@ -83,7 +85,7 @@ class Client(LabelHolderDuties):
             raise ProtocolError("setup does not match this client's data")
         if msg.label_protection not in ("shared", "encrypted"):
             raise ProtocolError(f"unknown label protection {msg.label_protection!r}")
-        self._setup = msg
+        self._setup, self._master = msg, sender
         self._index = msg.client_names.index(self.name)
         self._criterion = make_criterion(msg.criterion)
         order = canonical_order(self._hashed)
@@ -100,8 +102,6 @@ class Client(LabelHolderDuties):
     def on_shared_labels(self, sender: str, msg: m.SharedLabels) -> m.Ack:
         """Setup (``shared``): keep the labels (Reveals: every label, the paper's practice)."""
         setup = self._require_setup()
-        if sender != setup.label_holder:
-            raise UnexpectedMessage("labels come from the label holder only")
         if setup.label_protection != "shared" or self.is_label_holder:
             raise UnexpectedMessage("labels in the clear are only accepted in shared mode")
         y = msg.labels
@@ -118,8 +118,6 @@ class Client(LabelHolderDuties):
     def on_encrypted_labels(self, sender: str, msg: m.EncryptedLabels) -> m.Ack:
         """Setup (``encrypted``): validate and keep the public key and every ciphertext."""
         setup = self._require_setup()
-        if sender != setup.label_holder:
-            raise UnexpectedMessage("labels come from the label holder only")
         if setup.label_protection != "encrypted" or self.is_label_holder:
             raise UnexpectedMessage("encrypted labels are only accepted in encrypted mode")
         if len(msg.ciphertexts) != setup.n_samples:

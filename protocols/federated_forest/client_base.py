@@ -183,6 +183,9 @@ class ClientBase(Party):
         self._test_hashed: tuple[bytes, ...] = ()
         self._X_test = np.empty((0, 0))
         self._holds_labels = False  # a label holder restored from its model part (no labels then)
+        #: label holder (``encrypted``): the forest output of the last test rows (canonical order)
+        self.kept_output: FloatArray | None = None
+        self._master: str | None = None  # the master that set this client up
 
     # ------------------------------------------------------------------ properties
 
@@ -198,6 +201,39 @@ class ClientBase(Party):
     def n_outputs(self) -> int:
         s = self._require_setup()
         return max(1, s.n_classes)
+
+    # ------------------------------------------------------------------ senders
+
+    def dispatch(self, sender: str, msg: Message) -> Message | None:
+        """Every message passes the guard of its sender before its handler: labels come from the
+        label holder, score requests from another client of the run, everything else a client
+        accepts from the master (the network has checked the sender's role already)."""
+        if isinstance(msg, (m.SharedLabels, m.EncryptedLabels)):
+            self.check_label_holder(sender)
+        elif isinstance(msg, m.ScoreRequest):
+            self.check_scorer_client(sender)
+        elif "master" in type(msg).sent_by:
+            self.check_master(sender)
+        return super().dispatch(sender, msg)
+
+    def check_master(self, sender: str) -> None:
+        """Refuse an instruction from any master but the one that set this client up (before the
+        setup, and in a predict-only run, the network's role check alone applies)."""
+        if self._master is not None and sender != self._master:
+            raise UnexpectedMessage(f"{self.name} takes instructions from {self._master} only, not {sender}")
+
+    def check_label_holder(self, sender: str) -> None:
+        """Refuse labels (in the clear or encrypted) from any client but the setup's label holder."""
+        if sender != self._require_setup().label_holder:
+            raise UnexpectedMessage("labels come from the label holder only")
+
+    def check_scorer_client(self, sender: str) -> None:
+        """Refuse a score request unless this client holds the labels and the sender is another
+        client of the run (a client that learns its own candidates' scores, not the label holder
+        itself nor a party outside the setup)."""
+        setup = self._require_setup()
+        if not self.is_label_holder or sender == self.name or sender not in setup.client_names:
+            raise UnexpectedMessage(f"{self.name} scores candidates of the run's other clients only, not {sender}'s")
 
     def _require_setup(self) -> m.Setup:
         if self._setup is None:

@@ -15,10 +15,12 @@ requests (``securetrees.net.control``):
   parties' checkpoints (each party's checkpoint key is in its own key file);
 * ``load_test`` (each client): load its columns of the test rows from its own data;
   the reply carries the canonical order of those rows (sorted HMAC of the sample ids);
-* ``predict`` (master): align the test ids, one-round (or classical) prediction,
-  forest output in canonical order; with ``encrypted`` labels the label holder, which computes
-  that output, also writes it beside its own test ids (``out/NAME.predictions.npy``,
-  ``out/NAME.proba.npy``, ``out/NAME.test_ids.npy``);
+* ``predict`` (master): align the test ids, one-round (or classical) prediction; with ``shared``
+  labels the master answers the forest output in canonical order; with ``encrypted`` labels it
+  hands the leaves to the label holder and answers the number of rows only: the label holder
+  computes the output, writes it beside its own test ids (``out/NAME.predictions.csv`` and
+  ``.npy`` arrays) and, where ``[protocol] release_predictions = "operator"``, answers it to the
+  operator (``release``, in its own row order); by default (``"none"``) it keeps it;
 * ``save_model`` / ``model_id`` (every role): after ``fit``, each party seals its part of the
   forest into ``models/NAME.model`` (``securetrees.net.models``: the master its skeleton, each
   client its partial trees and its table's schema, the label holder also the leaf values and
@@ -40,7 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import KeyMismatchError, ParameterError, ProtocolError, TableError
+from securetrees.errors import CollusionError, KeyMismatchError, ParameterError, TableError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import (
@@ -65,7 +67,6 @@ from securetrees.net.models import SavesModel, SchemaState, check_models, load_m
 from securetrees.net.tables import PartyTable, encode_labels, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
-from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.client import Client, LabelSpec
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
@@ -76,9 +77,9 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
-__all__ = ["PARAMETERS", "PREDICT_ONLY", "ROLES",
-           "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
-           "predict", "prepare", "run_job"]
+__all__ = ["PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "RELEASES", "ROLES",
+           "ClientPart", "DeployedClient", "DeployedMaster", "check_release", "fit", "make_role",
+           "predict", "prepare", "releases_predictions", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
@@ -94,8 +95,44 @@ a single-party role mapped to the name its party carries (``securetrees.net.conf
 PARAMETERS = frozenset({*_FOREST_KEYS, *alignment.PARAMETERS, "clients", "feature_ids", "n_classes",
                         "label_protection", "criterion", "max_bins", "allow_insecure", "key_bits", "frac_bits",
                         "paillier_mode", "checkpoint_dir", "prediction", "n_jobs", "trusted_workers",
-                        "label_public_key"})
+                        "label_public_key", "release_predictions"})
 """The ``[protocol]`` keys of a Federated Forest run."""
+
+RELEASES = ("none", "operator")
+"""``[protocol] release_predictions`` (``encrypted`` labels): whether the label holder, which alone
+computes the forest output, keeps it (``"none"``, the default) or answers it to the operator."""
+
+
+def releases_predictions(params: Mapping[str, Any]) -> bool:
+    """Whether the operator receives the forest output: always with ``shared`` labels (the master
+    computes it), with ``encrypted`` labels only where the label holder releases it."""
+    return bool(params.get("label_protection", "encrypted") == "shared"
+                or params.get("release_predictions", "none") == "operator")
+
+
+def check_release(config: RunConfig) -> None:
+    """Refuse (:class:`CollusionError`) a run whose label holder answers the forest output to an
+    operator hosted by the master's organisation: that organisation would hold the outputs and the
+    leaves it routed, from which the leaf values and the training labels follow
+    (``specs/federated_forest.md``, "Who receives the predictions")."""
+    if config.params.get("label_protection", "encrypted") != "encrypted" or not releases_predictions(config.params):
+        return
+    operator, master = config.parties.get(config.operator), config.parties.get("master")
+    if operator is not None and master is not None and operator.organisation is not None \
+            and operator.organisation == master.organisation:
+        raise CollusionError(f"release_predictions = \"operator\" with the operator hosted by the master's "
+                             f"organisation {master.organisation!r}: the master would learn the forest outputs of "
+                             "the rows it routes, and from them the training labels; host the operator elsewhere "
+                             "or keep the predictions at the label holder (release_predictions = \"none\")")
+
+
+def PREDICTIONS_KEPT(config: RunConfig) -> str | None:
+    """Where the predictions stay when the operator receives none (``securetrees operator predict``
+    prints it), or ``None`` when it receives them."""
+    if releases_predictions(config.params):
+        return None
+    return (f"the label holder {label_holder(config)} keeps the predictions beside its ids "
+            f"(out/{label_holder(config)}.predictions.csv on its machine; release_predictions = \"none\")")
 
 
 def _forest_params(p: dict[str, Any]) -> ForestParams:
@@ -130,12 +167,17 @@ class DeployedMaster(SavesModel, Controllable, Master):
         return ControlReply(info={"trees": str(len(self.trees))})
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
+        """The leaves of the test rows; ``shared``: the forest output (canonical order);
+        ``encrypted``: the leaves go to the label holder, and the reply holds the number of rows."""
         self.align_test()
         how = args.get("method", "one-round")
         if how not in ("one-round", "classical"):
             raise ParameterError("method is 'one-round' or 'classical'")
         leaves = self.leaf_of_one_round() if how == "one-round" else self.leaf_of_classical()
-        return ControlReply(arrays={"output": self.aggregate(leaves)})
+        if self.label_protection != "encrypted":
+            return ControlReply(arrays={"output": self.aggregate(leaves)})
+        self.hand_leaves(leaves)
+        return ControlReply(info={"rows": str(leaves.shape[1])})
 
     def model_part(self) -> Message:
         return self.model_state()
@@ -170,29 +212,37 @@ class DeployedClient(SavesModel, Controllable, Client):
         self._order = canonical_order(hash_ids(self._id_key, ids))
         return ControlReply(arrays={"order": self._order})
 
-    def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
-        """``Client.on_leaf_values``; the label holder also keeps the forest output it computes
-        (its own file, beside its own ids of the rows: it is the party entitled to it), in the
-        order of its test rows, which is the order the operator puts the output in (:func:`predict`):
-        the ``row`` column of its file is the row of the operator's predictions file."""
-        reply = super().on_leaf_values(sender, msg)
-        if not isinstance(reply, m.ForestOutput):  # pragma: no cover - Client's handler always answers
-            raise ProtocolError("no forest output")
-        canonical = np.asarray(reply.output)
+    def keep_output(self, output: FloatArray) -> None:
+        """``Client.keep_output``; the label holder also writes the forest output it computes to its
+        own file beside its own ids of the rows, in the order of its test rows (the ``row`` column:
+        the row of the operator's predictions file where it releases them)."""
         ids = self._own_test_ids
-        if self._order is None or len(ids) != canonical.shape[0]:  # rows it cannot name: nothing to keep
+        if self._order is None or len(ids) != output.shape[0]:  # rows it cannot name: nothing to keep
             self.logger.warning("%s keeps no predictions: %d output rows for %d own test ids", self.name,
-                                canonical.shape[0], len(ids))
-            return reply
-        out = np.empty_like(canonical)
-        out[self._order] = canonical
+                                output.shape[0], len(ids))
+            self.kept_output = None
+            return
+        out = np.empty_like(output)
+        out[self._order] = output
+        self.kept_output = out
         rows = np.arange(len(ids))
         if self.classes:
             save_predictions(self.run, self.name, ids, np.asarray(self.classes)[np.argmax(out, axis=1)], out,
                              self.classes, rows=rows)
         else:
             save_predictions(self.run, self.name, ids, out[:, 0], rows=rows)
-        return reply
+
+    def control_release(self, args: dict[str, str]) -> ControlReply:
+        """The label holder answers the operator the forest output it kept (its own row order), only
+        where ``[protocol] release_predictions = "operator"``.  Reveals to the operator: the
+        class probabilities (or values) of every test row, without ids."""
+        if not self.is_label_holder or self._require_setup().label_protection != "encrypted":
+            raise ParameterError(f"{self.name} computes no forest output")
+        if not releases_predictions(self.run.params):
+            raise ParameterError(f"{self.name} keeps its predictions (release_predictions = \"none\")")
+        if self.kept_output is None:
+            raise ParameterError(f"{self.name} holds no predictions: run predict first")
+        return ControlReply(arrays={"output": self.kept_output})
 
     def model_part(self) -> Message:
         if self.schema is None:  # pragma: no cover - set by make_role
@@ -244,6 +294,9 @@ def check_parameters(params: Mapping[str, Any]) -> None:
     if type(n_classes) is not int or n_classes < 0 or n_classes == 1:
         raise ParameterError(f"[protocol] n_classes must be 0 (a regression) or a class count of 2 or more, not "
                              f"{n_classes!r}")
+    if params.get("release_predictions", "none") not in RELEASES:
+        raise ParameterError(f"[protocol] release_predictions must be one of {RELEASES}, "
+                             f"not {params['release_predictions']!r}")
     if params.get("label_protection", "encrypted") not in LABEL_MODES:
         raise ParameterError(f"[protocol] label_protection must be one of {LABEL_MODES}, "
                              f"not {params['label_protection']!r}")
@@ -257,6 +310,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
               data: dict[str, npt.NDArray[Any]], passphrase: bytes) -> Party:
     p = config.params
     check_parameters(p)
+    check_release(config)
     clients = [str(c) for c in p["clients"]]
     if role == "master":
         master = DeployedMaster(role, network, clients, _forest_params(p),
@@ -398,11 +452,13 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
-    """The forest's output on the clients' test rows, in their agreed order (with
+    """The forest's output on the clients' test rows where the operator receives it (``shared``
+    labels; ``encrypted`` with ``release_predictions = "operator"``), in their agreed order (with
     ``hmac-trusted``: the label holder's own test row order), the order of the label holder's
-    ``out/NAME.predictions.csv`` (whose ``row`` column numbers them so); ``method`` is ``one-round`` or
-    ``classical`` (default: ``[protocol] prediction``, else one-round).  In a predict-only run the
-    test ids are aligned first and every role's model part must come from the same fit."""
+    ``out/NAME.predictions.csv`` (whose ``row`` column numbers them so); otherwise the number of
+    rows the label holder predicted and kept.  ``method`` is ``one-round`` or ``classical`` (default:
+    ``[protocol] prediction``, else one-round).  In a predict-only run the test ids are aligned
+    first and every role's model part must come from the same fit."""
     clients = [str(c) for c in config.params["clients"]]
     how = method or str(config.params.get("prediction", "one-round"))
     if config.job == "predict":
@@ -411,8 +467,14 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
         check_models(operator, ["master", *clients])
     with operator.step(f"predict {how}"):
         orders = operator.control_many(clients, "load_test")
-        out = operator.control("master", "predict", method=how).arrays["output"]
-    order = orders[label_holder(config)].arrays["order"]  # the label holder's row order: its file's too
+        reply = operator.control("master", "predict", method=how)
+        holder = label_holder(config)
+        if config.params.get("label_protection", "encrypted") == "encrypted":
+            if not releases_predictions(config.params):
+                return {"test_rows": np.asarray([int(reply.info["rows"])])}
+            return {"output": operator.control(holder, "release").arrays["output"]}
+    out = reply.arrays["output"]
+    order = orders[holder].arrays["order"]  # the label holder's row order: its file's too
     result = np.empty_like(out)
     result[order] = out
     return {"output": result}

@@ -8,7 +8,8 @@ record (bytes, rounds, every party's view).  The random draws index the samples
 in the canonical (sorted HMAC) order: row ``sample_order_[j]`` of ``X`` is sample
 ``j``, so ``train_forest(X[sample_order_], y[sample_order_], ..., node_keyed_draws=True)``
 with the same ``random_state`` grows the same trees.  ``predict`` runs the one-round
-method (or the classical one, ``prediction="classical"``).  ``record_payloads=False``
+method (or the classical one, ``prediction="classical"``); with ``encrypted`` labels the
+master hands the leaves to the label holder, which keeps the output (the facade plays it).  ``record_payloads=False``
 keeps only sizes in the transcript (large benchmark runs).
 """
 
@@ -24,7 +25,7 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from securetrees.errors import ParameterError
+from securetrees.errors import ParameterError, ProtocolError
 from securetrees.estimator import ClassifierMixin, Estimator, RegressorMixin, check_targets, encode_labels
 from securetrees.executors import check_trusted, role_executor
 from securetrees.paillier import Mode, PrivateKey, PublicKey
@@ -230,8 +231,21 @@ class _FederatedForest(Estimator):
         leaves = self.master_.leaf_of_one_round() if how == "one-round" else self.master_.leaf_of_classical()
         order = canonical_order(hash_ids(self._id_key, ids))  # the master's order: sorted HMAC ids
         out = np.empty((Xa.shape[0], self.master_.n_outputs), dtype=np.float64)
-        out[order] = self.master_.aggregate(leaves)
+        out[order] = self._conclude(leaves)
         return out
+
+    def _conclude(self, leaves: npt.NDArray[np.int64]) -> FloatArray:
+        """The forest output in canonical order: the master's aggregate (``shared``), or the output
+        the label holder keeps after the master hands it the leaves (``encrypted``: this process
+        plays the label holder, the party entitled to it; the master sees an ``Ack`` only)."""
+        if self.label_protection != "encrypted":
+            return self.master_.aggregate(leaves)
+        holder = self.clients_[self.label_holder]
+        holder.kept_output = None
+        self.master_.hand_leaves(leaves)
+        if holder.kept_output is None:  # pragma: no cover - the label holder's handler always keeps it
+            raise ProtocolError("the label holder kept no forest output")
+        return holder.kept_output
 
     def complete_forest(self) -> Forest:
         """The complete trees ``T = T_1 ∪ ... ∪ T_M`` joined from every party (tests, audits):

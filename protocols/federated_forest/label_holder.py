@@ -232,23 +232,30 @@ class LabelHolderDuties(ClientBase):
                 self._kept[p] = False
         return m.Winners(np.asarray(won, dtype=np.int64))
 
-    @handles(m.LeafValuesRequest)
-    def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
+    @handles(m.TestLeaves)
+    def on_test_leaves(self, sender: str, msg: m.TestLeaves) -> m.Ack:
         """Prediction's last step (label holder, ``encrypted``): map each leaf to the reference
-        leaf it grew from (cover subtrees are not part of the model) and answer the forest output
-        of each test sample from the values it kept (Reveals: the label holder learns the leaf,
-        cover leaves included, each test sample reaches in each tree; the master learns the
-        forest output only)."""
+        leaf it grew from (cover subtrees are not part of the model), compute the forest output of
+        each test sample from the values it kept and keep it (:attr:`kept_output`, canonical test
+        order); the master gets an ``Ack`` only (Reveals: the label holder learns the leaf, cover
+        leaves included, each test sample reaches in each tree; the master learns nothing, so no
+        output from which leaf values follow)."""
         setup = self._require_setup()
         if not self.is_label_holder or setup.label_protection != "encrypted":
             raise UnexpectedMessage(f"{self.name} keeps no leaf values")
         leaves = np.asarray(msg.leaves)
         n_test = self._X_test.shape[0]
         if not self.trees or leaves.dtype.kind not in "iu" or leaves.shape != (len(self.trees), n_test):
-            raise ProtocolError("leaf values requested for the wrong trees or test rows")
+            raise ProtocolError("leaves handed for the wrong trees or test rows")
         mapped = np.empty(leaves.shape, dtype=np.int64)
         for k, (t, r, row) in enumerate(zip(self.trees, self.reference, leaves, strict=True)):
             if row.size and (row.min() < 0 or row.max() >= t.n_nodes or np.any(t.left[row] != -1)):
-                raise ProtocolError("leaf values requested for a node that is not a leaf")
+                raise ProtocolError("a handed node is not a leaf")
             mapped[k] = reference_ancestor(t, r)[row]
-        return m.ForestOutput(forest_output(self.trees, mapped, classification=bool(setup.n_classes)))
+        self.keep_output(forest_output(self.trees, mapped, classification=bool(setup.n_classes)))
+        return m.Ack()
+
+    def keep_output(self, output: FloatArray) -> None:
+        """Keep the forest output of the test rows (canonical order; local).  A deployment adds
+        where it writes it and to whom it releases it."""
+        self.kept_output = output

@@ -405,15 +405,22 @@ class Master(Party):
         return out
 
     def aggregate(self, leaves: IntArray) -> FloatArray:
-        """Forest output from the leaf of each sample in each tree, as ``trees.Forest`` does:
-        mean of the per-tree class distributions (classification) or of the values.  In
-        ``encrypted`` mode the values are the label holder's: it maps a cover leaf to the
-        reference leaf it grew from and answers the output (one more round)."""
+        """``shared`` mode: the forest output from the leaf of each sample in each tree, as
+        ``trees.Forest`` does (mean of the per-tree class distributions, or of the values), from
+        the values the master holds in this mode.  Refused in ``encrypted`` mode, where the master
+        holds no value and sees no output: :meth:`hand_leaves` instead."""
+        self._require_model()
+        if self.label_protection == "encrypted":
+            raise UnexpectedMessage("in encrypted mode the label holder keeps the forest output: hand_leaves")
+        return forest_output(self.trees, leaves, classification=bool(self.n_classes))
+
+    def hand_leaves(self, leaves: IntArray) -> None:
+        """Prediction's last step (``encrypted``): hand the leaf of each test sample in each tree
+        to the label holder, which maps cover leaves to the reference leaf they grew from,
+        computes the forest output and keeps it (one more round).  Reveals: to the label holder,
+        the leaf each test sample reaches in each tree; to the master, nothing (an ``Ack``): no
+        output and no leaf value, so it cannot solve the leaf values from its routed leaves."""
         self._require_model()
         if self.label_protection != "encrypted":
-            return forest_output(self.trees, leaves, classification=bool(self.n_classes))
-        reply = self.call(self.label_holder, m.LeafValuesRequest(leaves), expect=m.ForestOutput)
-        out = np.asarray(reply.output)
-        if out.dtype != np.float64 or out.shape != (leaves.shape[1], self.n_outputs):
-            raise ProtocolError("the label holder's forest output has the wrong shape")
-        return out
+            raise UnexpectedMessage("in shared mode the master aggregates the output itself")
+        self.call(self.label_holder, m.TestLeaves(np.asarray(leaves, dtype=np.int64)), expect=m.Ack)

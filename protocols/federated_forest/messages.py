@@ -24,11 +24,9 @@ __all__ = [
     "DistributeLabels",
     "EncryptedLabels",
     "FindSplits",
-    "ForestOutput",
     "Hello",
     "LayerPartition",
     "LeafSets",
-    "LeafValuesRequest",
     "LocalBest",
     "NodeStats",
     "NodeStatsRequest",
@@ -42,6 +40,7 @@ __all__ = [
     "Setup",
     "SharedLabels",
     "TestIds",
+    "TestLeaves",
     "TreeEnd",
     "TreeStart",
     "Winners",
@@ -52,7 +51,8 @@ __all__ = [
 @message("federated_forest.ack", reply_to=(
     "federated_forest.setup", "federated_forest.distribute_labels", "federated_forest.shared_labels",
     "federated_forest.encrypted_labels", "federated_forest.tree_start", "federated_forest.layer_partition",
-    "federated_forest.tree_end", "federated_forest.checkpoint", "federated_forest.resume"))
+    "federated_forest.tree_end", "federated_forest.checkpoint", "federated_forest.resume",
+    "federated_forest.test_leaves"))
 @dataclass(frozen=True)
 class Ack(Message):
     """Acknowledges a one-step instruction."""
@@ -327,23 +327,15 @@ class LeafSets(Message):
     bits: tuple[np.ndarray, ...]
 
 
-@message("federated_forest.leaf_values_request", sender="master", receiver="client")
+@message("federated_forest.test_leaves", sender="master", receiver="client")
 @dataclass(frozen=True)
-class LeafValuesRequest(Message):
+class TestLeaves(Message):
     """Master → label holder (``encrypted`` prediction): ``leaves[t, j]``, the leaf of tree ``t``
     test sample ``j`` reaches (cover leaves included: the label holder maps them to the
-    reference leaf whose value they take)."""
+    reference leaf whose value they take).  The label holder keeps the forest output it
+    computes; the master gets an :class:`Ack` only."""
 
     leaves: np.ndarray
-
-
-@message("federated_forest.forest_output", reply_to=LeafValuesRequest)
-@dataclass(frozen=True)
-class ForestOutput(Message):
-    """Label holder → master: the forest's output per test sample (mean over the trees of the
-    leaf class distributions, or of the leaf values)."""
-
-    output: np.ndarray
 
 
 @message("federated_forest.route_request", sender="master", receiver="client")

@@ -171,28 +171,33 @@ def test_messages_from_the_wrong_party() -> None:
     assert holder.is_label_holder
 
 
-def test_leaf_values_requests_are_checked() -> None:
-    """The label holder answers prediction's last step only in ``encrypted`` mode, only as the
+def test_handed_leaves_are_checked() -> None:
+    """The label holder takes prediction's last step only in ``encrypted`` mode, only as the
     label holder, only for its trees and the loaded test rows, only for leaves (a cover leaf
-    is mapped to its reference leaf by the label holder)."""
+    is mapped to its reference leaf by the label holder); it keeps the output and acknowledges."""
     ff = FederatedForestClassifier(2, max_depth=2, random_state=1, **small_key_options())
     ff.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     ff.predict(X[:7])
     net, trees = ff.network_, ff.clients_[0].trees
     good = np.stack([np.full(7, t.leaves[-1], dtype=np.int64) for t in trees])
-    assert net.call("master", "client0", m.LeafValuesRequest(good)).output.shape == (7, 2)
+    assert isinstance(net.call("master", "client0", m.TestLeaves(good)), m.Ack)
+    assert ff.clients_[0].kept_output is not None and ff.clients_[0].kept_output.shape == (7, 2)
     assert all(t.left[0] != -1 for t in trees)  # the root is no leaf: refused below
     with pytest.raises(UnexpectedMessage):
-        net.call("master", "client1", m.LeafValuesRequest(good))
+        net.call("master", "client1", m.TestLeaves(good))
     for bad in (np.zeros((2, 7), dtype=np.int64), good[:, :6], good[:1], good.astype(np.float64),
                 np.full((2, 7), trees[0].n_nodes + 50, dtype=np.int64), np.full((2, 7), -1, dtype=np.int64)):
         with pytest.raises(ProtocolError):
-            net.call("master", "client0", m.LeafValuesRequest(bad))
+            net.call("master", "client0", m.TestLeaves(bad))
+    with pytest.raises(UnexpectedMessage):  # the master aggregates nothing in encrypted mode
+        ff.master_.aggregate(good)
     shared = FederatedForestClassifier(1, max_depth=2, random_state=1, label_protection="shared")
     shared.set_params(partition=[[0, 1, 2], [3, 4, 5]]).fit(X, Y)
     shared.predict(X[:7])
     with pytest.raises(UnexpectedMessage):
-        shared.network_.call("master", "client0", m.LeafValuesRequest(np.zeros((1, 7), dtype=np.int64)))
+        shared.network_.call("master", "client0", m.TestLeaves(np.zeros((1, 7), dtype=np.int64)))
+    with pytest.raises(UnexpectedMessage):
+        shared.master_.hand_leaves(np.zeros((1, 7), dtype=np.int64))
 
 
 def _root_offers() -> tuple[Client, Master]:

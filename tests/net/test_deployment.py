@@ -81,7 +81,7 @@ def _ff_setup(adult: Any, tmp_path: Path, **extra: Any) -> tuple[Path, dict[str,
     part = [list(range(0, X.shape[1], 2)), list(range(1, X.shape[1], 2))]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 3, "max_depth": 4, "random_state": 0, "n_classes": 2, "allow_insecure": True,
-              "key_bits": 1024, "alignment": "hmac-trusted", **extra}
+              "key_bits": 1024, "alignment": "hmac-trusted", "release_predictions": "operator", **extra}
     cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params, paillier_keys=keys,
                             id_key=DeterministicRandom("ff ids").token_bytes(32), shuffle=False)
     ff = FederatedForestClassifier(params["n_estimators"], max_depth=4, random_state=0, paillier_keys=keys,
@@ -110,7 +110,7 @@ def test_federated_forest_psi_aligned_matches_the_in_process_run(adult: Any, tmp
     part = [list(range(i, d, 3)) for i in range(3)]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
-              "key_bits": 1024}
+              "key_bits": 1024, "release_predictions": "operator"}
     cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params, paillier_keys=keys, label_holder=1,
                             id_key=DeterministicRandom("ff ids").token_bytes(32), names=adult.feature_names,
                             categories=adult.categories, lacking=3)
@@ -172,10 +172,9 @@ def test_killed_client_fails_fast_and_training_resumes_when_it_returns(adult: An
             procs["client1"] = spawn_role(config, "client1", pki / "client1.pass", tmp_path / "client1.log")
             await_roles(net, {"client1": procs["client1"]}, 60)
             op.control("master", "resume")
-            orders = op.control_many(["client0", "client1"], "load_test")
-            out = op.control("master", "predict").arrays["output"]
-            got = np.empty_like(out)
-            got[orders["client0"].arrays["order"]] = out
+            op.control_many(["client0", "client1"], "load_test")
+            op.control("master", "predict")
+            got = op.control("client0", "release").arrays["output"]  # the label holder's row order
             op.control_many(config.roles, "shutdown")
     finally:
         for p in procs.values():
@@ -208,7 +207,9 @@ def test_cli_init_and_launch_a_local_federation(tmp_path: Path) -> None:
                          timeout=300, cwd=here)
     assert run.returncode == 0, run.stderr
     # 500 test rows, each of the three clients lacking 200 // 50 of them: the PSI keeps the rest
-    assert "federation finished" in run.stdout and "output: shape (488, 2)" in run.stdout
+    # the label holder (client0) keeps the predictions of the 488 rows (release_predictions = "none")
+    assert "federation finished" in run.stdout and "test_rows: shape (1,), first values [[488]]" in run.stdout
+    assert np.load(tmp_path / "run" / "out" / "client0.proba.npy").shape == (488, 2)
     for client in ("client0", "client1", "client2"):
         rows = np.load(tmp_path / "run" / "out" / f"{client}.rows.npz")
         assert rows["train"].size == 200 - 3 * 4 and rows["test"].size == 488

@@ -58,7 +58,7 @@ def ff_fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     part = [list(range(i, d, 3)) for i in range(3)]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
-              "key_bits": 1024}
+              "key_bits": 1024, "release_predictions": "operator"}
     cfg = ff_deploy.prepare(tmp, X, np.where(y == 1, ">50K", "<=50K"), part, X_test=adult.X_test[:10],
                             params=params, paillier_keys=keys, label_holder=1, names=adult.feature_names,
                             categories=adult.categories, lacking=2, rng=DeterministicRandom("ff trial"),
@@ -129,7 +129,7 @@ def test_hmac_trusted_predict_only_run_matches_the_facade(tmp_path: Path) -> Non
     part = [list(range(i, d, 3)) for i in range(3)]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
-              "key_bits": 1024, "alignment": "hmac-trusted"}
+              "key_bits": 1024, "alignment": "hmac-trusted", "release_predictions": "operator"}
     cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=adult.X_test[:10], params=params, paillier_keys=keys,
                             id_key=DeterministicRandom("ff ids").token_bytes(32), shuffle=False)
     launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")

@@ -172,7 +172,7 @@ CLIENT_CORE = {
 MASTER_TYPES = {
     "federated_forest.client_info", "federated_forest.ack", "federated_forest.local_best",
     "federated_forest.partition", "federated_forest.client_test_ids", "federated_forest.leaf_sets",
-    "federated_forest.winners", "federated_forest.forest_output",
+    "federated_forest.winners",
 }
 
 
@@ -184,7 +184,7 @@ def check_views_match_the_spec(received: dict[str, set[str]]) -> None:
     holder = received["client0"]
     assert "federated_forest.encrypted_labels" not in holder and "federated_forest.shared_labels" not in holder
     assert {"federated_forest.score_request", "federated_forest.winners_request",
-            "federated_forest.leaf_values_request"} <= holder
+            "federated_forest.test_leaves"} <= holder
     assert received["master"] <= MASTER_TYPES, f"the master received {sorted(received['master'] - MASTER_TYPES)}"
 
 
