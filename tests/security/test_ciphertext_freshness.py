@@ -139,6 +139,7 @@ def _revfrf() -> Any:
     clf = classifier(n_estimators=2, max_depth=3).set_params(partition=PARTITION).fit(*data)
     clf.predict(data[0][:2], method="encrypted", requester="req")
     clf.predict(data[0][:10], method="test")
+    clf.revoke("u2", level=2)  # the CS's refresh request to the CC and the CC's refreshed splits
     return clf
 
 
