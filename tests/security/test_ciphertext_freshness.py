@@ -56,11 +56,11 @@ HYBRID: dict[str, Fingerprints] = {
 }
 
 
-def _hybrid(pool: bool = False) -> Any:
+def _hybrid(pool: bool = False, encryption: str = "key-owner") -> Any:
     data = hybrid_data()
     m = HybridTreeClassifier(2, host_depth=2, guest_depth=2, max_bins=8, keypair=KEY, mode="secure", min_node_size=0,
                              min_bin_size=0, record_payloads=True, rng=DeterministicRandom("freshness/hybridtree"),
-                             background_pool=pool)
+                             background_pool=pool, encryption=encryption)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_layout(m, data.X, data.y, data.host_features, data.guest_features, data.guest_rows)
@@ -70,9 +70,10 @@ def check_hybrid_fresh(m: Any) -> None:
     assert_fresh(m.network_.transcript, ["host", *(g.name for g in m.guests_)], HYBRID)
 
 
-@pytest.mark.parametrize("pool", [False, True], ids=["pool-off", "pool-on"])
-def test_hybridtree_ciphertexts_are_fresh(pool: bool) -> None:
-    check_hybrid_fresh(_hybrid(pool))
+@pytest.mark.parametrize(("pool", "encryption"), [(False, "key-owner"), (False, "djn"), (False, "djn-short"),
+                                                  (True, "key-owner")])
+def test_hybridtree_ciphertexts_are_fresh(pool: bool, encryption: str) -> None:
+    check_hybrid_fresh(_hybrid(pool, encryption))
 
 
 @pytest.mark.parametrize(("where", "kind"), [("host encryption", "repeated"), ("host pool", "repeated"),
@@ -97,8 +98,9 @@ FOREST: dict[str, Fingerprints] = {
 }
 
 
-def _forest() -> Any:
-    ff, _ = attack_fit(3, n=120, n_estimators=2, rng=DeterministicRandom("freshness/federated forest"))
+def _forest(mode: str = "djn") -> Any:
+    ff, _ = attack_fit(3, n=120, n_estimators=2, paillier_mode=mode,
+                       rng=DeterministicRandom("freshness/federated forest"))
     return ff
 
 
@@ -106,8 +108,9 @@ def check_forest_fresh(ff: Any) -> None:
     assert_fresh(ff.transcript_, [c.name for c in ff.clients_], FOREST)
 
 
-def test_federated_forest_ciphertexts_are_fresh() -> None:
-    check_forest_fresh(_forest())
+@pytest.mark.parametrize("mode", ["djn", "djn-short", "classic"])
+def test_federated_forest_ciphertexts_are_fresh(mode: str) -> None:
+    check_forest_fresh(_forest(mode))
 
 
 @pytest.mark.parametrize(("where", "kind"), [("label encryption", "repeated"), ("bin re-randomisation", "trivial")])
@@ -139,6 +142,7 @@ def _revfrf() -> Any:
     clf = classifier(n_estimators=2, max_depth=3).set_params(partition=PARTITION).fit(*data)
     clf.predict(data[0][:2], method="encrypted", requester="req")
     clf.predict(data[0][:10], method="test")
+    clf.revoke("u2", level=2)  # the CS's refresh request to the CC and the CC's refreshed splits
     return clf
 
 

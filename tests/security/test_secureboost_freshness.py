@@ -2,9 +2,10 @@
 
 * The active party encrypts each tree's gradients with randomness of their own: no obfuscator
   repeats across the run, with the background randomness pool off (the encryption draws from
-  the role's random source) and on (the pool's workers draw them).  Planted companions: the
-  encryption with a fixed random stream (pool off), a pool that serves the first tree's
-  obfuscators again for every tree (pool on).
+  the role's random source) and on (the pool's workers draw them), under both encryption modes.
+  Planted companions: the encryption with a fixed random stream, or with randomness derived
+  from each plaintext (pool off; caught where plaintexts repeat, as in a classification's
+  first tree), a pool that serves the first tree's obfuscators again for every tree (pool on).
 * The passive party re-randomises every packed bucket sum: handed the same histogram request
   twice, it answers with ciphertexts that share no obfuscator.  Without that the sums are the
   products of the active party's own ciphertexts, whose obfuscators the active party knows, so
@@ -79,9 +80,13 @@ class Replays:
                                 pk.n)
 
 
-def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool, encryption: str = "key-owner") -> Any:
+def _fit(keys: tuple[PublicKey, PrivateKey], pool: bool, encryption: str = "key-owner", task: str = "reg") -> Any:
+    """A fit on the SecureBoost tests' data; ``clf``: labels above the median target, so that in
+    the first tree every instance of a class has the same gradient (the same plaintext)."""
     X, y = vertical_data()
-    model = make("reg", PARTITION, keys, n_estimators=3, rng=DeterministicRandom("secureboost/freshness"),
+    if task == "clf":
+        y = (y > np.median(y)).astype(np.int64)
+    model = make(task, PARTITION, keys, n_estimators=3, rng=DeterministicRandom("secureboost/freshness"),
                  background_pool=pool, encryption=encryption)
     return model.fit(X, y)
 
@@ -94,11 +99,12 @@ def check_passives_fresh(model: Any, pk: PublicKey) -> None:
     assert_fresh(model.network_.transcript, PASSIVES, fingerprints(pk))
 
 
-@pytest.mark.parametrize("encryption", ["key-owner", "djn"])
-@pytest.mark.parametrize("pool", [False, True], ids=["pool-off", "pool-on"])
-def test_every_ciphertext_is_fresh(pool: bool, encryption: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("pool", "encryption", "task"), [(False, "key-owner", "reg"), (False, "djn", "reg"),
+                                                          (True, "key-owner", "reg"), (True, "djn", "reg"),
+                                                          (False, "key-owner", "clf")])
+def test_every_ciphertext_is_fresh(pool: bool, encryption: str, task: str, monkeypatch: pytest.MonkeyPatch) -> None:
     replays = Replays(monkeypatch)
-    model = _fit(KEY, pool, encryption)
+    model = _fit(KEY, pool, encryption, task)
     check_active_fresh(model, KEY[0])
     check_passives_fresh(model, KEY[0])
     replays.check(KEY[0])
@@ -117,6 +123,19 @@ def test_planted_fixed_encryption_randomness_is_caught(encryption: str, monkeypa
     check_passives_fresh(model, KEY[0])  # the leak is the active party's only
     with pytest.raises(AssertionError, match="repeated"):
         check_active_fresh(model, KEY[0])
+
+
+def test_planted_encryption_randomness_from_the_plaintext_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pool off: each ciphertext's randomness derived from its plaintext (deterministic
+    encryption); in the first tree of a classification every instance of a class repeats."""
+    honest = active_module.encrypt_to_bytes
+
+    def deterministic(key: Any, values: Any, **kw: Any) -> bytes:
+        return b"".join(honest(key, [v], **{**kw, "rng": DeterministicRandom(f"plaintext {v}")}) for v in values)
+
+    monkeypatch.setattr(active_module, "encrypt_to_bytes", deterministic)
+    with pytest.raises(AssertionError, match="repeated"):
+        check_active_fresh(_fit(KEY, pool=False, task="clf"), KEY[0])
 
 
 def test_planted_repeating_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
