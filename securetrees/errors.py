@@ -38,6 +38,7 @@ __all__ = [
     "TableError",
     "TypeMismatchError",
     "UnauthorizedSender",
+    "UnboundReply",
     "UnexpectedMessage",
     "UnknownKeyError",
     "UnsupportedActionError",
@@ -95,6 +96,11 @@ class UnexpectedMessage(ProtocolError):
 class UnauthorizedSender(UnexpectedMessage):
     """A message came from a party whose role may not send it (or send it to this role), or a
     reply answered a request it is not declared for; refused before any handler ran."""
+
+
+class UnboundReply(UnexpectedMessage):
+    """A reply's binding does not match the request the caller sent (a reply to another request or
+    to another caller, an earlier reply replayed); refused before it is decoded."""
 
 
 class PartyUnavailable(ProtocolError):

@@ -104,12 +104,36 @@ def _frame(source: object, where: str) -> Any:
     try:
         if suffix == ".csv":
             return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-        return pd.read_parquet(path)
+        return _parquet(path)
     except pd.errors.EmptyDataError:
         raise TableError(f"{where}: the file is empty") from None
-    except (OSError, ValueError, ImportError, pd.errors.ParserError) as exc:
-        # pyarrow's ArrowInvalid is a ValueError; a missing file an OSError
-        raise TableError(f"{where}: cannot read the table: {exc}") from None
+    except _read_errors() as exc:
+        raise TableError(f"{where}: cannot read the table: {type(exc).__name__}: {exc}") from None
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged file raises from pandas and pyarrow: a missing file (OSError), bad
+    bytes (pyarrow's ArrowException, whose ArrowInvalid is also a ValueError), and the KeyError or
+    TypeError of pyarrow's pandas metadata when that part of the file is damaged."""
+    import pandas as pd
+
+    found: list[type[BaseException]] = [OSError, ValueError, KeyError, TypeError, ImportError,
+                                         pd.errors.ParserError]
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - the data extra
+        return tuple(found)
+    return (*found, pa.ArrowException)
+
+
+def _parquet(path: Path) -> Any:
+    """A Parquet file as a DataFrame, every value checked while reading (``validate(full=True)``:
+    a string cell that is not UTF-8 fails here, not later where a step touches the cell)."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    table = pq.read_table(path)
+    table.validate(full=True)
+    return table.to_pandas()
 
 
 def table_columns(source: object, name: str = "table") -> list[str]:
@@ -127,8 +151,8 @@ def table_columns(source: object, name: str = "table") -> list[str]:
         return [str(c) for c in pd.read_csv(path, dtype=str, nrows=0).columns]
     except pd.errors.EmptyDataError:
         raise TableError(f"{where}: the file is empty") from None
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise TableError(f"{where}: cannot read the table: {exc}") from None
+    except _read_errors() as exc:
+        raise TableError(f"{where}: cannot read the table: {type(exc).__name__}: {exc}") from None
 
 
 def _is_missing(v: object) -> bool:
@@ -163,9 +187,13 @@ def _parsed(values: Any, where: str) -> FloatArray:
     return out
 
 
-def _texts(values: Any) -> npt.NDArray[np.object_]:
-    """A column's cells as text (empty: None), an object array."""
-    out: npt.NDArray[np.object_] = values.astype(str).to_numpy(dtype=object)
+def _texts(values: Any, where: str) -> npt.NDArray[np.object_]:
+    """A column's cells as text (empty: None), an object array; a Parquet byte cell that is not
+    UTF-8 raises :class:`TableError`."""
+    try:
+        out: npt.NDArray[np.object_] = values.astype(str).to_numpy(dtype=object)
+    except UnicodeDecodeError:
+        raise TableError(f"{where}: a cell holds bytes that are not UTF-8 text") from None
     out[values.isna().to_numpy()] = None
     return out
 
@@ -175,7 +203,7 @@ def _typed_column(values: Any, where: str) -> tuple[npt.NDArray[Any], bool]:
     try:
         return _numbers(values, where), True
     except TableError:
-        return _texts(values), False
+        return _texts(values, where), False
 
 
 def read_table(source: object, options: TableOptions | None = None, *, schema: TabularSchema | None = None,
@@ -237,7 +265,7 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
         if known_numeric or (schema is None and opt.columns is not None and c not in declared):
             data[c], numeric[c] = _numbers(values, col_where), True  # declared numeric: must parse
         elif c in declared or (schema is not None):
-            data[c], numeric[c] = _texts(values), False
+            data[c], numeric[c] = _texts(values, col_where), False
             outside = sorted({str(v) for v in data[c] if v is not None} - set(declared.get(c, ())))
             if strict and schema is None and outside:
                 raise TableError(f"{col_where}: categories outside the declared ones: {outside[:5]}")

@@ -2,9 +2,10 @@
 
 Service (``specs/deployment.md``): ``securetrees.Party/Deliver``, unary, raw bytes
 both ways (no protobuf): the request is one wire-codec frame; the response is
-``0x00`` (no reply) or ``0x01`` followed by the reply's frame.  Metadata carries
-the receiver's name and the sender's round number; the *sender* is never taken
-from metadata but from the client certificate TLS authenticated.
+``0x00`` (no reply) or ``0x01`` followed by the reply's binding to the request (32 bytes,
+:func:`~securetrees.runtime.network.reply_binding`) and the reply's frame.  Metadata carries
+the receiver's name, the sender's round number and the request's 16-byte random id (hex); the
+*sender* is never taken from metadata but from the client certificate TLS authenticated.
 
 Each side checks the other against the run's roster, where every name is bound
 to the one CA of the bundle allowed to issue it: the server refuses a client
@@ -53,7 +54,7 @@ from securetrees.errors import (
 from securetrees.net.tls import TlsIdentity, bind_issuers, check_name, fingerprint, issued_by
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, check_role
-from securetrees.runtime.network import Network
+from securetrees.runtime.network import BINDING_BYTES, REQUEST_ID_BYTES, Network, new_request_id
 from securetrees.runtime.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ _NO_REPLY: Final = b"\x00"
 _REPLY: Final = b"\x01"
 _RECEIVER_KEY: Final = "st-receiver"
 _ROUND_KEY: Final = "st-round"
+_REQUEST_KEY: Final = "st-request"
 _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 _READY_FIRST_PAUSE: Final = 0.005
 """Seconds between the first two readiness attempts of :meth:`GrpcNetwork.wait_for`; doubled after each."""
@@ -144,6 +146,17 @@ def _listening(address: str) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+def _request_id(value: object) -> bytes | None:
+    """The request id from its metadata value (hex), or None when missing or not 16 bytes."""
+    if not isinstance(value, str) or len(value) != 2 * REQUEST_ID_BYTES:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return raw if len(raw) == REQUEST_ID_BYTES else None  # fromhex skips spaces
 
 
 def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> SecureTreesError:
@@ -326,9 +339,9 @@ class GrpcNetwork(Network):
         if ch is not None:
             ch.close()
 
-    def _invoke(self, receiver: str, data: bytes, round_: int, kind: type[Message]) -> bytes:
+    def _invoke(self, receiver: str, data: bytes, round_: int, kind: type[Message], request_id: bytes) -> bytes:
         stub = self._channel(receiver).unary_unary(METHOD)
-        metadata = ((_RECEIVER_KEY, receiver), (_ROUND_KEY, str(round_)))
+        metadata = ((_RECEIVER_KEY, receiver), (_ROUND_KEY, str(round_)), (_REQUEST_KEY, request_id.hex()))
         attempts = 1 + (self.options.retries if kind.idempotent else 0)
         timeout = None if kind.long_running else self.options.deadline
         delay = self.options.backoff
@@ -356,14 +369,14 @@ class GrpcNetwork(Network):
             raise ProtocolError(f"this process speaks for {self.name!r}, not {sender!r}")
         if receiver == self.name:
             raise ProtocolError("a party does not call itself")
-        data = codec.encode(msg)
-        raw = self._invoke(receiver, data, round_, type(msg))
+        data, request_id = codec.encode(msg), new_request_id()
+        raw = self._invoke(receiver, data, round_, type(msg), request_id)  # a retry sends the same id
         self._count_sent(len(data))
         if raw == _NO_REPLY:
             return None
         if raw[:1] != _REPLY:
             raise DecodeError(f"malformed response from {receiver!r}")
-        return self.accept_reply(round_, receiver, self.name, type(msg), raw[1:])
+        return self.accept_reply(round_, receiver, self.name, type(msg), request_id, data, raw[1:])
 
     def _new_round(self) -> int:
         with self._lock:
@@ -436,22 +449,25 @@ class GrpcNetwork(Network):
             round_ = int(meta.get(_ROUND_KEY, "0"))
         except ValueError:
             round_ = 0
+        request_id = _request_id(meta.get(_REQUEST_KEY))
+        if request_id is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"DecodeError: a request carries a {REQUEST_ID_BYTES}-byte id in {_REQUEST_KEY!r}")
         party = self._party
-        if party is None:  # pragma: no cover - aborted above
+        if party is None or request_id is None:  # pragma: no cover - aborted above
             raise PartyUnavailable("no party")
         try:
-            reply = self.receive(round_, sender, party, request)
+            answer = self.answer(round_, sender, party, request_id, request)
         except SecureTreesError as exc:
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
                     else grpc.StatusCode.FAILED_PRECONDITION)
             context.abort(code, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # the peer learns the type only, never a traceback
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: internal error")
-        if reply is None:
+        if answer is None:
             return _NO_REPLY
-        data = codec.encode(reply)
-        self._count_sent(len(data))
-        return _REPLY + data
+        self._count_sent(len(answer) - BINDING_BYTES)
+        return _REPLY + answer
 
     def _count_sent(self, size: int) -> None:
         with self._lock:

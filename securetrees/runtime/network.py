@@ -11,16 +11,29 @@ Every network lets a message in through :meth:`Network.receive` only: the
 sender's role (from the run's roster) must be one the message's type declares
 (:func:`~securetrees.runtime.messages.message`), else the message is refused
 with :class:`UnauthorizedSender`, recorded as a refusal and never delivered.
-Replies pass :meth:`Network.accept_reply`: only a reply declared for the request.
+Replies pass :meth:`Network.accept_reply`: only a reply declared for the request, and only
+one bound to it: every request carries a fresh 16-byte request id, the replier's network
+prefixes its reply frame with :func:`reply_binding` over the request, and the caller refuses a
+reply whose binding is not the one it computes itself (:class:`UnboundReply`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from securetrees.errors import PartyUnavailable, ProtocolError, UnauthorizedSender, UnexpectedMessage
+from securetrees.errors import (
+    DecodeError,
+    PartyUnavailable,
+    ProtocolError,
+    UnauthorizedSender,
+    UnboundReply,
+    UnexpectedMessage,
+)
+from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, authorize_reply, authorize_request
 from securetrees.runtime.transcript import Transcript
@@ -28,7 +41,32 @@ from securetrees.runtime.transcript import Transcript
 if TYPE_CHECKING:
     from securetrees.runtime.party import Party
 
-__all__ = ["InProcessNetwork", "Network"]
+__all__ = ["BINDING_BYTES", "REQUEST_ID_BYTES", "InProcessNetwork", "Network", "new_request_id", "reply_binding"]
+
+REQUEST_ID_BYTES: Final = 16
+"""Length of the random id every request carries (from :mod:`securetrees.rand`)."""
+BINDING_BYTES: Final = 32
+"""Length of the binding (SHA-256) that prefixes every reply frame."""
+_BINDING_LABEL: Final = b"securetrees.reply.v1"
+
+
+def reply_binding(caller: str, replier: str, request_id: bytes, request: bytes) -> bytes:
+    """SHA-256 over a label, the caller's and the replier's names, the request id and the
+    request's frame, each length-prefixed (8 bytes, big-endian) so that no two inputs hash alike.
+
+    Keyless: it ties a reply to one request and authenticates nobody (the channel does: mutual
+    TLS over gRPC).  It reveals nothing the request did not: both ends already hold every input."""
+    h = hashlib.sha256(_BINDING_LABEL)
+    for part in (caller.encode("utf-8"), replier.encode("utf-8"), request_id, request):
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.digest()
+
+
+def new_request_id(rng: RandomSource = SYSTEM_RANDOM) -> bytes:
+    """A fresh request id: 16 bytes from the library's CSPRNG (unpredictable, so no reply can be
+    bound to a request before the caller sends it)."""
+    return rng.token_bytes(REQUEST_ID_BYTES)
 
 
 class Network(ABC):
@@ -80,11 +118,32 @@ class Network(ABC):
                            len(data), round_)
         return party.dispatch(sender, msg)
 
-    def accept_reply(self, round_: int, replier: str, caller: str, request: type[Message], data: bytes) -> Message:
-        """Decode and record the reply ``data`` in the caller's view if its type (read from the
-        header first) is declared as an answer to ``request``; otherwise record a refusal and
-        raise :class:`UnauthorizedSender`."""
+    def bind(self, caller: str, replier: str, request_id: bytes, request: bytes) -> bytes:
+        """The binding of a reply to this request (:func:`reply_binding`); both ends compute it."""
+        return reply_binding(caller, replier, request_id, request)
+
+    def answer(self, round_: int, sender: str, party: Party, request_id: bytes, data: bytes) -> bytes | None:
+        """The replier's side of a call: :meth:`receive` the request, then return the reply as it
+        travels, its binding to this request followed by its frame (None for a one-way message)."""
+        reply = self.receive(round_, sender, party, data)
+        if reply is None:
+            return None
+        return self.bind(sender, party.name, request_id, data) + codec.encode(reply)
+
+    def accept_reply(self, round_: int, replier: str, caller: str, request: type[Message], request_id: bytes,
+                     request_frame: bytes, answer: bytes) -> Message:
+        """The caller's side of a call: split ``answer`` into binding and frame; refuse a binding
+        other than the one this caller computes for the request it sent (:class:`UnboundReply`),
+        then a reply type not declared as an answer to ``request`` (:class:`UnauthorizedSender`),
+        each recorded as a refusal; decode and record the reply in the caller's view."""
+        if len(answer) <= BINDING_BYTES:
+            raise DecodeError(f"the reply from {replier!r} is shorter than its binding")
+        binding, data = answer[:BINDING_BYTES], answer[BINDING_BYTES:]
         kind = codec.message_type(data)
+        if not hmac.compare_digest(binding, self.bind(caller, replier, request_id, request_frame)):
+            reason = f"the reply from {replier!r} is not bound to the request {caller!r} sent"
+            self.transcript.refuse(round_, replier, caller, kind.wire_type, len(data), reason)
+            raise UnboundReply(reason)
         try:
             authorize_reply(request, kind)
         except UnauthorizedSender as exc:
@@ -150,13 +209,13 @@ class InProcessNetwork(Network):
             if name in self._down:
                 raise PartyUnavailable(f"party {name!r} has dropped out")
         target = self._party(receiver)
-        data = codec.encode(msg)
-        reply = self.receive(round_, sender, target, data)
-        if reply is None:
+        data, request_id = codec.encode(msg), new_request_id()
+        answer = self.answer(round_, sender, target, request_id, data)
+        if answer is None:
             return None
         if receiver in self._down:  # dropped while handling
             raise PartyUnavailable(f"party {receiver!r} has dropped out")
-        return self.accept_reply(round_, receiver, sender, type(msg), codec.encode(reply))
+        return self.accept_reply(round_, receiver, sender, type(msg), request_id, data, answer)
 
     def call(self, sender: str, receiver: str, msg: Message) -> Message | None:
         return self._deliver(self.transcript.new_round(), sender, receiver, msg)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -28,47 +27,14 @@ from securetrees import sealing
 from securetrees.dtpkc import encrypt as dtpkc_encrypt
 from securetrees.dtpkc import wire as dwire
 from securetrees.encoding import FixedPoint, SignedRange
-from securetrees.errors import SecureTreesError
 from securetrees.net.config import load_config
 from securetrees.net.keyfile import open_key_file, write_key_file
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.dtpkc import dtpkc_test_keys
+from securetrees.testing.fuzzing import bytes_inputs, mutated, typed
 from securetrees.testing.paillier import small_keypair
 from securetrees.trees import RandomForestClassifier, dumps, loads
-
-
-def typed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Call ``fn``; success and SecureTreesError are fine, any other exception fails the test."""
-    try:
-        fn(*args, **kwargs)
-    except SecureTreesError:
-        pass
-    except Exception as exc:  # the point: any other type is a finding
-        pytest.fail(f"untyped {type(exc).__name__} from {getattr(fn, '__qualname__', fn)}: {exc!r}")
-
-
-@st.composite
-def mutated(draw: st.DrawFn, valid: bytes) -> bytes:
-    """``valid`` with one to three mutations: bit flip, truncation, extension, splice."""
-    data = bytearray(valid)
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "truncate", "extend", "splice"]))
-        i = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[i] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "truncate":
-            del data[i:]
-        elif kind == "extend":
-            data += draw(st.binary(min_size=1, max_size=16))
-        else:
-            data[i : i + draw(st.integers(0, 8))] = draw(st.binary(max_size=8))
-    return bytes(data)
-
-
-def bytes_inputs(valid: bytes) -> st.SearchStrategy[bytes]:
-    return st.one_of(mutated(valid), st.binary(max_size=200), st.binary(max_size=64).map(lambda b: valid[:8] + b))
-
 
 # --------------------------------------------------------------------------- Paillier
 

@@ -25,12 +25,14 @@ from securetrees.errors import (
     RemoteError,
     RevokedError,
     UnauthorizedSender,
+    UnboundReply,
 )
 from securetrees.net import GrpcNetwork, Peer, TlsIdentity, TransportOptions, fingerprint, load_identity, transport
 from securetrees.net.control import Controllable, ControlReply, ControlRequest, Operator
 from securetrees.net.keyfile import open_key_file, write_key_file
 from securetrees.net.tls import make_test_pki
 from securetrees.runtime import Message, Party, handles, message
+from securetrees.runtime.network import reply_binding
 
 NAMES = ["alice", "bob", "operator", "mallory"]
 
@@ -141,6 +143,63 @@ def test_round_trip_records_views_and_bytes(pair: Pair) -> None:
     assert (req.sender, req.receiver, req.type_name) == ("alice", "bob", "test.net.ping")
     assert req.payload == Ping(41) and req.size == len(req.data or b"")
     assert [r.type_name for r in na.transcript.view("alice")] == ["test.net.pong", "test.net.pong"]
+
+
+class UnboundGrpcNetwork(GrpcNetwork):
+    """The planted leak: both ends bind a reply to the two names only, not to the request."""
+
+    def bind(self, caller: str, replier: str, request_id: bytes, request: bytes) -> bytes:
+        return reply_binding(caller, replier, b"", b"")
+
+
+@pytest.mark.parametrize("network", [GrpcNetwork, UnboundGrpcNetwork], ids=["bound", "planted-unbound"])
+def test_a_replayed_response_is_refused(pki: dict[str, TlsIdentity], network: type[GrpcNetwork]) -> None:
+    """Bob's server hands back, for alice's second Ping, the whole response it gave the first (the
+    bytes after TLS: marker, binding, frame).  The bound transport refuses it; the planted unbound
+    one takes the stale Pong for the new answer."""
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer("127.0.0.1:0", role="echo")}
+    opts = TransportOptions(deadline=DEADLINE, retries=0)
+    nb = network(pki["bob"], roster, options=opts)
+    Echo("bob", nb)
+    serve, sent = nb._serve, []
+
+    def replaying(request: bytes, context: object) -> bytes:
+        sent.append(serve(request, context))  # type: ignore[arg-type]
+        return sent[0]
+
+    nb._serve = replaying  # type: ignore[method-assign]
+    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}", role="echo")
+    na = network(pki["alice"], roster, options=opts)
+    alice = Caller("alice", na)
+    try:
+        assert alice.call("bob", Ping(1), expect=Pong) == Pong(2)
+        if network is GrpcNetwork:
+            with pytest.raises(UnboundReply):
+                alice.call("bob", Ping(10), expect=Pong)
+            assert [r.type_name for r in na.transcript.refusals] == ["test.net.pong"]
+        else:
+            assert alice.call("bob", Ping(10), expect=Pong) == Pong(2)  # the stale answer, accepted
+        assert len(sent) == 2 and sent[0] != sent[1]
+    finally:
+        na.close()
+        nb.close()
+
+
+def test_a_request_without_its_id_is_refused(pair: Pair) -> None:
+    """A request carries its 16-byte id in ``st-request``; one without (an older or hostile client)
+    is refused before any handler runs."""
+    import grpc
+
+    na, _, _, bob, _ = pair
+    stub = na._channel("bob").unary_unary(transport.METHOD)
+    frame = transport.codec.encode(Ping(1))
+    for request_id in (None, "00" * 15, "zz" * 16, " 0" * 16):
+        meta = [("st-receiver", "bob"), ("st-round", "1")]
+        meta += [] if request_id is None else [("st-request", request_id)]
+        with pytest.raises(grpc.RpcError) as info:
+            stub(frame, timeout=DEADLINE, metadata=meta)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bob.calls == 0
 
 
 def test_remote_errors_keep_their_type_and_hide_internals(
