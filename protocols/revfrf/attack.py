@@ -21,18 +21,26 @@ over the samples it saw; the best of three scores: the mean within-node mid-perc
 sample's codes, the midpoint of its rank interval, and its label when labels are global),
 ``exact_bins`` (samples whose global bin the CS holds) and ``rank_interval`` (the median width
 of the rank intervals, as a share of the samples the CS saw on the column).
+
+The CC's naming of the leaf a prediction reached (``specs/revfrf.md``, "What the CC learns
+from a prediction request"): :func:`cc_prediction_profile` reads, from the CC's view of one
+request, each HoLT batch's size and output keys; :func:`name_leaf` guesses each request's
+leaf from known requests with the same profile.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from securetrees.dtpkc.twoserver import HoLTRequest
+from securetrees.errors import ParameterError
 from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest
-from securetrees.runtime import Transcript
+from securetrees.runtime import Record, Transcript
 from securetrees.trees import BinMapper
 
 IntArray = npt.NDArray[np.int64]
@@ -199,3 +207,42 @@ def integer_data(n: int = 240, d: int = 6, n_classes: int = 2, seed: int = 0
     cuts = np.quantile(score, np.linspace(0, 1, n_classes + 1)[1:-1])
     return X, np.searchsorted(cuts, score).astype(np.int64)
 
+
+
+# --------------------------------------------------------------------------- the CC's view of prediction
+
+
+BatchShape = tuple[int, tuple[tuple[bytes, ...], ...]]
+
+
+def cc_prediction_profile(records: Sequence[Record]) -> tuple[BatchShape, ...]:
+    """What the CC's view of one prediction shows besides HoLT's blurred magnitudes: per HoLT
+    batch, in order, its size and the output keys it names."""
+    return tuple((len(r.payload.beta), tuple(r.payload.out_keys)) for r in records
+                 if isinstance(r.payload, HoLTRequest))
+
+
+def _most_common(items: Sequence[Hashable]) -> Hashable:
+    """The most frequent item; ties go to the one seen first."""
+    counts = Counter(items)
+    return max(counts, key=lambda k: (counts[k], -items.index(k)))
+
+
+def name_leaf(known: Sequence[tuple[Hashable, Hashable]], targets: Sequence[tuple[Hashable, Hashable]]
+              ) -> tuple[int, int]:
+    """The CC names the leaf (or the tuple of leaves, one per tree) each target request
+    reached from its profile (:func:`cc_prediction_profile`), granted the (profile, leaf) pairs
+    of ``known`` requests: it guesses the leaf most frequent among the known requests with
+    the target's profile, or among all of them when none shares it.  Returns ``(hits, prior)``
+    over the targets: its correct guesses, and those of the most frequent known leaf guessed
+    for every target (no profile).  With a profile the same for every request they are equal."""
+    if not known:
+        raise ParameterError("the attack needs known requests")
+    every = [leaf for _, leaf in known]
+    by_profile: dict[Hashable, list[Hashable]] = defaultdict(list)
+    for prof, leaf in known:
+        by_profile[prof].append(leaf)
+    base = _most_common(every)
+    hits = sum(_most_common(by_profile.get(prof) or every) == leaf for prof, leaf in targets)
+    prior = sum(base == leaf for _, leaf in targets)
+    return hits, prior
