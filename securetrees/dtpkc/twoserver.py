@@ -25,6 +25,7 @@ the input ciphertexts, so a CC that has seen them elsewhere cannot strip the mas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles, message
 
 __all__ = [
+    "MIN_SPREAD",
     "CentralServer",
     "ComputationServer",
     "HoAddPending",
@@ -61,6 +63,7 @@ __all__ = [
     "hoadd_reveal",
     "holt_blind",
     "holt_decide",
+    "holt_delta",
     "holt_finish",
     "holt_open",
 ]
@@ -71,6 +74,16 @@ __all__ = [
 
 MIN_KAPPA = 40
 """The smallest statistical parameter κ that :class:`HoLTParams` accepts."""
+
+MIN_SPREAD = 32
+"""The fewest octaves E of ρ that :class:`HoLTParams` accepts: the CC's advantage per comparison
+over the simulator, ``δ = log2(3)/E + 2^(4-κ)``, is then at most 0.0496 (``specs/dtpkc.md``); at
+E = 1 the bound says nothing."""
+
+
+def holt_delta(spread: int, kappa: int) -> float:
+    """``δ = log2(3)/E + 2^(4-κ)``: the bound on the CC's advantage per comparison."""
+    return math.log2(3) / spread + 2.0 ** (4 - kappa)
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,7 @@ class HoLTParams:
       the law of ``|β'|`` is within statistical distance ``2^(4-κ)`` of a smooth scale family
       of M (no divisibility, no exact value).
 
-    Defaults ℓ = 128, σ = 256, E = 96, κ = 60.  Construction refuses ``κ < 40`` and
+    Defaults ℓ = 128, σ = 256, E = 96, κ = 60.  Construction refuses ``E < 32`` (:data:`MIN_SPREAD`), ``κ < 40`` and
     ``σ < ℓ + 2κ + 3`` (which keeps ``W ≤ 2^-κ·2^(σ-1)``, so ν never flips a sign and
     hardly shows at the edges); :meth:`check` refuses any configuration that could wrap
     modulo N: ``ℓ + σ + E + 3 < |N|``.
@@ -101,6 +114,12 @@ class HoLTParams:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParameterError(f"HoLT {name} must be a positive integer")
+        if self.spread < MIN_SPREAD:
+            raise ParameterError(
+                f"HoLT spread must be at least {MIN_SPREAD} octaves (the CC's advantage per comparison "
+                f"is then at most {holt_delta(MIN_SPREAD, MIN_KAPPA):.4f}; at spread={self.spread} it is "
+                f"{min(1.0, holt_delta(self.spread, self.kappa)):.4f})"
+            )
         if self.kappa < MIN_KAPPA:
             raise ParameterError(f"HoLT kappa must be at least {MIN_KAPPA} (statistical hiding 2^-kappa)")
         if self.sigma < self.ell + 2 * self.kappa + 3:
