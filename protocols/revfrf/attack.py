@@ -25,11 +25,13 @@ of the rank intervals, as a share of the samples the CS saw on the column).
 The CC's naming of the leaf a prediction reached (``specs/revfrf.md``, "What the CC learns
 from a prediction request"): :func:`cc_prediction_profile` reads, from the CC's view of one
 request, each HoLT batch's size and output keys; :func:`name_leaf` guesses each request's
-leaf from known requests with the same profile.
+leaf from known requests with the same profile.  :func:`tie_guess_rate` is its guess of a
+path bit from a comparison whose value equals the threshold.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -246,3 +248,24 @@ def name_leaf(known: Sequence[tuple[Hashable, Hashable]], targets: Sequence[tupl
     hits = sum(_most_common(by_profile.get(prof) or every) == leaf for prof, leaf in targets)
     prior = sum(base == leaf for _, leaf in targets)
     return hits, prior
+
+
+def tie_guess_rate(comparisons: Sequence[tuple[int, bool]], grid_step: int, spread: int) -> float:
+    """The CC's success rate guessing the path bit of HoLT comparisons from their magnitudes by
+    spotting ties, exact in expectation (no sampling).
+
+    Each comparison is ``(M, left)`` with ``M = |2(X − S) − 1|`` (fixed-point codes; HoLT
+    compares ``X < S + 1``).  The CC knows the values sit on a grid of ``grid_step`` = g units,
+    so a value that is not the threshold itself has ``M ≥ g − 1`` wherever the threshold sits;
+    it sees ``log2 M + e`` with e uniform over ``spread`` octaves (HoLT's blur, the κ term
+    aside).  It guesses *left* when the view lies below ``log2(g − 1)``, which only a tie
+    (``x = s``, hence left) can give, and tosses a coin otherwise.  With no tie the rate is
+    exactly 1/2."""
+    if not comparisons or grid_step < 3:
+        raise ParameterError("no comparisons, or a grid too fine for ties to show")
+    cut = math.log2(grid_step - 1)
+    total = 0.0
+    for m, left in comparisons:
+        below = min(1.0, max(0.0, (cut - math.log2(m)) / spread))  # P(view < cut)
+        total += below * float(left) + (1.0 - below) * 0.5
+    return total / len(comparisons)
