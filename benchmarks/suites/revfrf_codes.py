@@ -87,7 +87,7 @@ def _adult(n: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     return X, y, np.nan_to_num(ad.X_test, nan=-1.0), ad.y_test
 
 
-def _skewed(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def skewed(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Eight log-normal columns on different scales; the label depends on logs and a step."""
     rng = np.random.default_rng(2024)
     total = n + 5000
@@ -100,7 +100,7 @@ def _skewed(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def accuracy(report: Report, quick: bool) -> dict[str, float]:
     seeds = [0] if quick else [0, 1, 2]
-    data = {"Adult": _adult(2000 if quick else None), "skewed": _skewed(2000 if quick else 5000)}
+    data = {"Adult": _adult(2000 if quick else None), "skewed": skewed(2000 if quick else 5000)}
     table = report.table(
         f"Test accuracy [%] by code resolution k, 10 trees of depth 10, median of {len(seeds)} seed(s)",
         ["data", "splitter", "k", "accuracy", "drop vs full [points]"],
