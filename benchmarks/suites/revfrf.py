@@ -8,10 +8,13 @@ Tables (the paper's figures are Java at 1024 bits on two laptops, quoted as thei
   (``securetrees.trees.train_forest``, the same splits as ``splitter="bins"``).
 * Table 6 TP: one encrypted request (FRF-Predict) with 10 trees of depth 10; each party's time
   (exclusive time inside its handlers, from a timing network), bytes and rounds; floor = per
-  visited node one HoLT + one ParHDec1 + one ParHDec2, each measured here.
+  padded comparison one HoLT with its bit under every participant's key, per visited node one
+  ParHDec1 + one ParHDec2, each measured here.
 * Table 7: one feature per participant (14 participants); 1-5 participants revoked in turn:
   nodes destroyed (fraction of the forest), splits rebuilt, rebuild time per rebuilt split
   against the full build's time per split.
+* Padding: what hiding the paths from the CC costs per encrypted request, on Adult and a
+  skewed synthetic table (:func:`padding`).
 * Table 2: accuracy on Adult's official test split with 0-5 revoked participants against
   scikit-learn's RandomForestClassifier with the same trees, depth and per-node features,
   trained on the remaining columns; and the central reference.
@@ -31,7 +34,8 @@ import statistics
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -50,8 +54,10 @@ from securetrees.dtpkc import (
 )
 from securetrees.errors import InsecureParameterWarning
 from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.cs_prediction import CSPrediction
 from securetrees.runtime import InProcessNetwork, Message
 from securetrees.trees import BinningParams, GrowParams, train_forest
+from suites.revfrf_codes import skewed
 
 PAPER_TC_CS, PAPER_TC_UD, PAPER_TP_CS, PAPER_TP_UD = 3.09, 2.27, 13.33, 0.08
 PAPER_TABLE7 = {1: (16.1, 1.2), 2: (37.0, 2.7), 3: (50.1, 3.6), 4: (83.1, 6.1), 5: (136.3, 9.8)}
@@ -228,26 +234,29 @@ def prediction(report: Report, system: System, quick: bool) -> dict[str, float]:
         parts["all (wall)"].append(wall)
         visited.append(sum(int(t.depth[t.apply(x[None, :])[0]]) for t in plain.trees))
     stats = clf.transcript_.since(mark)
-    # floor: per visited node one HoLT (CS + CC), one ParHDec1 (provider), one ParHDec2 (CS)
+    # floor: per padded comparison one HoLT (CS + CC, every key), per visited node ParHDec1 and ParHDec2
     cs = clf.cs_
     u1 = clf.participants_["u1"]
     node = next(n for t in cs.trees for n in t.internal() if n.provider == "u1")
     assert node.split is not None
     cx = encrypt(req._weak.public, 1 << 40)
     split = node.split.add_constant(1)
-    t_holt = _med([_timed(lambda: cs.holt(cx, split)) for _ in range(7)]).median
+    keys = cs._holt_keys()
+    t_holt = _med([_timed(lambda: cs.holt_many([(cx, split)], fan_out=keys)) for _ in range(7)]).median
     bit = cs.holt(cx, split)
     t_p1 = _med([_timed(lambda: parhdec1(u1._weak, bit).rerandomize()) for _ in range(7)]).median
     stripped = Ciphertext.from_ints(cs.public_key, *parhdec1(u1._weak, bit).rerandomize().to_ints())
     t_p2 = _med([_timed(lambda: decrypt_weak(cs._weak, stripped)) for _ in range(7)]).median
     v = statistics.median(visited)
-    floor = v * (t_holt + t_p1 + t_p2)
+    compared = cs.padded_depth * sum(not t.nodes[t.root].is_leaf for t in cs.trees)
+    floor = compared * t_holt + v * (t_p1 + t_p2)
     table = report.table(
         f"Encrypted prediction (FRF-Predict, Table 6, TP), {system.bits}-bit keys: one request, {trees} trees of "
-        f"depth {depth} ({n_splits} splits), median {v:.0f} visited nodes",
+        f"depth {depth} ({n_splits} splits), {compared} comparisons (padded), median {v:.0f} visited nodes",
         ["party", "time", "bytes per request", "rounds per request"],
-        note=f"paper (Java, 1024 bits): CS {PAPER_TP_CS} s, participant {PAPER_TP_UD} s, 0.78 MB. Floor = visited x "
-             f"(HoLT {t_holt * 1e3:.1f} ms + ParHDec1 {t_p1 * 1e3:.1f} ms + ParHDec2 {t_p2 * 1e3:.1f} ms) = "
+        note=f"paper (Java, 1024 bits): CS {PAPER_TP_CS} s, participant {PAPER_TP_UD} s, 0.78 MB. "
+             f"Floor = comparisons x HoLT under every participant's key ({t_holt * 1e3:.1f} ms) + visited x "
+             f"(ParHDec1 {t_p1 * 1e3:.1f} ms + ParHDec2 {t_p2 * 1e3:.1f} ms) = "
              f"{floor:.2f} s; all / floor = {statistics.median(parts['all']) / floor:.2f}",
     )
     per_req = len(rows)
@@ -258,7 +267,7 @@ def prediction(report: Report, system: System, quick: bool) -> dict[str, float]:
            "ratio": statistics.median(parts["all"]) / floor}
     report.data[f"prediction_{system.bits}"] = {
         "parts": dict(parts), "visited": visited, "holt_s": t_holt, "parhdec1_s": t_p1, "parhdec2_s": t_p2,
-        "floor_s": floor, "bytes": stats.bytes, "rounds": stats.rounds, "requests": per_req,
+        "floor_s": floor, "comparisons": compared, "bytes": stats.bytes, "rounds": stats.rounds, "requests": per_req,
         "fit_timings": clf.timings_, "fit_splits": n_splits, "fit_busy": fit_busy,
     }
     return res
@@ -376,6 +385,73 @@ def accuracy(report: Report, system: System, quick: bool) -> dict[str, float]:
             "bins_vs_ref": abs(gaps[0][2] - gaps[0][3])}
 
 
+@contextmanager
+def _cc_sees(cs: Any, variant: str) -> Iterator[None]:
+    """Prediction as the CC saw it before the padding (``"unpadded"``: paths stop at their
+    leaves, each bit under its node's provider's key), with padding only (``"padded"``), or
+    as it is (``"padded, every key"``)."""
+    if variant != "padded, every key":
+        cs._holt_keys = lambda: []
+    if variant == "unpadded":
+        cs._walk = lambda n, decide, pad=False: CSPrediction._walk(cs, n, decide, pad=False)
+    try:
+        yield
+    finally:
+        cs.__dict__.pop("_holt_keys", None)
+        cs.__dict__.pop("_walk", None)
+
+
+PADDING_VARIANTS = ("unpadded", "padded", "padded, every key")
+
+
+def _count_comparisons(cs: Any) -> list[int]:
+    """The sizes of the HoLT batches ``cs`` sends from now on (appended to the returned list)."""
+    batches: list[int] = []
+    holt_many = cs.holt_many
+    cs.holt_many = lambda pairs, **kw: batches.append(len(pairs)) or holt_many(pairs, **kw)
+    return batches
+
+
+def padding(report: Report, system: System, quick: bool) -> dict[str, float]:
+    """What hiding the paths from the CC costs (``specs/revfrf.md``, "What the CC learns from a
+    prediction request"): one-row encrypted requests, unpadded against padded against padded
+    with every bit under every participant's key, on Adult and the skewed table, one
+    participant per column, trees deep enough for the paths to end at different depths."""
+    trees, depth = (3, 8) if quick else (10, 10)
+    n_rows = 3 if quick else 5
+    data = {"Adult": _adult(1000 if quick else 5000), "skewed": skewed(1000 if quick else 5000)}
+    table = report.table(
+        f"Cost of hiding the paths from the CC, {system.bits}-bit keys: one-row encrypted requests, {trees} trees "
+        f"of depth {depth}, median of {n_rows} requests",
+        ["data", "participants", "CC view", "comparisons per request", "time per request (all parties)",
+         "ratio to unpadded"],
+        note="time: CPU seconds of every party (one process); comparisons: HoLT comparisons the CC decides; "
+             "'every key': each bit comes back under each participant's key (one CC encryption per key)",
+    )
+    out: dict[str, float] = {}
+    for name, (X, y, Xte, _) in data.items():
+        part = [[c] for c in range(X.shape[1])]
+        clf, _, _ = _fit(system, X, y, part, n_estimators=trees, max_depth=depth)
+        req = clf.requester("requester")
+        cs = clf.cs_
+        batches = _count_comparisons(cs)
+        base = 0.0
+        for variant in PADDING_VARIANTS:
+            times, counts = [], []
+            with _cc_sees(cs, variant):
+                for x in Xte[:n_rows]:
+                    batches.clear()
+                    times.append(_timed(lambda x=x, req=req: req.request(x)))
+                    counts.append(sum(batches))
+            t = statistics.median(times)
+            base = t if variant == "unpadded" else base
+            table.add(name, str(len(part)), variant, f"{statistics.median(counts):.0f}", _med(times),
+                      f"{t / base:.2f}")
+            out[f"{name}, {variant}"] = t / base
+    report.data[f"padding_{system.bits}"] = out
+    return out
+
+
 def run(report: Report, quick: bool) -> None:
     bits_list = [1024] if quick else [2048, 1024]
     for bits in bits_list:
@@ -384,6 +460,7 @@ def run(report: Report, quick: bool) -> None:
         tc = construction(report, system, quick)
         tp = prediction(report, system, quick)
         rv = revocation(report, system, quick)
+        padding(report, system, quick)
         if bits == bits_list[0] and not quick:
             label = f"{bits} bits"
             report.check(f"construction: CS time per 100 splits, random range ({label}) [s]",

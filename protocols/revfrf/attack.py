@@ -21,18 +21,28 @@ over the samples it saw; the best of three scores: the mean within-node mid-perc
 sample's codes, the midpoint of its rank interval, and its label when labels are global),
 ``exact_bins`` (samples whose global bin the CS holds) and ``rank_interval`` (the median width
 of the rank intervals, as a share of the samples the CS saw on the column).
+
+The CC's naming of the leaf a prediction reached (``specs/revfrf.md``, "What the CC learns
+from a prediction request"): :func:`cc_prediction_profile` reads, from the CC's view of one
+request, each HoLT batch's size and output keys; :func:`name_leaf` guesses each request's
+leaf from known requests with the same profile.  :func:`tie_guess_rate` is its guess of a
+path bit from a comparison whose value equals the threshold.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from securetrees.dtpkc.twoserver import HoLTRequest
+from securetrees.errors import ParameterError
 from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest
-from securetrees.runtime import Transcript
+from securetrees.runtime import Record, Transcript
 from securetrees.testing.ranks import spearman
 from securetrees.trees import BinMapper
 
@@ -183,3 +193,63 @@ def integer_data(n: int = 240, d: int = 6, n_classes: int = 2, seed: int = 0
     cuts = np.quantile(score, np.linspace(0, 1, n_classes + 1)[1:-1])
     return X, np.searchsorted(cuts, score).astype(np.int64)
 
+
+
+# --------------------------------------------------------------------------- the CC's view of prediction
+
+
+BatchShape = tuple[int, tuple[tuple[bytes, ...], ...]]
+
+
+def cc_prediction_profile(records: Sequence[Record]) -> tuple[BatchShape, ...]:
+    """What the CC's view of one prediction shows besides HoLT's blurred magnitudes: per HoLT
+    batch, in order, its size and the output keys it names."""
+    return tuple((len(r.payload.beta), tuple(r.payload.out_keys)) for r in records
+                 if isinstance(r.payload, HoLTRequest))
+
+
+def _most_common(items: Sequence[Hashable]) -> Hashable:
+    """The most frequent item; ties go to the one seen first."""
+    counts = Counter(items)
+    return max(counts, key=lambda k: (counts[k], -items.index(k)))
+
+
+def name_leaf(known: Sequence[tuple[Hashable, Hashable]], targets: Sequence[tuple[Hashable, Hashable]]
+              ) -> tuple[int, int]:
+    """The CC names the leaf (or the tuple of leaves, one per tree) each target request
+    reached from its profile (:func:`cc_prediction_profile`), granted the (profile, leaf) pairs
+    of ``known`` requests: it guesses the leaf most frequent among the known requests with
+    the target's profile, or among all of them when none shares it.  Returns ``(hits, prior)``
+    over the targets: its correct guesses, and those of the most frequent known leaf guessed
+    for every target (no profile).  With a profile the same for every request they are equal."""
+    if not known:
+        raise ParameterError("the attack needs known requests")
+    every = [leaf for _, leaf in known]
+    by_profile: dict[Hashable, list[Hashable]] = defaultdict(list)
+    for prof, leaf in known:
+        by_profile[prof].append(leaf)
+    base = _most_common(every)
+    hits = sum(_most_common(by_profile.get(prof) or every) == leaf for prof, leaf in targets)
+    prior = sum(base == leaf for _, leaf in targets)
+    return hits, prior
+
+
+def tie_guess_rate(comparisons: Sequence[tuple[int, bool]], grid_step: int, spread: int) -> float:
+    """The CC's success rate guessing the path bit of HoLT comparisons from their magnitudes by
+    spotting ties, exact in expectation (no sampling).
+
+    Each comparison is ``(M, left)`` with ``M = |2(X − S) − 1|`` (fixed-point codes; HoLT
+    compares ``X < S + 1``).  The CC knows the values sit on a grid of ``grid_step`` = g units,
+    so a value that is not the threshold itself has ``M ≥ g − 1`` wherever the threshold sits;
+    it sees ``log2 M + e`` with e uniform over ``spread`` octaves (HoLT's blur, the κ term
+    aside).  It guesses *left* when the view lies below ``log2(g − 1)``, which only a tie
+    (``x = s``, hence left) can give, and tosses a coin otherwise.  With no tie the rate is
+    exactly 1/2."""
+    if not comparisons or grid_step < 3:
+        raise ParameterError("no comparisons, or a grid too fine for ties to show")
+    cut = math.log2(grid_step - 1)
+    total = 0.0
+    for m, left in comparisons:
+        below = min(1.0, max(0.0, (cut - math.log2(m)) / spread))  # P(view < cut)
+        total += below * float(left) + (1.0 - below) * 0.5
+    return total / len(comparisons)

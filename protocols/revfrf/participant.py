@@ -46,6 +46,7 @@ from securetrees.protocols.revfrf.messages import (
 )
 from securetrees.protocols.revfrf.missing import threshold_plaintext, value_plaintext
 from securetrees.protocols.revfrf.signing import node_message, revocation_message, verify_revocation
+from securetrees.protocols.revfrf.thresholds import ColumnGrid
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party, handles
 from securetrees.signing import SigningKey, verify
@@ -120,6 +121,7 @@ class Participant(Party):
         self._proposer = proposer
         self._ml = np.random.default_rng(ml_seed)
         self._fx = codec
+        self._grids = [ColumnGrid.fit(X[:, j], codec) for j in range(X.shape[1])]
         self._range = holt_params.inputs(int(weak_key.public.n))
         self._cs = cs
         self._rng = rng
@@ -171,8 +173,9 @@ class Participant(Party):
 
     @handles(SplitRequest)
     def on_split(self, sender: str, msg: SplitRequest) -> SplitReply:
-        """FOS-Find line 8: ``HoEnc(pk_u, s)`` of each winning candidate, signed with the epoch;
-        keeps the threshold and the split's missing side.  Candidate ``n_codes - 1`` (every
+        """FOS-Find line 8: ``HoEnc(pk_u, s)`` of each winning candidate, moved to the middle
+        of its gap on the column's grid (:class:`ColumnGrid`: the same training split, no
+        tie), signed with the epoch; keeps the threshold and the split's missing side.  Candidate ``n_codes - 1`` (every
         present value left) has threshold ``+inf``.  Learns: which candidates won, and where
         missing values go at each of its nodes."""
         self._check_active()
@@ -189,7 +192,8 @@ class Participant(Party):
         for t, b in zip(msg.task.tolist(), msg.candidate.tolist(), strict=True):
             if not 0 <= t < len(sets) or not 0 <= b < sets[t].n_codes:
                 raise UnexpectedMessage("split request names an unknown candidate")
-            thresholds.append(float(sets[t].thresholds[b]) if b < sets[t].thresholds.size else float("inf"))
+            s = float(sets[t].thresholds[b]) if b < sets[t].thresholds.size else float("inf")
+            thresholds.append(self._grids[self._col[int(cols[t])]].centre(s))
         cts = encrypt_many(self._weak.public, [threshold_plaintext(self._fx, self._range, thr) for thr in thresholds],
                            rng=self._rng, signed=self._range, executor=self.executor)
         sig = []

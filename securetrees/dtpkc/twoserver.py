@@ -25,6 +25,7 @@ the input ciphertexts, so a CC that has seen them elsewhere cannot strip the mas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles, message
 
 __all__ = [
+    "MIN_SPREAD",
     "CentralServer",
     "ComputationServer",
     "HoAddPending",
@@ -61,7 +63,9 @@ __all__ = [
     "hoadd_reveal",
     "holt_blind",
     "holt_decide",
+    "holt_delta",
     "holt_finish",
+    "holt_open",
 ]
 
 
@@ -70,6 +74,16 @@ __all__ = [
 
 MIN_KAPPA = 40
 """The smallest statistical parameter κ that :class:`HoLTParams` accepts."""
+
+MIN_SPREAD = 32
+"""The fewest octaves E of ρ that :class:`HoLTParams` accepts: the CC's advantage per comparison
+over the simulator, ``δ = log2(3)/E + 2^(4-κ)``, is then at most 0.0496 (``specs/dtpkc.md``); at
+E = 1 the bound says nothing."""
+
+
+def holt_delta(spread: int, kappa: int) -> float:
+    """``δ = log2(3)/E + 2^(4-κ)``: the bound on the CC's advantage per comparison."""
+    return math.log2(3) / spread + 2.0 ** (4 - kappa)
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ class HoLTParams:
       the law of ``|β'|`` is within statistical distance ``2^(4-κ)`` of a smooth scale family
       of M (no divisibility, no exact value).
 
-    Defaults ℓ = 128, σ = 256, E = 96, κ = 60.  Construction refuses ``κ < 40`` and
+    Defaults ℓ = 128, σ = 256, E = 96, κ = 60.  Construction refuses ``E < 32`` (:data:`MIN_SPREAD`), ``κ < 40`` and
     ``σ < ℓ + 2κ + 3`` (which keeps ``W ≤ 2^-κ·2^(σ-1)``, so ν never flips a sign and
     hardly shows at the edges); :meth:`check` refuses any configuration that could wrap
     modulo N: ``ℓ + σ + E + 3 < |N|``.
@@ -100,6 +114,12 @@ class HoLTParams:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParameterError(f"HoLT {name} must be a positive integer")
+        if self.spread < MIN_SPREAD:
+            raise ParameterError(
+                f"HoLT spread must be at least {MIN_SPREAD} octaves (the CC's advantage per comparison "
+                f"is then at most {holt_delta(MIN_SPREAD, MIN_KAPPA):.4f}; at spread={self.spread} it is "
+                f"{min(1.0, holt_delta(self.spread, self.kappa)):.4f})"
+            )
         if self.kappa < MIN_KAPPA:
             raise ParameterError(f"HoLT kappa must be at least {MIN_KAPPA} (statistical hiding 2^-kappa)")
         if self.sigma < self.ell + 2 * self.kappa + 3:
@@ -202,7 +222,10 @@ class HoAddReply(Message):
 @message("dtpkc.holt.request", sender="cs", receiver="cc")
 @dataclass(frozen=True)
 class HoLTRequest(Message):
-    """CS → CC, HoLT step 1: per comparison ``β`` and ``β^λ1`` and the output key's component ids."""
+    """CS → CC, HoLT step 1: per comparison ``β`` and ``β^λ1``; the batch's output keys (their
+    component ids), under each of which the CC encrypts every comparison's bit.  One key list
+    for the whole batch, not one key per comparison: the CC cannot tell which key a comparison
+    is for (RevFRF lists every live participant, so the node's provider stays hidden)."""
 
     beta: tuple[int, ...]
     beta_share: tuple[int, ...]
@@ -212,7 +235,8 @@ class HoLTRequest(Message):
 @message("dtpkc.holt.reply", reply_to=HoLTRequest)
 @dataclass(frozen=True)
 class HoLTReply(Message):
-    """CC → CS, HoLT step 2: per comparison ``HoEnc_{h_CS·h_j}(u)`` as ``(T1, T2)``."""
+    """CC → CS, HoLT step 2: per comparison and per output key of the request (comparison-major)
+    ``HoEnc_{h_CS·h_j}(u)`` as ``(T1, T2)``."""
 
     t1: tuple[int, ...]
     t2: tuple[int, ...]
@@ -349,16 +373,9 @@ def holt_blind(
     return HoLTPending(bl.alpha, out_key), PartialDecryption(int(beta), int(share1.t1_pow(beta)))
 
 
-def holt_decide(
-    share2: StrongKeyShare,
-    partial: PartialDecryption,
-    out_key: PublicKey,
-    *,
-    params: HoLTParams = HoLTParams(),
-    rng: RandomSource = SYSTEM_RANDOM,
-) -> Ciphertext:
-    """HoLT step 2 (CC, λ2): ``β' = L(β^λ2·β^λ1)``; ``u = 1`` iff ``β' > N/2`` (the threshold
-    rule; erratum E3); return ``HoEnc_{out}(u)``.
+def holt_open(share2: StrongKeyShare, partial: PartialDecryption, *, params: HoLTParams = HoLTParams()) -> int:
+    """HoLT step 2 without the encryption (CC, λ2): ``β' = L(β^λ2·β^λ1)``; ``u = 1`` iff
+    ``β' > N/2`` (the threshold rule; erratum E3).  :func:`holt_decide` encrypts u.
 
     A ``β'`` outside ``|β'| < 2^(ℓ+σ+E+2)`` means an input broke ``|m| < 2^ℓ``: refused with
     :class:`EncodingOverflowError`; ``β' = 0`` (which no honest blinding gives: ``|β'| ≥ ρ - W > 0``)
@@ -376,8 +393,19 @@ def holt_decide(
         raise EncodingOverflowError(
             "HoLT input out of range: |m| < 2^ell does not hold for the compared values"
         ) from exc
-    u = 1 if beta > p.n // 2 else 0
-    return encrypt_residue(out_key, mpz(u), rng=rng)
+    return 1 if beta > p.n // 2 else 0
+
+
+def holt_decide(
+    share2: StrongKeyShare,
+    partial: PartialDecryption,
+    out_key: PublicKey,
+    *,
+    params: HoLTParams = HoLTParams(),
+    rng: RandomSource = SYSTEM_RANDOM,
+) -> Ciphertext:
+    """HoLT step 2 (CC, λ2): u by :func:`holt_open`; return ``HoEnc_{out}(u)``."""
+    return encrypt_residue(out_key, mpz(holt_open(share2, partial, params=params)), rng=rng)
 
 
 def holt_finish(pending: HoLTPending, reply: Ciphertext, *, rng: RandomSource = SYSTEM_RANDOM) -> Ciphertext:
@@ -480,31 +508,52 @@ class CentralServer(Party):
         pairs: Sequence[tuple[Ciphertext, Ciphertext]],
         *,
         partners: Sequence[PublicKey] | None = None,
+        fan_out: Sequence[PublicKey] = (),
     ) -> list[Ciphertext]:
         """Batch HoLT: ``[[m1 < m2]]`` for each pair, each under ``h_CS · h_partner``
         (default: the key of the pair's second ciphertext; a partner key that already
-        contains ``h_CS`` is used as it is), in one round trip."""
+        contains ``h_CS`` is used as it is), in one round trip.
+
+        The request names the batch's output keys once, sorted: the distinct pair keys and
+        ``h_CS · h_k`` for each key of ``fan_out``; the CC encrypts every comparison's bit
+        under each, and the CS keeps each pair's own.  So the CC learns the set of keys of
+        the batch, not which comparison is for which key; ``fan_out`` makes that set a
+        constant (it costs the CC one encryption per comparison and key)."""
         if partners is not None and len(partners) != len(pairs):
             raise ParameterError("one partner key per pair")
+        keys: dict[bytes, PublicKey] = {}
+
+        def joint(partner: PublicKey) -> PublicKey:
+            out = partner if self.public_key.key_id in partner.components else self.public_key.joint(partner)
+            return keys.setdefault(out.key_id, out)
+
         pendings, partials = [], []
         for i, (c1, c2) in enumerate(pairs):
-            partner = c2.pk if partners is None else partners[i]
-            own = self.public_key.key_id in partner.components
-            out = partner if own else self.public_key.joint(partner)
+            out = joint(c2.pk if partners is None else partners[i])
             pend, part = holt_blind(self._share, c1, c2, out, params=self.holt_params, rng=self._rng)
             pendings.append(pend)
             partials.append(part)
+        for k in fan_out:
+            joint(k)
+        order = sorted(keys)
         reply = self.call(
             self.cc,
             HoLTRequest(
                 tuple(p.t1 for p in partials),
                 tuple(p.share for p in partials),
-                tuple(p.out_key.components for p in pendings),
+                tuple(keys[k].components for k in order),
             ),
             expect=HoLTReply,
         )
-        cts_back = _reply_cts([p.out_key for p in pendings], reply.t1, reply.t2)
-        return [holt_finish(p, c, rng=self._rng) for p, c in zip(pendings, cts_back, strict=True)]
+        width = len(order)
+        if not len(reply.t1) == len(reply.t2) == width * len(pendings):
+            raise UnexpectedMessage("reply has the wrong number of ciphertexts")
+        at = {k: j for j, k in enumerate(order)}
+        out_cts = []
+        for i, p in enumerate(pendings):
+            j = i * width + at[p.out_key.key_id]
+            out_cts.append(holt_finish(p, Ciphertext.from_ints(p.out_key, reply.t1[j], reply.t2[j]), rng=self._rng))
+        return out_cts
 
 
 class ComputationServer(Party):
@@ -600,10 +649,20 @@ class ComputationServer(Party):
 
     @handles(HoLTRequest)
     def on_holt(self, sender: str, msg: HoLTRequest) -> HoLTReply:
-        """HoLT step 2 for each comparison.  Learns: the uniform bit u and |β'|, a blurred
-        scale of ``M = |2(m1 - m2) + 1|`` (the magnitude hint)."""
-        cts = [
-            holt_decide(self._share, part, key, params=self.holt_params, rng=self._rng)
-            for part, key in self._batch(sender, msg.beta, msg.beta_share, msg.out_keys)
-        ]
-        return HoLTReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts))
+        """HoLT step 2 for each comparison, its bit encrypted under every output key of the
+        batch.  Learns: the uniform bit u and |β'|, a blurred scale of
+        ``M = |2(m1 - m2) + 1|`` (the magnitude hint), per comparison; the batch's keys."""
+        if not len(msg.beta) == len(msg.beta_share) or not msg.beta or not msg.out_keys:
+            raise UnexpectedMessage("request fields have different lengths or are empty")
+        p = self.params
+        keys = [self.resolve_key(sender, k) for k in msg.out_keys]
+        t1: list[int] = []
+        t2: list[int] = []
+        for x, s in zip(msg.beta, msg.beta_share, strict=True):
+            check_unit(as_int(x), p.n, p.n2, "T1")
+            u = mpz(holt_open(self._share, PartialDecryption(x, s), params=self.holt_params))
+            for k in keys:
+                c = encrypt_residue(k, u, rng=self._rng)
+                t1.append(int(c.t1))
+                t2.append(int(c.t2))
+        return HoLTReply(tuple(t1), tuple(t2))

@@ -78,7 +78,7 @@ def _hoeffding_bins(values: list[float], bins: int, lo: float, hi: float, false_
     return bool(np.all(np.abs(counts - n / bins) <= t))
 
 
-SMALL = HoLTParams(ell=1, sigma=1 + 2 * 40 + 3, spread=4, kappa=40)
+SMALL = HoLTParams(ell=1, sigma=1 + 2 * 40 + 3, spread=32, kappa=40)
 
 
 def test_draws_follow_the_law_of_the_bound() -> None:

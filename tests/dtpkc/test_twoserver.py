@@ -160,7 +160,7 @@ def test_holt_blinded_value_is_the_integer_model(m1: int, m2: int, seed: int) ->
 
 def test_holt_blinding_draws_cover_their_ranges() -> None:
     """ρ in ``[2^(σ-1), 2^(σ-1+E))`` with every octave used, ν in ``[-W, W]`` with both signs."""
-    small = HoLTParams(ell=8, sigma=8 + 2 * 40 + 3, spread=4, kappa=40)
+    small = HoLTParams(ell=8, sigma=8 + 2 * 40 + 3, spread=32, kappa=40)
     rng = DeterministicRandom("test_twoserver/ranges")
     draws = [draw_holt_blinding(small, rng) for _ in range(400)]
     octaves = {int(b.rho).bit_length() - small.sigma for b in draws}

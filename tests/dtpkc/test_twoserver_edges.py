@@ -8,7 +8,15 @@ import pytest
 
 from securetrees.dtpkc import decrypt_strong, encrypt
 from securetrees.dtpkc.scheme import decrypt_weak
-from securetrees.dtpkc.twoserver import CentralServer, ComputationServer, HoLTParams, hoadd_blind, holt_blind
+from securetrees.dtpkc.twoserver import (
+    MIN_SPREAD,
+    CentralServer,
+    ComputationServer,
+    HoLTParams,
+    hoadd_blind,
+    holt_blind,
+    holt_delta,
+)
 from securetrees.errors import KeyMismatchError, ParameterError, SecureTreesError
 from securetrees.rand import SYSTEM_RANDOM, DeterministicRandom, RandomSource
 from securetrees.runtime import InProcessNetwork
@@ -69,12 +77,12 @@ def test_every_draw_comes_from_the_servers_sources() -> None:
     assert all(x != y for x, y in zip(first, _seeded_run("other"), strict=True))
 
 
-SMALL = HoLTParams(ell=16, sigma=16 + 2 * 40 + 3, spread=4, kappa=40)
-"""The smallest blinding the construction accepts for ℓ = 16: σ = ℓ + 2κ + 3 at κ = 40, E = 4."""
+SMALL = HoLTParams(ell=16, sigma=16 + 2 * 40 + 3, spread=32, kappa=40)
+"""The smallest blinding the construction accepts for ℓ = 16: σ = ℓ + 2κ + 3 at κ = 40, E = 32."""
 
 
 def test_custom_holt_parameters_reach_both_steps() -> None:
-    """ℓ = 16, σ = 99, E = 4, κ = 40 on both servers: the CS blinds within the CC's range
+    """ℓ = 16, σ = 99, E = 32, κ = 40 on both servers: the CS blinds within the CC's range
     check (|β'| < 2^(ℓ+σ+E+2)) and every comparison comes out right."""
     net = InProcessNetwork()
     cs = CentralServer("cs", net, share=KEYS.cs_share, weak_key=KEYS.weak["cs"], holt_params=SMALL)
@@ -87,15 +95,26 @@ def test_custom_holt_parameters_reach_both_steps() -> None:
 
 
 def test_holt_parameters_at_their_minimum_are_allowed_and_below_refused() -> None:
-    low = HoLTParams(ell=1, sigma=1 + 2 * 40 + 3, spread=1, kappa=40)
-    assert (low.ell, low.spread) == (1, 1)
+    low = HoLTParams(ell=1, sigma=1 + 2 * 40 + 3, spread=MIN_SPREAD, kappa=40)
+    assert (low.ell, low.spread) == (1, MIN_SPREAD)
     for bad in (dict(ell=0), dict(sigma=0), dict(spread=0), dict(kappa=0), dict(ell=True)):
         with pytest.raises(ParameterError, match="positive integer"):
             HoLTParams(**bad)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="kappa must be at least 40"):
         HoLTParams(kappa=39)
     with pytest.raises(ParameterError, match=r"sigma=.* is too small"):
-        HoLTParams(ell=1, sigma=1 + 2 * 40 + 2, spread=1, kappa=40)
+        HoLTParams(ell=1, sigma=1 + 2 * 40 + 2, spread=MIN_SPREAD, kappa=40)
+    for spread in (1, MIN_SPREAD - 1):
+        with pytest.raises(ParameterError, match=f"spread must be at least {MIN_SPREAD}"):
+            HoLTParams(spread=spread)
+
+
+def test_the_smallest_spread_keeps_the_stated_bound_small() -> None:
+    """At E = 32 and κ = 40 the CC's advantage per comparison is at most 0.0496 (the figure of
+    specs/dtpkc.md); at E = 1, which construction once accepted, the bound exceeds 1."""
+    assert holt_delta(MIN_SPREAD, 40) <= 0.0496
+    assert holt_delta(HoLTParams().spread, HoLTParams().kappa) <= 0.0166
+    assert holt_delta(1, 40) > 1
 
 
 def test_holt_refuses_another_systems_ciphertexts_or_key() -> None:

@@ -159,7 +159,14 @@ def _fixed_scale(m1: int, m2: int, rng: RandomSource) -> int:
     return (d if bl.alpha == 1 else -d) * (1 << (HOLT.sigma - 1)) + int(bl.nu)
 
 
-ONE_OCTAVE_PARAMS = HoLTParams(spread=1)
+class _UncheckedParams(HoLTParams):
+    """LEAKY: HoLT parameters without the construction's checks (``spread`` below ``MIN_SPREAD``)."""
+
+    def __post_init__(self) -> None:
+        pass
+
+
+ONE_OCTAVE_PARAMS = _UncheckedParams(spread=1)
 
 
 def _one_octave(m1: int, m2: int, rng: RandomSource) -> int:

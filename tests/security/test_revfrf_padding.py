@@ -1,0 +1,97 @@
+"""The CC's view of a RevFRF prediction depends only on the request's size and the forest
+(``specs/revfrf.md``, "What the CC learns from a prediction request"): padded levels, every
+bit under every live participant's key.  Planted leaks: an unpadded walk (batch sizes show each
+path's depth) and bits under the node's provider's key alone (the keys trace the path); on
+each the CC names the leaf above the prior."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+import numpy as np
+import pytest
+
+from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.attack import cc_prediction_profile, name_leaf
+from securetrees.protocols.revfrf.cs_prediction import CSPrediction
+
+from ..revfrf.helpers import PARTITION, classifier, make_data
+
+N_REQUESTS = 80
+SETTINGS = {"n_estimators": 1, "max_depth": 8, "bootstrap": False}
+
+
+@pytest.fixture(scope="module")
+def deep_tree() -> tuple[RevFRFClassifier, np.ndarray]:
+    """One tree of depth up to 8 on the test data (leaves at many depths)."""
+    X, y = make_data()
+    clf = classifier(**SETTINGS).set_params(partition=PARTITION).fit(X, y)
+    return clf, X
+
+
+@contextmanager
+def unpadded() -> Iterator[None]:
+    """Planted leak: the walk stops each path at its leaf (no padding)."""
+    walk = CSPrediction._walk
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CSPrediction, "_walk", lambda self, n, decide, pad=False: walk(self, n, decide, pad=False))
+        yield
+
+
+@contextmanager
+def provider_keys() -> Iterator[None]:
+    """Planted leak: each bit comes back under its node's provider's key only (no fan-out)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CSPrediction, "_holt_keys", lambda self: [])
+        yield
+
+
+def cc_names_leaf(clf: RevFRFClassifier, X: np.ndarray, variant: Callable[[], AbstractContextManager[object]]
+                  ) -> tuple[int, int, set[object]]:
+    """80 known and 80 target one-row encrypted requests (rows 80-159 and 0-79): the CC's
+    profile of each, then :func:`name_leaf`."""
+    (tree,) = clf.plaintext_forest().trees
+    seen = []
+    with variant():
+        for i in range(2 * N_REQUESTS):
+            before = len(clf.transcript_.view("cc"))
+            clf.predict(X[i:i + 1], method="encrypted", requester="req")
+            profile = cc_prediction_profile(clf.transcript_.view("cc")[before:])
+            seen.append((profile, int(tree.apply(X[i:i + 1])[0])))
+    hits, prior = name_leaf(seen[N_REQUESTS:], seen[:N_REQUESTS])
+    return hits, prior, {p for p, _ in seen}
+
+
+def test_the_cc_names_the_leaf_no_better_than_the_prior(deep_tree: tuple[RevFRFClassifier, np.ndarray]) -> None:
+    clf, X = deep_tree
+    hits, prior, profiles = cc_names_leaf(clf, X, nullcontext)
+    assert len(profiles) == 1, "the CC's view differs between requests"
+    assert hits == prior
+
+
+@pytest.mark.parametrize("variant", [unpadded, provider_keys])
+def test_planted_the_cc_names_the_leaf(deep_tree: tuple[RevFRFClassifier, np.ndarray],
+                                       variant: Callable[[], AbstractContextManager[object]]) -> None:
+    clf, X = deep_tree
+    hits, prior, profiles = cc_names_leaf(clf, X, variant)
+    assert len(profiles) > 1
+    assert hits >= prior + 10
+
+
+def test_batch_sizes_are_rows_times_trees_at_every_level() -> None:
+    """Requests of 1, 2 and 5 rows, FRF-Test and FRF-Predict: every HoLT batch has rows × trees
+    comparisons, for the forest's depth in levels, under the same keys."""
+    X, y = make_data()
+    clf = classifier(n_estimators=3, max_depth=5).set_params(partition=PARTITION).fit(X, y)
+    depth = clf.cs_.padded_depth
+    for method in ("encrypted", "test"):
+        for rows in (1, 2, 5):
+            before = len(clf.transcript_.view("cc"))
+            got = clf.predict(X[10:10 + rows], method=method, requester="req")
+            profile = cc_prediction_profile(clf.transcript_.view("cc")[before:])
+            per_request = 1 if method == "encrypted" else rows
+            sizes = [b for b, _ in profile]
+            assert sizes == [3 * per_request] * (depth * (rows if method == "encrypted" else 1))
+            assert len({k for _, k in profile}) == 1
+            np.testing.assert_array_equal(got, clf.plaintext_forest().predict(X[10:10 + rows]))
