@@ -98,7 +98,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
 
     kgc = step("kgc", "RevFRF's key generation centre: every party's sealed key file and the public directory")
     kgc.add_argument("--participants", required=True, nargs="+", help="the participants' names (u1 u2 ...)")
-    kgc.add_argument("--requesters", nargs="*", default=["requester"], help="the requesters' names")
+    kgc.add_argument("--requesters", nargs="*", default=[],
+                     help="the requesters' names (default none; a requester needs its key file from this step)")
     kgc.add_argument("--passphrase-dir", required=True,
                      help="folder with each party's NAME.pass (cs, cc, kgc, participants, requesters)")
     kgc.add_argument("--out", required=True, help="folder to write NAME.keys into")
@@ -118,7 +119,9 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     run.add_argument("--bundle", default="pki/ca-bundle.pem", help="the bundle to write when --ca names several")
     run.add_argument("--party", required=True, action="append", metavar="SPEC",
                      help="name=N,role=R,address=HOST:PORT,organisation=O[,data=F,test_data=F,id_column=C,"
-                          "label=C,secrets=F,cert=F,key=F,ca=F]; repeat per party, the operator too")
+                          "label=C,features=C1:C2:...|drop=C1:C2:...,secrets=F,cert=F,key=F,ca=F]; repeat per "
+                          "party, the operator too; features lists the columns the party uses, drop those it "
+                          "ignores (default: every column but the id and the label)")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="a [protocol] parameter (VALUE in TOML syntax, else a string); repeatable")
     run.add_argument("--params", action="append", default=[], metavar="FILE",
@@ -234,7 +237,7 @@ def _kgc(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from securetrees.net.runfile import build_run, parse_param, parse_party, read_params, write_run
+    from securetrees.net.runfile import build_run, parse_param, parse_party, party_features, read_params, write_run
 
     out = Path(args.out)
     base = out.resolve().parent
@@ -256,8 +259,15 @@ def _run(args: argparse.Namespace) -> int:
         params.update(read_params(base / f))
     params.update(dict(parse_param(p) for p in args.param))
     parties = [parse_party(s, operator=args.operator) for s in args.party]
+    features = party_features(args.protocol, parties, base, params)
     doc = build_run(args.protocol, parties, ca_bundle=bundle, base=base, params=params, operator=args.operator,
-                    run={"deadline": args.deadline})
+                    run={"deadline": args.deadline}, features=features)
     path = write_run(out, doc, force=args.force)
     print(f"wrote {path}: {len(parties)} parties; give every party this same file")
+    for name, used in features.items():
+        if used is None:
+            print(f"  {name}: its data file is not on this machine; its role checks its columns when it starts")
+        else:
+            print(f"  {name} uses {len(used)} feature column{'' if len(used) == 1 else 's'}: "
+                  f"{', '.join(used) or '(none)'}")
     return 0

@@ -264,18 +264,21 @@ class DeployedClient(SavesModel, Controllable, Client):
 
 
 def _table_options(party: PartyConfig, schema: TabularSchema) -> TableOptions:
-    """How ``party`` reads its tables: its id and label columns, and the run's declared columns and
-    categories (its own section may repeat them, in its own column order, but not change them)."""
+    """How ``party`` reads its tables: its id and label columns, the columns it ``drop``s (ignored),
+    and the run's declared columns and categories (its own section may repeat them, in its own
+    column order, as ``columns`` or ``features``, but not change them)."""
     where = f"[parties.{party.name}]"
-    own = TableOptions.from_config(party.table, where)
-    if own.columns is not None and sorted(own.columns) != sorted(schema.names):
-        raise TableError(f"{where}: columns {sorted(set(own.columns) ^ set(schema.names))} differ from "
-                         "[protocol] columns")
+    own = TableOptions.of_party(party)
+    for key, listed in (("columns", own.columns), ("features", own.features)):
+        if listed is not None and sorted(listed) != sorted(schema.names):
+            raise TableError(f"{where}: {key} {sorted(set(listed) ^ set(schema.names))} differ from "
+                             "[protocol] columns")
     declared = {c.name: c.categories for c in schema.columns if c.kind == "categorical"}
     for name, values in (own.categories or {}).items():
         if tuple(sorted(values)) != declared.get(name):
             raise TableError(f"{where}: the categories of {name!r} differ from [protocol] categories")
-    return TableOptions(own.id_column, own.label, tuple(schema.names), declared)
+    return TableOptions(own.id_column, own.label, tuple(schema.names), declared, features=own.features,
+                        drop=own.drop)
 
 
 def _test_rows(party: PartyConfig, options: TableOptions, schema: TabularSchema) -> PartyTable | None:

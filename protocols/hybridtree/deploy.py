@@ -42,7 +42,7 @@ on the same joined rows (pooled quantiles), so that the deployed model equals th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,15 @@ from securetrees.net.deployment import (
     seal_paillier,
 )
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
-from securetrees.net.tables import PartyTable, TableOptions, party_tables, read_table, table_columns, test_table
+from securetrees.net.tables import (
+    PartyTable,
+    TableOptions,
+    feature_columns,
+    party_tables,
+    read_table,
+    table_columns,
+    test_table,
+)
 from securetrees.net.trial import TrialPlan, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.protocols.hybridtree.boosting import Loss, probabilities
@@ -258,18 +266,18 @@ def _mapper_from(data: Mapping[str, npt.NDArray[Any]], max_bins: int) -> BinMapp
 
 # -- each party's own table ---------------------------------------------------------------------
 def _guest_options(party: PartyConfig, space: GuestSpace, source: object) -> TableOptions:
-    """How guest ``party`` reads its tables: its columns (declared, else every column of ``source``
-    but the id), each in the guest space, categories from ``[protocol]`` (never its own)."""
+    """How guest ``party`` reads its tables: its columns (``columns`` or ``features``, else every
+    column of ``source`` but the id and the dropped ones), each in the guest space, categories from
+    ``[protocol]`` (never its own)."""
     where = f"[parties.{party.name}]"
-    opt = TableOptions.from_config(party.table, where)
+    opt = TableOptions.of_party(party)
     if opt.label is not None or opt.categories is not None:
         raise ParameterError(f"{where}: a guest names no label column and no categories of its own "
                              "(its categories are [protocol] guest_categories)")
     header = table_columns(source, f"{party.name}'s data")
-    if opt.id_column not in header:
-        raise TableError(f"{party.name}'s data ({source}): no id column {opt.id_column!r} (the columns are "
-                         f"{header}); name it with id_column")
-    cols = list(opt.columns) if opt.columns is not None else [c for c in header if c != opt.id_column]
+    if source == party.test_data:  # a predict-only run reads no training table: its dropped columns may be absent
+        opt = replace(opt, drop=tuple(c for c in opt.drop if c in header))
+    cols = feature_columns(header, opt, f"{party.name}'s data ({source})")
     outside = [c for c in cols if c not in space.names]
     if outside:
         raise TableError(f"{party.name}'s data ({source}): columns not in [protocol] guest_features: {outside}")

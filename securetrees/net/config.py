@@ -23,7 +23,7 @@
     secrets = "keys/cs.keys"       # protocol secrets, sealed under the same passphrase
     data = "data/cs.csv"           # this party's own data (optional): CSV or Parquet with an id
                                    # column (securetrees.net.tables: test_data, id_column, label,
-                                   # columns, categories), or arrays (.npz)
+                                   # columns, categories, features, drop), or arrays (.npz)
     organisation = "bank-a"        # optional: who hosts the party; one organisation may not host two
                                    # roles the protocol's non-collusion assumption holds apart
     issuer = "4c…"                 # the CA allowed to issue "cs" (SHA-256 of its DER); required
@@ -56,7 +56,7 @@ import getpass
 import os
 import sys
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -89,7 +89,7 @@ JOBS: Final = ("fit", "predict")
 """``[run] job``: train (the default; each party saves its model part), or load those parts and
 predict only (``securetrees.net.models``)."""
 TLS_KEYS: Final = frozenset({"ca"})
-_TABLE_KEYS = ("id_column", "label", "columns", "categories")
+_TABLE_KEYS = ("id_column", "label", "columns", "categories", "features", "drop")
 PARTY_KEYS: Final = frozenset({"role", "address", "cert", "key", "secrets", "data", "fingerprint", "issuer",
                                "test_data", "organisation", *_TABLE_KEYS})
 """The keys of a roster entry (no secret: passphrases never go in the configuration)."""
@@ -168,9 +168,12 @@ class PartyConfig:
     issuer: str | None = None
     test_data: Path | None = None
     table: dict[str, Any] = field(default_factory=dict)
-    """How to read the data table: ``id_column``, ``label``, ``columns``, ``categories``."""
+    """How to read the data table: ``id_column``, ``label``, ``columns``, ``categories``, ``features``, ``drop``."""
     organisation: str | None = None
     """Who hosts the party (``securetrees.net.collusion`` checks the protocol's assumption)."""
+    run_labels: tuple[str, ...] = ()
+    """The label column names of the run's parties (``label`` of their sections), sorted: another
+    party's label name is no feature of this party's unless it lists it (``securetrees.net.tables``)."""
 
 
 
@@ -284,6 +287,8 @@ def parse_config(text: str, path: str | Path) -> RunConfig:
                                     None if issuer is None else check_fingerprint(issuer, f"{where} issuer"),
                                     path_of(t, "test_data", where, False), {k: t[k] for k in _TABLE_KEYS if k in t},
                                     _str(t, "organisation", where, required=False))
+    labels = tuple(sorted({str(q.table["label"]) for q in parties.values() if isinstance(q.table.get("label"), str)}))
+    parties = {n: replace(q, run_labels=labels) for n, q in parties.items()}
     operator = str(_str(run, "operator", f"{p} [run]"))
     if operator not in parties:
         raise ParameterError(f"{p}: the operator {operator!r} has no [parties.{operator}] entry")

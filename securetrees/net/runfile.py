@@ -5,12 +5,17 @@ Each party is given as ``key=value`` pairs separated by commas (:func:`parse_par
     name=bank,role=client,address=bank.example.org:7443,organisation=bank,data=bank.csv,label=default
 
 with optional ``cert`` / ``key`` (default ``pki/NAME.crt`` / ``pki/NAME.key``), ``secrets``,
-``test_data``, ``id_column``, ``label`` and ``ca`` (the certificate of the CA that issues this
-name, when the run has several).  :func:`build_run` makes the document: the CA bundle's path, each
-entry's ``issuer`` (the fingerprint of the CA that issued the entry's certificate, read from the
-certificate when it is at hand, else of its ``ca``, else of the one CA), the ``[protocol]``
-parameters (given ones, public key material from ``securetrees setup keys``, and the party lists the
-protocol reads, e.g. Federated Forest's ``clients`` and ``feature_ids``), and the protocol's
+``test_data``, ``id_column``, ``label``, ``features`` or ``drop`` (column names separated by ``:``,
+e.g. ``drop=zip:outcome``: the columns the party uses, or those it ignores) and ``ca`` (the
+certificate of the CA that issues this name, when the run has several).  :func:`party_features`
+reads each data holder's header (and its test table's) at set-up: the id and label columns and
+the listed ones must be there, and it gives the feature columns the party will use.
+:func:`build_run` makes the document: the CA bundle's path, each entry's ``issuer`` (the
+fingerprint of the CA that issued the entry's certificate, read from the certificate when it is at
+hand, else of its ``ca``, else of the one CA), the ``[protocol]`` parameters (given ones, public key
+material from ``securetrees setup keys``, the party lists the protocol reads, e.g. Federated
+Forest's ``clients``, and the global column layout from the parties' headers: Federated Forest's
+``feature_ids``, RevFRF's ``columns`` and ``n_features``), and the protocol's
 non-collusion assumption (``[run] assumption``, checked by :func:`securetrees.net.collusion.check_layout`).
 :func:`write_run` writes it with tomli-w only after :func:`~securetrees.net.config.parse_config` has
 accepted it as the file it will be (so every message names that file).
@@ -18,11 +23,10 @@ accepted it as the file it will be (so every message names that file).
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,7 +45,7 @@ from securetrees.net.collusion import assumption, check_layout
 from securetrees.net.config import dump_toml, parse_config
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keysetup import PAILLIER_HOLDERS, key_sources
-from securetrees.net.tables import table_columns
+from securetrees.net.tables import TableOptions, feature_columns, table_columns
 from securetrees.net.tls import check_name, fingerprint, issued_by, load_ca_bundle
 
 if sys.version_info >= (3, 11):
@@ -49,12 +53,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["PARTY_FIELDS", "PartySpec", "build_run", "check_key_material", "parse_param", "parse_party", "read_params",
-           "write_run"]
+__all__ = ["LIST_FIELDS", "PARTY_FIELDS", "PartySpec", "build_run", "check_key_material", "parse_param",
+           "parse_party", "party_features", "read_params", "write_run"]
 
 PARTY_FIELDS: Final = ("name", "role", "address", "organisation", "cert", "key", "secrets", "data", "test_data",
-                       "id_column", "label", "ca")
+                       "id_column", "label", "features", "drop", "ca")
 """What a ``--party`` specification may give."""
+LIST_FIELDS: Final = ("features", "drop")
+"""The ``--party`` keys whose value is a list of column names, separated by ``:``."""
 _REQUIRED = ("name", "address", "organisation")
 _ALIASES: Final = {"org": "organisation"}
 
@@ -65,16 +71,21 @@ class PartySpec:
     role: str
     address: str
     organisation: str
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str | list[str]] = field(default_factory=dict)
     """The entry's further keys: ``cert``, ``key``, ``secrets``, ``data``, ``test_data``, ``id_column``,
-    ``label``, ``ca``."""
+    ``label``, ``ca`` (strings), ``features``, ``drop`` (lists of column names)."""
+
+    def option(self, key: str) -> str | None:
+        """A string option (``data``, ``label`` ...), or None."""
+        v = self.options.get(key)
+        return v if isinstance(v, str) else None
 
 
 def parse_party(spec: str, *, operator: str = OPERATOR_ROLE) -> PartySpec:
     """A party from ``key=value,key=value``; :class:`ParameterError` names a malformed pair, an
     unknown or repeated key, or a missing ``name``, ``address``, ``organisation`` (or ``role``; the
     operator's is ``operator``)."""
-    fields: dict[str, str] = {}
+    fields: dict[str, str | list[str]] = {}
     for pair in spec.split(","):
         key, eq, value = pair.partition("=")
         key = _ALIASES.get(key.strip(), key.strip())
@@ -84,15 +95,31 @@ def parse_party(spec: str, *, operator: str = OPERATOR_ROLE) -> PartySpec:
             raise ParameterError(f"--party {spec!r}: unknown key {key!r}; the keys are {', '.join(PARTY_FIELDS)}")
         if key in fields:
             raise ParameterError(f"--party {spec!r}: {key} given twice")
-        fields[key] = value.strip()
+        fields[key] = _column_list(spec, key, value) if key in LIST_FIELDS else value.strip()
     missing = [k for k in _REQUIRED if k not in fields]
     if missing:
         raise ParameterError(f"--party {spec!r} lacks {', '.join(missing)}")
-    name = check_name(fields.pop("name"))
-    role = fields.pop("role", OPERATOR_ROLE if name == operator else "")
+    if all(k in fields for k in LIST_FIELDS):
+        raise ParameterError(f"--party {spec!r}: give features (the columns used) or drop (the columns ignored), "
+                             "not both")
+    text = {k: v for k, v in fields.items() if isinstance(v, str)}
+    name = check_name(text["name"])
+    role = text.get("role", OPERATOR_ROLE if name == operator else "")
     if not role:
         raise ParameterError(f"--party {spec!r} lacks its role")
-    return PartySpec(name, role, fields.pop("address"), fields.pop("organisation"), fields)
+    options = {k: v for k, v in fields.items() if k not in ("name", "role", "address", "organisation")}
+    return PartySpec(name, role, text["address"], text["organisation"], options)
+
+
+def _column_list(spec: str, key: str, value: str) -> list[str]:
+    """``a:b:c`` as ``["a", "b", "c"]``: :class:`ParameterError` for an empty or repeated name."""
+    names = [c.strip() for c in value.split(":")]
+    if not all(names):
+        raise ParameterError(f"--party {spec!r}: {key} lists column names separated by ':', one of them empty")
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise ParameterError(f"--party {spec!r}: {key} names {twice[0]!r} twice")
+    return names
 
 
 def parse_param(text: str) -> tuple[str, Any]:
@@ -136,13 +163,14 @@ def _cert(path: Path) -> x509.Certificate | None:
 def _issuer(party: PartySpec, base: Path, cas: list[x509.Certificate], cert_path: Path) -> str:
     """The fingerprint of the CA that issues ``party``'s name."""
     pems = {fingerprint(ca.public_bytes(_PEM)): ca for ca in cas}
-    if "ca" in party.options:
-        ca = _cert(base / party.options["ca"])
+    own_ca = party.option("ca")
+    if own_ca is not None:
+        ca = _cert(base / own_ca)
         if ca is None:
-            raise ParameterError(f"{party.name}: cannot read its CA certificate {party.options['ca']}")
+            raise ParameterError(f"{party.name}: cannot read its CA certificate {own_ca}")
         fp = fingerprint(ca.public_bytes(_PEM))
         if fp not in pems:
-            raise ParameterError(f"{party.name}: its CA {party.options['ca']} is not in the run's CA bundle")
+            raise ParameterError(f"{party.name}: its CA {own_ca} is not in the run's CA bundle")
     elif len(cas) == 1:
         fp = next(iter(pems))
     else:
@@ -161,32 +189,61 @@ def _issuer(party: PartySpec, base: Path, cas: list[x509.Certificate], cert_path
     return fp
 
 
-def _feature_count(party: PartySpec, base: Path) -> int:
-    """The number of feature columns of a party's table (a CSV file's header, a Parquet file's schema):
-    every column but the id and label."""
-    data = party.options.get("data")
-    if data is None:
-        raise ParameterError(f"{party.name} names no data file, so [protocol] feature_ids must be given")
-    path = base / data
-    if path.suffix.lower() == ".csv":
-        try:
-            with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte-order mark is no column
-                header = next(csv.reader(f), [])
-        except OSError as exc:
-            raise TableError(f"{party.name}: cannot read {path}: {exc}") from exc
-    else:
-        header = table_columns(path, f"{party.name}'s data")
-    skip = {party.options.get("id_column", "id"), party.options.get("label")}
-    missing = sorted(c for c in skip if c is not None and c not in header)
-    if missing:
-        raise TableError(f"{party.name}'s data ({path}) has no column {missing[0]!r}; its columns are {header}")
-    return sum(1 for c in header if c not in skip)
+def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
+                   params: Mapping[str, Any] | None = None) -> dict[str, list[str] | None]:
+    """The feature columns each data holder (a party naming ``data``) will use, by name, read from
+    its table's header as its role will read the table (:func:`~securetrees.net.tables.feature_columns`:
+    ``features``, else every column but the id, the label and ``drop``; a column named like another
+    party's ``label`` is refused unless listed in ``features``).  The histogram forest's are the
+    declared ``[protocol] columns``, and a column outside them must be dropped.  A party's
+    ``test_data`` must exist and hold its id column and those feature columns.  Every problem raises
+    :class:`TableError` (or :class:`ParameterError`) naming the party and the column, at set-up
+    rather than when the roles start.  A data file that is not on this machine (another
+    organisation's, across machines) maps to None: its role makes the same checks when it starts."""
+    declared = (params or {}).get("columns") if protocol == "histogram-forest" else None
+    labels = {v for p in parties if (v := p.option("label")) is not None}
+    out: dict[str, list[str] | None] = {}
+    for p in parties:
+        data = p.option("data")
+        if data is None:
+            continue
+        if not (base / data).is_file():
+            out[p.name] = None
+            continue
+        where = f"{p.name}'s data ({base / data})"
+        opts = TableOptions.from_config(p.options, f"--party {p.name}",
+                                        tuple(sorted(labels - {p.option("label")})))
+        header = table_columns(base / data, f"{p.name}'s data")
+        if isinstance(declared, list) and all(isinstance(c, str) for c in declared):
+            listed = opts.features
+            if listed is not None and sorted(listed) != sorted(declared):
+                raise TableError(f"{p.name}: features {sorted(set(listed) ^ set(declared))} differ from [protocol] "
+                                 "columns (every histogram-forest client uses the declared columns)")
+            extra = [c for c in header if c not in (opts.id_column, opts.label, *declared, *opts.drop)]
+            opts = replace(opts, features=tuple(declared))
+            if extra and listed is None:
+                raise TableError(f"{where}: columns not in [protocol] columns: {extra}; drop them "
+                                 f"(drop={':'.join(extra)})")
+        features = feature_columns(header, opts, where)
+        test = p.option("test_data")
+        if test is not None:
+            if not (base / test).is_file():
+                raise TableError(f"{p.name}'s test data {base / test} does not exist (its data file is here)")
+            have = table_columns(base / test, f"{p.name}'s test data")
+            lacking = [c for c in [opts.id_column, *features] if c not in have]
+            if lacking:
+                raise TableError(f"{p.name}'s test data ({base / test}) lacks the columns {lacking} of its "
+                                 f"training table (the rows to predict need the id column and every feature column)")
+        out[p.name] = features
+    return out
 
 
 def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[str, Any],
-                   base: Path) -> dict[str, Any]:
+                   features: Mapping[str, Sequence[str] | None]) -> dict[str, Any]:
     """The party lists the protocol reads from ``[protocol]``, in the order the parties were given,
-    unless given already (and Federated Forest's ``feature_ids`` from the clients' table headers)."""
+    unless given already; the global column layout from the parties' ``features`` (Federated Forest's
+    ``feature_ids``, RevFRF's ``columns`` and ``n_features``: each data holder's columns numbered in
+    turn)."""
     def of(role: str) -> list[str]:
         return [p.name for p in parties if p.role == role]
 
@@ -194,14 +251,31 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
              "hybridtree": {"guests": of("guest")}, "histogram-forest": {"clients": of("client")},
              "revfrf": {"participants": of("participant"), "requesters": of("requester")}}.get(protocol, {})
     out: dict[str, Any] = {k: v for k, v in lists.items() if k not in params and v}
-    if protocol == "federated-forest" and "feature_ids" not in params:
-        clients = [p for p in parties if p.role == "client"]
-        ids, start = [], 0
-        for c in clients:
-            n = _feature_count(c, base)
-            ids.append(list(range(start, start + n)))
-            start += n
-        out["feature_ids"] = ids
+    layout = {"federated-forest": ("client", "feature_ids"), "revfrf": ("participant", "columns")}.get(protocol)
+    if layout is None or layout[1] in params:
+        return out
+    role, key = layout
+    ids, start = [], 0
+    for p in parties:
+        if p.role != role:
+            continue
+        used = features.get(p.name)
+        if used is None:
+            data = p.option("data")
+            raise TableError(f"{p.name}'s data {'(none named)' if data is None else f'{data} is not on this machine'}"
+                             f": its header gives its feature count, else [protocol] {key} must be given (one list "
+                             f"of global column numbers per {role}, e.g. --param '{key}=[[0, 1], [2, 3, 4]]')")
+        n = len(used)
+        ids.append(list(range(start, start + n)))
+        start += n
+    out[key] = ids
+    if protocol == "revfrf" and "n_features" not in params:
+        out["n_features"] = start
+        for r in parties:  # a requester holds every feature column, in the global order
+            held = features.get(r.name) if r.role == "requester" else None
+            if held is not None and len(held) != start:
+                raise TableError(f"{r.name}'s rows have {len(held)} feature columns, the participants {start}: a "
+                                 "requester holds every feature column, in the participants' order")
     return out
 
 
@@ -240,11 +314,13 @@ def check_key_material(protocol: str, params: Mapping[str, Any], parties: Sequen
 
 def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, base: str | Path,
               params: Mapping[str, Any] | None = None, operator: str = OPERATOR_ROLE,
-              run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              run: Mapping[str, Any] | None = None,
+              features: Mapping[str, Sequence[str] | None] | None = None) -> dict[str, Any]:
     """The configuration document (a mapping for tomli-w) of a run; ``base`` is the folder ``run.toml``
     goes in (relative paths are read from it).  Refuses (typed errors) a party named twice, no
-    operator entry, a layout the protocol's non-collusion assumption forbids, missing key material
-    (:func:`check_key_material`), and an ``issuer`` that cannot be determined."""
+    operator entry, a layout the protocol's non-collusion assumption forbids, a table that its party
+    cannot read as its section says (:func:`party_features`, unless ``features`` gives its result),
+    missing key material (:func:`check_key_material`), and an ``issuer`` that cannot be determined."""
     folder = Path(base)
     names = [p.name for p in parties]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -261,12 +337,14 @@ def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, ba
     entries: dict[str, Any] = {}
     for p in parties:
         opts = dict(p.options)
-        cert, key = opts.pop("cert", f"pki/{p.name}.crt"), opts.pop("key", f"pki/{p.name}.key")
+        cert, key = p.option("cert") or f"pki/{p.name}.crt", p.option("key") or f"pki/{p.name}.key"
         issuer = _issuer(p, folder, cas, folder / cert)
-        opts.pop("ca", None)
+        for k in ("cert", "key", "ca"):
+            opts.pop(k, None)
         entries[p.name] = {"role": p.role, "organisation": p.organisation, "address": p.address, "cert": cert,
                            "key": key, "issuer": issuer, **opts}
-    protocol_params = {**given, **_layout_params(protocol, parties, given, folder)}
+    used = party_features(protocol, parties, folder, given) if features is None else features
+    protocol_params = {**given, **_layout_params(protocol, parties, given, used)}
     check_key_material(protocol, protocol_params, parties)
     rule = assumption(protocol)
     head: dict[str, Any] = {"protocol": protocol, "operator": operator, **dict(run or {})}

@@ -10,9 +10,14 @@ Each organisation names its files in its own section of ``run.toml`` (``specs/de
     label = "income"                 # the label holder only: its label column
     columns = ["age", "workclass"]   # optional: the feature columns, in this order (declared)
     categories = { workclass = ["Private", "State-gov"] }  # optional: declared categories
+    features = ["age", "workclass"]  # or: the feature columns it uses (kinds inferred)
+    drop = ["zip"]                   # or: the columns it ignores (every other one is a feature)
 
-Without ``columns`` every column but the id and the label is a feature and the schema is
-inferred locally (:meth:`securetrees.schema.TabularSchema.infer`: a column holding any string
+At most one of ``columns``, ``features`` and ``drop`` is given (:func:`feature_columns`).
+Without ``columns`` or ``features`` every column but the id, the label and the dropped ones is a
+feature; a column named like another party's label column is then refused, since it would
+silently become a feature (list it in ``features`` to keep it).  The schema is inferred
+locally (:meth:`securetrees.schema.TabularSchema.infer`: a column holding any string
 is categorical over its sorted distinct values; empty cells are missing, NaN).  Test rows are
 encoded with the training rows' schema, so a category code means the same in both.  Every
 problem raises :class:`~securetrees.errors.TableError` (or :class:`DuplicateIdError` for a
@@ -33,8 +38,8 @@ from securetrees.errors import DuplicateIdError, MissingDependencyError, Paramet
 from securetrees.net.config import PartyConfig
 from securetrees.schema import TabularSchema, is_dataframe
 
-__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "party_tables", "read_table",
-           "table_columns", "test_table"]
+__all__ = ["TABLE_SUFFIXES", "PartyTable", "TableOptions", "encode_labels", "feature_columns", "party_tables",
+           "read_table", "table_columns", "test_table"]
 
 FloatArray = npt.NDArray[np.float64]
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -48,9 +53,15 @@ class TableOptions:
     label: str | None = None
     columns: tuple[str, ...] | None = None
     categories: Mapping[str, tuple[str, ...]] | None = None
+    features: tuple[str, ...] | None = None
+    """The feature columns the party uses, in this order (kinds inferred, unlike ``columns``)."""
+    drop: tuple[str, ...] = ()
+    """Columns the party ignores (every other column but the id and the label is a feature)."""
+    reserved: tuple[str, ...] = ()
+    """Other parties' label column names: such a column is refused as a feature unless listed."""
 
     @classmethod
-    def from_config(cls, options: Mapping[str, Any], where: str) -> TableOptions:
+    def from_config(cls, options: Mapping[str, Any], where: str, reserved: tuple[str, ...] = ()) -> TableOptions:
         """Check the configuration's table keys (:class:`ParameterError` names the bad one)."""
         def name(key: str, default: str | None) -> str | None:
             v = options.get(key, default)
@@ -58,15 +69,32 @@ class TableOptions:
                 raise ParameterError(f"{where}: {key} must be a non-empty string")
             return v
 
-        cols = options.get("columns")
-        if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) and c for c in cols)):
-            raise ParameterError(f"{where}: columns must be a list of column names")
+        def names(key: str) -> tuple[str, ...] | None:
+            v = options.get(key)
+            if v is not None and (not isinstance(v, list) or not all(isinstance(c, str) and c for c in v)):
+                raise ParameterError(f"{where}: {key} must be a list of column names")
+            if v is not None and len(set(v)) != len(v):
+                raise ParameterError(f"{where}: {key} names a column twice")
+            return None if v is None else tuple(v)
+
+        given = [k for k in ("columns", "features", "drop") if k in options]
+        if len(given) > 1:
+            raise ParameterError(f"{where}: give one of columns (declared), features (used) or drop (ignored), "
+                                 f"not {' and '.join(given)}")
         cats = options.get("categories")
         if cats is not None and (not isinstance(cats, dict) or not all(
                 isinstance(v, list) and v for v in cats.values())):
             raise ParameterError(f"{where}: categories maps a column name to its list of categories")
-        return cls(str(name("id_column", "id")), name("label", None), None if cols is None else tuple(cols),
-                   None if cats is None else {str(k): tuple(str(x) for x in v) for k, v in cats.items()})
+        return cls(str(name("id_column", "id")), name("label", None), names("columns"),
+                   None if cats is None else {str(k): tuple(str(x) for x in v) for k, v in cats.items()},
+                   names("features"), names("drop") or (), reserved)
+
+    @classmethod
+    def of_party(cls, party: PartyConfig) -> TableOptions:
+        """A roster entry's table keys, with the other parties' label names reserved."""
+        own = party.table.get("label")
+        return cls.from_config(party.table, f"[parties.{party.name}]",
+                               tuple(n for n in party.run_labels if n != own))
 
 
 @dataclass(frozen=True)
@@ -155,6 +183,40 @@ def table_columns(source: object, name: str = "table") -> list[str]:
         raise TableError(f"{where}: cannot read the table: {type(exc).__name__}: {exc}") from None
 
 
+def feature_columns(header: list[str], options: TableOptions, where: str) -> list[str]:
+    """The feature columns of a training table whose columns are ``header``: ``options.columns``
+    or ``options.features`` when given, else every column but the id, the label and ``options.drop``.
+    :class:`TableError` names a missing id or label column, a listed column the table lacks, a
+    feature that is the id or the label, and (when no list is given) a column named like another
+    party's label column (``options.reserved``): list it in ``features`` to keep it, or drop it."""
+    if options.id_column not in header:
+        raise TableError(f"{where}: no id column {options.id_column!r} (the columns are {header}); "
+                         "name it with id_column")
+    if options.label is not None and options.label not in header:
+        raise TableError(f"{where}: no label column {options.label!r} (the columns are {header})")
+    listed = options.columns if options.columns is not None else options.features
+    key = "columns" if options.columns is not None else "features"
+    for k, named in ((key, listed or ()), ("drop", options.drop)):
+        unknown = [c for c in named if c not in header]
+        if unknown:
+            what = "declared columns" if k == "columns" else f"{k} names columns"
+            raise TableError(f"{where}: {what} not in the table: {unknown} (the columns are {header})")
+        own = [c for c in named if c in (options.id_column, options.label)]
+        if own:
+            raise TableError(f"{where}: {k} names the id or label column {own[0]!r}")
+    both = [c for c in options.drop if c in (listed or ())]
+    if both:
+        raise TableError(f"{where}: {both[0]!r} is both a feature column and dropped")
+    if listed is not None:
+        return list(listed)
+    features = [c for c in header if c not in (options.id_column, options.label, *options.drop)]
+    clash = [c for c in features if c in options.reserved]
+    if clash:
+        raise TableError(f"{where}: the column {clash[0]!r} has the name of the run's label column; it would "
+                         f"become a feature: list it in features to keep it, or in drop to ignore it")
+    return features
+
+
 def _is_missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v)) or type(v).__name__ in ("NAType", "NaTType")
 
@@ -216,8 +278,9 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
     ``test_labels``, a test table's label column is read too when the table has one).
 
     ``strict`` (a schema declared for every party alike): a column that is neither the id, the
-    label nor a feature is refused, and so is, in a training table, a category cell outside the
-    declared categories (in a test table such a cell is missing, NaN).
+    label, a feature nor dropped is refused (unless ``options.features`` lists the features), and
+    so is, in a training table, a category cell outside the declared categories (in a test table
+    such a cell is missing, NaN).
     """
     import pandas as pd
 
@@ -227,6 +290,8 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
     if df.shape[0] == 0:
         raise TableError(f"{where}: the table has no rows")
     names = [str(c) for c in df.columns]
+    label = opt.label if schema is None or (test_labels and opt.label in names) else None
+    features = schema.names if schema is not None else feature_columns(names, opt, where)
     if opt.id_column not in names:
         raise TableError(f"{where}: no id column {opt.id_column!r} (the columns are {names}); "
                          "name it with id_column")
@@ -237,23 +302,14 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise DuplicateIdError(f"{where}: the id {dup!r} names more than one row")
-    label = opt.label if schema is None or (test_labels and opt.label in names) else None
-    if label is not None and label not in names:
-        raise TableError(f"{where}: no label column {label!r}")
-    if schema is not None:
-        features = schema.names
-    elif opt.columns is not None:
-        features = list(opt.columns)
-    else:
-        features = [c for c in names if c not in (opt.id_column, label)]
     unknown = [c for c in dict.fromkeys([*features, *(opt.categories or {})]) if c not in names]
     if unknown and schema is not None and not strict:
         raise TableError(f"{where}: the training table's feature columns {unknown} are not in this table (its "
                          f"columns are {names}); the rows to predict need every feature column of the training rows")
     if unknown:
         raise TableError(f"{where}: declared columns not in the table: {unknown}")
-    extra = [c for c in names if c not in (opt.id_column, opt.label, *features)]
-    if strict and extra:
+    extra = [c for c in names if c not in (opt.id_column, opt.label, *features, *opt.drop)]
+    if strict and extra and opt.features is None:  # listed features: every other column is ignored
         raise TableError(f"{where}: columns not in the declared feature columns: {extra}")
     declared = dict(opt.categories or {})
     data: dict[str, npt.NDArray[Any]] = {}
@@ -295,7 +351,7 @@ def party_tables(party: PartyConfig) -> tuple[PartyTable, PartyTable | None]:
     """The training table (``data``) and test table (``test_data``, or None) of a party."""
     if party.data is None:
         raise TableError(f"party {party.name!r} names no data file in its configuration section")
-    opt = TableOptions.from_config(party.table, f"[parties.{party.name}]")
+    opt = TableOptions.of_party(party)
     train = read_table(party.data, opt, name=f"{party.name}'s data")
     test = (read_table(party.test_data, opt, schema=train.schema, name=f"{party.name}'s test data")
             if party.test_data is not None else None)
@@ -307,7 +363,7 @@ def test_table(party: PartyConfig, schema: TabularSchema) -> PartyTable:
     predict-only run reads no training data (``securetrees.net.models``)."""
     if party.test_data is None:
         raise TableError(f"party {party.name!r} names no test_data (the rows to predict) in its configuration section")
-    opt = TableOptions.from_config(party.table, f"[parties.{party.name}]")
+    opt = TableOptions.of_party(party)
     return read_table(party.test_data, opt, schema=schema, name=f"{party.name}'s test data")
 
 

@@ -57,7 +57,8 @@ def _parties(cc_org: str = "org-cc") -> list[str]:
 
 def test_kgc_seals_every_partys_keys_and_run_accepts_its_public_output(kgc_dir: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["setup", "kgc", "--participants", "u1", "u2", "--passphrase-dir", "pass", "--out", "keys"]) == 0
+    assert main(["setup", "kgc", "--participants", "u1", "u2", "--requesters", "requester", "--passphrase-dir", "pass",
+                 "--out", "keys"]) == 0
     items = {n: open_key_file(f"keys/{n}.keys", n, f"passphrase of {n}".encode()) for n in NAMES}
     assert sorted(items["cs"]) == sorted(items["cc"]) == ["session", "share", "weak"]
     assert sorted(items["u1"]) == ["session", "signing_seed", "weak"]
