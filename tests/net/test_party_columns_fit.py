@@ -135,7 +135,7 @@ def test_federated_forest(adult: Any, tmp_path: Path, checkout_deployments: Path
     part = [list(range(i, d, 3)) for i in range(3)]
     keys = generate_keypair(1024, allow_insecure=True)
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 0, "n_classes": 2, "allow_insecure": True,
-              "key_bits": 1024}
+              "key_bits": 1024, "release_predictions": "operator"}
     cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params, paillier_keys=keys, label_holder=1,
                             id_key=DeterministicRandom("ff ids").token_bytes(32), names=adult.feature_names,
                             categories=adult.categories, lacking=3)
