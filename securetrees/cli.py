@@ -32,6 +32,7 @@ from typing import Final
 
 from securetrees import __version__, plugins
 from securetrees.errors import SecureTreesError
+from securetrees.files import private_dir
 from securetrees.log import configure as configure_logging
 from securetrees.log import get_logger
 from securetrees.log import reset as reset_logging
@@ -142,7 +143,7 @@ def _log_file(args: argparse.Namespace) -> str | None:
     if args.log_file:
         return str(args.log_file)
     folder = Path(args.log_dir) if args.log_dir else Path(args.config).resolve().parent / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     return str(folder / f"{args.role if args.command == 'party' else 'operator'}.log")
 
 

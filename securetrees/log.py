@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Final, TextIO
 
+from securetrees.files import open_private
+
 __all__ = ["ROOT", "configure", "get_logger", "reset", "role_logger_name"]
 
 ROOT: Final = "securetrees"
@@ -86,6 +88,8 @@ def configure(level: str | int = "INFO", *, file: str | Path | None = None,
     if _installed is not None:
         root.removeHandler(_installed)
         _installed.close()
+    if file is not None:
+        open_private(file, "a").close()  # a role's log is its own: 0600 before the handler appends
     handler = logging.FileHandler(file, encoding="utf-8") if file is not None else _Handler(stream)
     _installed = handler
     handler.setFormatter(logging.Formatter(_FORMAT, _DATEFMT))

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import KeyMismatchError, MissingParameterError, ParameterError
-from securetrees.files import write_private
+from securetrees.files import private_dir, write_private
 from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
 
@@ -56,9 +56,7 @@ def check_protocol_keys(params: Mapping[str, Any], known: Collection[str], proto
 def output_path(config: RunConfig, party: str, name: str) -> Path:
     """Where ``party`` keeps its output file ``name``: ``out/PARTY.NAME`` beside ``run.toml``, on its
     own machine's copy of the run folder (the folder is made if need be)."""
-    path = config.path.parent / "out" / f"{party}.{name}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(config.path.parent / "out") / f"{party}.{name}"
 
 
 def save_output(config: RunConfig, party: str, stem: str, array: npt.ArrayLike) -> Path:

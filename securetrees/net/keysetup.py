@@ -106,7 +106,6 @@ def paillier_keys(protocol: str, party: str, out: str | Path, passphrase: bytes,
             params[holder.public_parameter] = public.to_bytes().hex()
     if checkpoint_key:
         items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
-    target.parent.mkdir(parents=True, exist_ok=True)
     write_key_file(target, party, items, passphrase)
     return params
 

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, UnsupportedActionError
+from securetrees.files import open_private
 from securetrees.log import get_logger
 from securetrees.net.alignment import in_alignment
 from securetrees.net.config import RunConfig, read_passphrase
@@ -165,7 +166,7 @@ def write_csv(path: str | Path, results: Mapping[str, npt.NDArray[Any]]) -> Path
         columns.append(flat)
     table = np.hstack(columns)
     out = Path(path)
-    with open(out, "w", newline="", encoding="utf-8") as f:
+    with open_private(out, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         for i, row in enumerate(table):

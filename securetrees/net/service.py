@@ -35,6 +35,7 @@ from securetrees.errors import (
     SecureTreesError,
     UnsupportedActionError,
 )
+from securetrees.files import open_private
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
@@ -156,10 +157,9 @@ def spawn_role(config: RunConfig, role: str, passphrase_file: Path, log: Path | 
     The child drops the working directory from its import path before importing anything, so a
     module in the caller's folder (a ``protocols.py``, a ``grpc.py``) cannot stand in for ours."""
     path = log if log is not None else default_log_dir(config.path) / f"{role}.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-c", _ROLE_MAIN, "party", "--config", str(config.path), "--role", role,
            "--passphrase-file", str(passphrase_file), "--log-file", str(path)]
-    with open(path, "ab") as out:  # the child keeps its own copy of the descriptor
+    with open_private(path, "ab") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603 - our interpreter, no shell
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import ParameterError
-from securetrees.files import write_private
+from securetrees.files import open_private, private_dir, write_private
 from securetrees.net.config import dump_toml
 from securetrees.net.control import OPERATOR_ROLE
 from securetrees.net.keyfile import write_key_file
@@ -90,10 +90,14 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, host: str = "127.0.0.1",
                 deadline: float = 600.0) -> Path:
-    """Write the trial's files into ``out_dir``; returns the path of ``run.toml``."""
+    """Write the trial's files into ``out_dir``; returns the path of ``run.toml``.
+
+    Every party's data, keys, TLS keys and passphrases are readable by their owner only (files
+    0600, the folders made here 0700, :mod:`securetrees.files`); the public files (``run.toml``,
+    ``pki/ca.pem``, ``pki/NAME.crt``) keep the process's default mode."""
     out = Path(out_dir)
     for sub in ("pki", "keys", "data"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
+        private_dir(out / sub)
     names = [*plan.roles, plan.operator]
     passphrases = {n: SYSTEM_RANDOM.token_bytes(24).hex().encode() for n in names}
     for n, pw in passphrases.items():
@@ -112,11 +116,13 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
             entry["secrets"] = f"keys/{n}.keys"
         arrays = plan.data.get(n)
         if arrays:
-            np.savez(out / "data" / f"{n}.npz", **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+            with open_private(out / "data" / f"{n}.npz", "wb") as f:
+                np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
             entry["data"] = f"data/{n}.npz"
         for key, frame in plan.tables.get(n, {}).items():
             file = f"data/{n}.csv" if key == "data" else f"data/{n}-test.csv"
-            frame.to_csv(out / file, index=False)
+            with open_private(out / file, "w", newline="", encoding="utf-8") as f:
+                frame.to_csv(f, index=False)
             entry[key] = file
         entry.update(plan.options.get(n, {}))
         parties[n] = entry

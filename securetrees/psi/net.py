@@ -23,6 +23,7 @@ import numpy as np
 
 import securetrees
 from securetrees.errors import PartyUnavailable, PeerTimeout
+from securetrees.files import open_private, write_private
 from securetrees.net import GrpcNetwork, Peer, TlsIdentity, TransportOptions, load_identity
 from securetrees.net.tls import make_test_pki
 from securetrees.net.trial import free_ports
@@ -87,8 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             time.sleep(0.02)
         cpu = time.process_time() - cpu
-        np.save(args.out, member.result.rows, allow_pickle=False)
-        np.save(args.out.with_suffix(".cpu.npy"), np.asarray(cpu), allow_pickle=False)
+        for path, array in ((args.out, member.result.rows), (args.out.with_suffix(".cpu.npy"), np.asarray(cpu))):
+            with open_private(path, "wb") as f:
+                np.save(f, array, allow_pickle=False)
     finally:
         net.close()
     return 0
@@ -113,15 +115,16 @@ def run_two_process(leader_ids: Sequence[Id], member_ids: Sequence[int], work_di
     passphrases = {n: SYSTEM_RANDOM.token_bytes(16).hex().encode() for n in (LEADER, MEMBER)}
     make_test_pki([LEADER, MEMBER], pki, passphrases)
     for n, pw in passphrases.items():
-        (pki / f"{n}.pass").write_bytes(pw + b"\n")
+        write_private(pki / f"{n}.pass", pw + b"\n")
     ports = free_ports(2)
     addresses = {LEADER: f"127.0.0.1:{ports[0]}", MEMBER: f"127.0.0.1:{ports[1]}"}
-    np.save(work / "member_ids.npy", np.asarray(member_ids, dtype=np.int64), allow_pickle=False)
+    with open_private(work / "member_ids.npy", "wb") as f:
+        np.save(f, np.asarray(member_ids, dtype=np.int64), allow_pickle=False)
     out = work / "member_rows.npy"
     cmd = [sys.executable, "-c", _CHILD_MAIN, "--pki", str(pki), "--leader-address", addresses[LEADER],
            "--member-address", addresses[MEMBER], "--ids", str(work / "member_ids.npy"), "--out", str(out),
            "--max-set-size", str(max_set_size)]
-    with open(work / "member.log", "wb") as log:
+    with open_private(work / "member.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_child_env())  # noqa: S603
     net = GrpcNetwork(_identity(pki, LEADER), _roster(addresses), options=TransportOptions(deadline=600.0),
                       keep_payloads=False)
