@@ -13,6 +13,8 @@ Tables (the paper's figures are Java at 1024 bits on two laptops, quoted as thei
 * Table 7: one feature per participant (14 participants); 1-5 participants revoked in turn:
   nodes destroyed (fraction of the forest), splits rebuilt, rebuild time per rebuilt split
   against the full build's time per split.
+* Leaf naming: what the CC's view of a prediction tells it about the leaf reached, before and
+  after padding and every-key outputs (:func:`leaf_naming`).
 * Padding: what hiding the paths from the CC costs per encrypted request, on Adult and a
   skewed synthetic table (:func:`padding`).
 * Table 2: accuracy on Adult's official test split with 0-5 revoked participants against
@@ -54,8 +56,10 @@ from securetrees.dtpkc import (
 )
 from securetrees.errors import InsecureParameterWarning
 from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.attack import integer_data, leaf_naming_experiment
 from securetrees.protocols.revfrf.cs_prediction import CSPrediction
 from securetrees.runtime import InProcessNetwork, Message
+from securetrees.testing.dtpkc import dtpkc_test_kgc
 from securetrees.trees import BinningParams, GrowParams, train_forest
 from suites.revfrf_codes import skewed
 
@@ -386,13 +390,12 @@ def accuracy(report: Report, system: System, quick: bool) -> dict[str, float]:
 
 
 @contextmanager
-def _cc_sees(cs: Any, variant: str) -> Iterator[None]:
-    """Prediction as the CC saw it before the padding (``"unpadded"``: paths stop at their
-    leaves, each bit under its node's provider's key), with padding only (``"padded"``), or
-    as it is (``"padded, every key"``)."""
-    if variant != "padded, every key":
+def _cc_sees(cs: Any, *, padded: bool = True, every_key: bool = True) -> Iterator[None]:
+    """Prediction as it is (the defaults) or as the CC saw it before: paths stopping at their
+    leaves (``padded=False``), each bit under its node's provider's key only (``every_key=False``)."""
+    if not every_key:
         cs._holt_keys = lambda: []
-    if variant == "unpadded":
+    if not padded:
         cs._walk = lambda n, decide, pad=False: CSPrediction._walk(cs, n, decide, pad=False)
     try:
         yield
@@ -401,7 +404,40 @@ def _cc_sees(cs: Any, variant: str) -> Iterator[None]:
         cs.__dict__.pop("_walk", None)
 
 
-PADDING_VARIANTS = ("unpadded", "padded", "padded, every key")
+PADDING_VARIANTS = {"unpadded": (False, False), "padded": (True, False), "padded, every key": (True, True)}
+"""The CC's view in the cost table: (padded, every key)."""
+
+CC_VIEWS = {
+    "unpadded, each bit under its provider's key (before)": (False, False),
+    "unpadded, every key": (False, True),
+    "padded, each bit under its provider's key": (True, False),
+    "padded, every key (now)": (True, True),
+}
+
+
+def leaf_naming(report: Report) -> dict[str, int]:
+    """The CC names the leaf from its view (``attack.name_leaf``): one tree of depth 8 on the
+    test data of ``tests/revfrf`` (240 rows, 6 integer columns, 3 participants, 512-bit test
+    keys: the view's shape does not depend on them), 80 known and 80 target requests."""
+    X, y = integer_data()
+    clf = RevFRFClassifier(n_estimators=1, max_depth=8, bootstrap=False, random_state=7,
+                           kgc_factory=lambda: dtpkc_test_kgc(512)).set_params(partition=[[0, 3], [1], [2, 4, 5]])
+    clf.fit(X, y)
+    table = report.table(
+        "The CC names the leaf of one-row encrypted requests from its view: one tree of depth 8, test data, "
+        "80 known and 80 target requests",
+        ["CC's view", "leaf named (of 80)", "prior (most frequent leaf)", "distinct views"],
+        note="guess: the most frequent leaf among the known requests with the same batch sizes and keys; "
+             "deterministic (the view's shape does not depend on cryptographic randomness)",
+    )
+    out = {}
+    for label, (padded, every) in CC_VIEWS.items():
+        with _cc_sees(clf.cs_, padded=padded, every_key=every):
+            hits, prior, views = leaf_naming_experiment(clf, X, 80)
+        table.add(label, str(hits), str(prior), str(views))
+        out[label] = hits
+    report.data["leaf_naming"] = out
+    return out
 
 
 def _count_comparisons(cs: Any) -> list[int]:
@@ -436,9 +472,9 @@ def padding(report: Report, system: System, quick: bool) -> dict[str, float]:
         cs = clf.cs_
         batches = _count_comparisons(cs)
         base = 0.0
-        for variant in PADDING_VARIANTS:
+        for variant, (padded, every) in PADDING_VARIANTS.items():
             times, counts = [], []
-            with _cc_sees(cs, variant):
+            with _cc_sees(cs, padded=padded, every_key=every):
                 for x in Xte[:n_rows]:
                     batches.clear()
                     times.append(_timed(lambda x=x, req=req: req.request(x)))
@@ -453,6 +489,7 @@ def padding(report: Report, system: System, quick: bool) -> dict[str, float]:
 
 
 def run(report: Report, quick: bool) -> None:
+    leaf_naming(report)
     bits_list = [1024] if quick else [2048, 1024]
     for bits in bits_list:
         system = System(bits)

@@ -35,6 +35,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -248,6 +249,22 @@ def name_leaf(known: Sequence[tuple[Hashable, Hashable]], targets: Sequence[tupl
     hits = sum(_most_common(by_profile.get(prof) or every) == leaf for prof, leaf in targets)
     prior = sum(base == leaf for _, leaf in targets)
     return hits, prior
+
+
+def leaf_naming_experiment(clf: Any, X: npt.NDArray[np.float64], n: int) -> tuple[int, int, int]:
+    """Rows ``n .. 2n-1`` as known requests and rows ``0 .. n-1`` as targets: one-row encrypted
+    requests to the fitted one-tree facade ``clf``; the CC's profile of each
+    (:func:`cc_prediction_profile`, from the transcript), the true leaf from the plaintext
+    forest (tests and experiments only), then :func:`name_leaf`.  Returns ``(hits, prior,
+    distinct profiles)``."""
+    (tree,) = clf.plaintext_forest().trees
+    seen = []
+    for i in range(2 * n):
+        before = len(clf.transcript_.view("cc"))
+        clf.predict(X[i:i + 1], method="encrypted", requester="req")
+        seen.append((cc_prediction_profile(clf.transcript_.view("cc")[before:]), int(tree.apply(X[i:i + 1])[0])))
+    hits, prior = name_leaf(seen[n:], seen[:n])
+    return hits, prior, len({p for p, _ in seen})
 
 
 def tie_guess_rate(comparisons: Sequence[tuple[int, bool]], grid_step: int, spread: int) -> float:
