@@ -15,6 +15,8 @@ Tables (the paper's figures are Java at 1024 bits on two laptops, quoted as thei
   against the full build's time per split.
 * Leaf naming: what the CC's view of a prediction tells it about the leaf reached, before and
   after padding and every-key outputs (:func:`leaf_naming`).
+* Ties: the CC's guess of a path bit from comparisons whose value equals the threshold, with
+  thresholds where the splitter put them and centred in their gaps (:func:`ties`).
 * Padding: what hiding the paths from the CC costs per encrypted request, on Adult and a
   skewed synthetic table (:func:`padding`).
 * Table 2: accuracy on Adult's official test split with 0-5 revoked participants against
@@ -56,8 +58,15 @@ from securetrees.dtpkc import (
 )
 from securetrees.errors import InsecureParameterWarning
 from securetrees.protocols.revfrf import RevFRFClassifier
-from securetrees.protocols.revfrf.attack import integer_data, leaf_naming_experiment
+from securetrees.protocols.revfrf.attack import (
+    integer_data,
+    leaf_naming_experiment,
+    neighbour_comparisons,
+    tie_guess_rate,
+)
 from securetrees.protocols.revfrf.cs_prediction import CSPrediction
+from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from securetrees.protocols.revfrf.thresholds import ColumnGrid
 from securetrees.runtime import InProcessNetwork, Message
 from securetrees.testing.dtpkc import dtpkc_test_kgc
 from securetrees.trees import BinningParams, GrowParams, train_forest
@@ -440,6 +449,39 @@ def leaf_naming(report: Report) -> dict[str, int]:
     return out
 
 
+def ties(report: Report) -> dict[str, float]:
+    """The CC spotting ties (``attack.tie_guess_rate``) with the thresholds where the splitter put
+    them against centred in their gaps: 10 trees of depth 6 on the test data, ``splitter="bins"``
+    with 16 bins (edges on the integers), the comparisons of 240 new rows whose value is the
+    threshold or its grid neighbour."""
+    X, y = integer_data()
+    rows = integer_data(seed=9)[0]
+    grid = 1 << DEFAULT_CODEC.frac_bits
+    table = report.table(
+        "The CC's guess of the path bit from ties: 10 trees of depth 6, bins (16), test data",
+        ["thresholds", "comparisons", "ties", "CC's guess of the bit"],
+        note="guess: left when the view lies below what any value other than the threshold gives, else a coin; "
+             "exact in expectation over HoLT's blur",
+    )
+    out = {}
+    for label, centred in (("where the splitter put them (before)", False), ("centred (now)", True)):
+        saved = ColumnGrid.centre
+        if not centred:
+            ColumnGrid.centre = lambda self, s: s  # type: ignore[method-assign]
+        try:
+            clf = RevFRFClassifier(n_estimators=10, max_depth=6, splitter="bins", max_bins=16, code_resolution=None,
+                                   random_state=7, kgc_factory=lambda: dtpkc_test_kgc(512))
+            clf.set_params(partition=[[0, 3], [1], [2, 4, 5]]).fit(X, y)
+        finally:
+            ColumnGrid.centre = saved  # type: ignore[method-assign]
+        pairs = neighbour_comparisons(clf.plaintext_forest(), rows, DEFAULT_CODEC, grid)
+        rate = tie_guess_rate(pairs, grid, DEFAULT_HOLT.spread)
+        table.add(label, str(len(pairs)), str(sum(m == 1 for m, _ in pairs)), f"{rate * 100:.1f}%")
+        out[label] = rate
+    report.data["ties"] = out
+    return out
+
+
 def _count_comparisons(cs: Any) -> list[int]:
     """The sizes of the HoLT batches ``cs`` sends from now on (appended to the returned list)."""
     batches: list[int] = []
@@ -490,6 +532,7 @@ def padding(report: Report, system: System, quick: bool) -> dict[str, float]:
 
 def run(report: Report, quick: bool) -> None:
     leaf_naming(report)
+    ties(report)
     bits_list = [1024] if quick else [2048, 1024]
     for bits in bits_list:
         system = System(bits)
