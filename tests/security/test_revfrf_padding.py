@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 import numpy as np
 import pytest
 
-from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf import RevFRFClassifier, cs_prediction
 from securetrees.protocols.revfrf.attack import cc_prediction_profile, leaf_naming_experiment
 from securetrees.protocols.revfrf.cs_prediction import CSPrediction
 
@@ -86,3 +86,16 @@ def test_batch_sizes_are_rows_times_trees_at_every_level() -> None:
             assert sizes == [3 * per_request] * (depth * (rows if method == "encrypted" else 1))
             assert len({k for _, k in profile}) == 1
             np.testing.assert_array_equal(got, clf.plaintext_forest().predict(X[10:10 + rows]))
+
+
+def test_large_levels_split_into_rounds_by_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A level of more comparisons × keys than one reply may carry goes in equal rounds (the last
+    one shorter), a split that depends only on the level's size; the predictions are unchanged."""
+    X, y = make_data()
+    clf = classifier(n_estimators=3, max_depth=3).set_params(partition=PARTITION).fit(X, y)
+    monkeypatch.setattr(cs_prediction, "MAX_HOLT_OUTPUTS", 4 * 3)  # 3 participants: 4 comparisons a round
+    before = len(clf.transcript_.view("cc"))
+    got = clf.predict(X[:5], method="test")
+    sizes = [b for b, _ in cc_prediction_profile(clf.transcript_.view("cc")[before:])]
+    assert sizes == [4, 4, 4, 3] * clf.cs_.padded_depth
+    np.testing.assert_array_equal(got, clf.plaintext_forest().predict(X[:5]))
