@@ -13,6 +13,10 @@ Tables (the paper's figures are Java at 1024 bits on two laptops, quoted as thei
 * Table 7: one feature per participant (14 participants); 1-5 participants revoked in turn:
   nodes destroyed (fraction of the forest), splits rebuilt, rebuild time per rebuilt split
   against the full build's time per split.
+* Leaf naming: what the CC's view of a prediction tells it about the leaf reached, before and
+  after padding and every-key outputs (:func:`leaf_naming`).
+* Ties: the CC's guess of a path bit from comparisons whose value equals the threshold, with
+  thresholds where the splitter put them and centred in their gaps (:func:`ties`).
 * Padding: what hiding the paths from the CC costs per encrypted request, on Adult and a
   skewed synthetic table (:func:`padding`).
 * Table 2: accuracy on Adult's official test split with 0-5 revoked participants against
@@ -54,8 +58,17 @@ from securetrees.dtpkc import (
 )
 from securetrees.errors import InsecureParameterWarning
 from securetrees.protocols.revfrf import RevFRFClassifier
+from securetrees.protocols.revfrf.attack import (
+    integer_data,
+    leaf_naming_experiment,
+    neighbour_comparisons,
+    tie_guess_rate,
+)
 from securetrees.protocols.revfrf.cs_prediction import CSPrediction
+from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
+from securetrees.protocols.revfrf.thresholds import ColumnGrid
 from securetrees.runtime import InProcessNetwork, Message
+from securetrees.testing.dtpkc import dtpkc_test_kgc
 from securetrees.trees import BinningParams, GrowParams, train_forest
 from suites.revfrf_codes import skewed
 
@@ -386,13 +399,12 @@ def accuracy(report: Report, system: System, quick: bool) -> dict[str, float]:
 
 
 @contextmanager
-def _cc_sees(cs: Any, variant: str) -> Iterator[None]:
-    """Prediction as the CC saw it before the padding (``"unpadded"``: paths stop at their
-    leaves, each bit under its node's provider's key), with padding only (``"padded"``), or
-    as it is (``"padded, every key"``)."""
-    if variant != "padded, every key":
+def _cc_sees(cs: Any, *, padded: bool = True, every_key: bool = True) -> Iterator[None]:
+    """Prediction as it is (the defaults) or as the CC saw it before: paths stopping at their
+    leaves (``padded=False``), each bit under its node's provider's key only (``every_key=False``)."""
+    if not every_key:
         cs._holt_keys = lambda: []
-    if variant == "unpadded":
+    if not padded:
         cs._walk = lambda n, decide, pad=False: CSPrediction._walk(cs, n, decide, pad=False)
     try:
         yield
@@ -401,7 +413,73 @@ def _cc_sees(cs: Any, variant: str) -> Iterator[None]:
         cs.__dict__.pop("_walk", None)
 
 
-PADDING_VARIANTS = ("unpadded", "padded", "padded, every key")
+PADDING_VARIANTS = {"unpadded": (False, False), "padded": (True, False), "padded, every key": (True, True)}
+"""The CC's view in the cost table: (padded, every key)."""
+
+CC_VIEWS = {
+    "unpadded, each bit under its provider's key (before)": (False, False),
+    "unpadded, every key": (False, True),
+    "padded, each bit under its provider's key": (True, False),
+    "padded, every key (now)": (True, True),
+}
+
+
+def leaf_naming(report: Report) -> dict[str, int]:
+    """The CC names the leaf from its view (``attack.name_leaf``): one tree of depth 8 on the
+    test data of ``tests/revfrf`` (240 rows, 6 integer columns, 3 participants, 512-bit test
+    keys: the view's shape does not depend on them), 80 known and 80 target requests."""
+    X, y = integer_data()
+    clf = RevFRFClassifier(n_estimators=1, max_depth=8, bootstrap=False, random_state=7,
+                           kgc_factory=lambda: dtpkc_test_kgc(512)).set_params(partition=[[0, 3], [1], [2, 4, 5]])
+    clf.fit(X, y)
+    table = report.table(
+        "The CC names the leaf of one-row encrypted requests from its view: one tree of depth 8, test data, "
+        "80 known and 80 target requests",
+        ["CC's view", "leaf named (of 80)", "prior (most frequent leaf)", "distinct views"],
+        note="guess: the most frequent leaf among the known requests with the same batch sizes and keys; "
+             "deterministic (the view's shape does not depend on cryptographic randomness)",
+    )
+    out = {}
+    for label, (padded, every) in CC_VIEWS.items():
+        with _cc_sees(clf.cs_, padded=padded, every_key=every):
+            hits, prior, views = leaf_naming_experiment(clf, X, 80)
+        table.add(label, str(hits), str(prior), str(views))
+        out[label] = hits
+    report.data["leaf_naming"] = out
+    return out
+
+
+def ties(report: Report) -> dict[str, float]:
+    """The CC spotting ties (``attack.tie_guess_rate``) with the thresholds where the splitter put
+    them against centred in their gaps: 10 trees of depth 6 on the test data, ``splitter="bins"``
+    with 16 bins (edges on the integers), the comparisons of 240 new rows whose value is the
+    threshold or its grid neighbour."""
+    X, y = integer_data()
+    rows = integer_data(seed=9)[0]
+    grid = 1 << DEFAULT_CODEC.frac_bits
+    table = report.table(
+        "The CC's guess of the path bit from ties: 10 trees of depth 6, bins (16), test data",
+        ["thresholds", "comparisons", "ties", "CC's guess of the bit"],
+        note="guess: left when the view lies below what any value other than the threshold gives, else a coin; "
+             "exact in expectation over HoLT's blur",
+    )
+    out = {}
+    for label, centred in (("where the splitter put them (before)", False), ("centred (now)", True)):
+        saved = ColumnGrid.centre
+        if not centred:
+            ColumnGrid.centre = lambda self, s: s  # type: ignore[method-assign]
+        try:
+            clf = RevFRFClassifier(n_estimators=10, max_depth=6, splitter="bins", max_bins=16, code_resolution=None,
+                                   random_state=7, kgc_factory=lambda: dtpkc_test_kgc(512))
+            clf.set_params(partition=[[0, 3], [1], [2, 4, 5]]).fit(X, y)
+        finally:
+            ColumnGrid.centre = saved  # type: ignore[method-assign]
+        pairs = neighbour_comparisons(clf.plaintext_forest(), rows, DEFAULT_CODEC, grid)
+        rate = tie_guess_rate(pairs, grid, DEFAULT_HOLT.spread)
+        table.add(label, str(len(pairs)), str(sum(m == 1 for m, _ in pairs)), f"{rate * 100:.1f}%")
+        out[label] = rate
+    report.data["ties"] = out
+    return out
 
 
 def _count_comparisons(cs: Any) -> list[int]:
@@ -436,9 +514,9 @@ def padding(report: Report, system: System, quick: bool) -> dict[str, float]:
         cs = clf.cs_
         batches = _count_comparisons(cs)
         base = 0.0
-        for variant in PADDING_VARIANTS:
+        for variant, (padded, every) in PADDING_VARIANTS.items():
             times, counts = [], []
-            with _cc_sees(cs, variant):
+            with _cc_sees(cs, padded=padded, every_key=every):
                 for x in Xte[:n_rows]:
                     batches.clear()
                     times.append(_timed(lambda x=x, req=req: req.request(x)))
@@ -453,6 +531,8 @@ def padding(report: Report, system: System, quick: bool) -> dict[str, float]:
 
 
 def run(report: Report, quick: bool) -> None:
+    leaf_naming(report)
+    ties(report)
     bits_list = [1024] if quick else [2048, 1024]
     for bits in bits_list:
         system = System(bits)

@@ -35,11 +35,13 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from securetrees.dtpkc.twoserver import HoLTRequest
+from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError
 from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest
 from securetrees.runtime import Record, Transcript
@@ -232,6 +234,41 @@ def name_leaf(known: Sequence[tuple[Hashable, Hashable]], targets: Sequence[tupl
     hits = sum(_most_common(by_profile.get(prof) or every) == leaf for prof, leaf in targets)
     prior = sum(base == leaf for _, leaf in targets)
     return hits, prior
+
+
+def leaf_naming_experiment(clf: Any, X: npt.NDArray[np.float64], n: int) -> tuple[int, int, int]:
+    """Rows ``n .. 2n-1`` as known requests and rows ``0 .. n-1`` as targets: one-row encrypted
+    requests to the fitted one-tree facade ``clf``; the CC's profile of each
+    (:func:`cc_prediction_profile`, from the transcript), the true leaf from the plaintext
+    forest (tests and experiments only), then :func:`name_leaf`.  Returns ``(hits, prior,
+    distinct profiles)``."""
+    (tree,) = clf.plaintext_forest().trees
+    seen = []
+    for i in range(2 * n):
+        before = len(clf.transcript_.view("cc"))
+        clf.predict(X[i:i + 1], method="encrypted", requester="req")
+        seen.append((cc_prediction_profile(clf.transcript_.view("cc")[before:]), int(tree.apply(X[i:i + 1])[0])))
+    hits, prior = name_leaf(seen[n:], seen[:n])
+    return hits, prior, len({p for p, _ in seen})
+
+
+def neighbour_comparisons(forest: Any, rows: npt.NDArray[np.float64], codec: FixedPoint, grid_step: int
+                          ) -> list[tuple[int, bool]]:
+    """``(M, left)`` of every comparison the rows' paths through the plaintext ``forest`` make
+    (what HoLT blurs for the CC; ``M = |2(X − S) − 1|`` on the codes) whose value is the
+    threshold's grid neighbour or the threshold itself (``M ≤ 2g + 1``): the ones a tie
+    concerns.  Rows without missing values."""
+    out = []
+    for tree in forest.trees:
+        for x in rows:
+            k = 0
+            while tree.feature[k] >= 0:
+                v, s = float(x[tree.feature[k]]), float(tree.threshold[k])
+                m = abs(2 * (codec.encode_scalar(v) - codec.encode_scalar(s)) - 1)
+                if m <= 2 * grid_step + 1:
+                    out.append((m, v <= s))
+                k = int(tree.left[k] if v <= s else tree.right[k])
+    return out
 
 
 def tie_guess_rate(comparisons: Sequence[tuple[int, bool]], grid_step: int, spread: int) -> float:

@@ -32,7 +32,12 @@ from securetrees.protocols.revfrf.messages import (
 from securetrees.psi.roles import random_permutation
 from securetrees.runtime import handles
 
-__all__ = ["CSPrediction", "Level"]
+__all__ = ["MAX_HOLT_OUTPUTS", "CSPrediction", "Level"]
+
+MAX_HOLT_OUTPUTS = 1 << 16
+"""The most ciphertexts one HoLT reply carries (comparisons × keys): a level's comparisons go in
+as many rounds as that needs (about 64 MiB a reply at 2048 bits, within the message limit); the
+split depends only on the level's size and the number of keys."""
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -70,7 +75,8 @@ class CSPrediction(CSState):
     def _decide(self, requester: str, level: Level, xs: Sequence[Ciphertext]) -> BoolArray:
         """FT-Predict lines 4-7 for a level: batched HoLT of ``x < s + 1`` (i.e. ``x ≤ s``: left)
         for each (tree, node) with its ``[[x]]``, in a secret random order and with every bit
-        under every live participant's key (:meth:`_holt_keys`), then ParHDec1 of the real
+        under every live participant's key (:meth:`_holt_keys`), in rounds of at most
+        :data:`MAX_HOLT_OUTPUTS` ciphertexts, then ParHDec1 of the real
         comparisons by each provider (one round) and ParHDec2 here; a padding comparison's bit
         is dropped unopened.  Reveals to the CS: the path bits; to the CC: the batch size and
         per comparison HoLT's blurred magnitude (``specs/revfrf.md``)."""
@@ -81,7 +87,11 @@ class CSPrediction(CSState):
                 raise ProtocolError("comparison at a leaf")
             pairs.append((cx, node.split.add_constant(1)))
         order = random_permutation(len(pairs), self._rng)
-        shuffled = self.holt_many([pairs[i] for i in order.tolist()], fan_out=self._holt_keys())
+        keys = self._holt_keys()
+        per_call = max(1, MAX_HOLT_OUTPUTS // max(1, len(keys)))
+        queue = [pairs[i] for i in order.tolist()]
+        shuffled = [c for at in range(0, len(queue), per_call)
+                    for c in self.holt_many(queue[at:at + per_call], fan_out=keys)]
         bits_enc: list[Ciphertext] = [shuffled[0]] * len(pairs)
         for j, i in enumerate(order.tolist()):
             bits_enc[i] = shuffled[j]

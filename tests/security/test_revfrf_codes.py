@@ -103,3 +103,50 @@ def test_full_resolution_bins_codes_are_the_global_bins() -> None:
         assert c.exact_bins == c.observed > 0
     new, _ = _fit("bins", 3, 4)
     assert all(c.exact_bins < c.observed // 10 for c in forest_leak(new.transcript_, X))
+
+
+# ------------------------------------------------------------------ the worst column shapes
+
+SPIKE_MARGIN = 15.0
+"""Exact bins beyond the share of a column's most frequent value, at 10 trees of depth 10 and
+the default k (the spec's bound for the worst column shape)."""
+
+
+def _shaped(shape: str) -> tuple[np.ndarray, np.ndarray]:
+    """The test data with column 2 (the one the forest splits on most) reshaped: a spike of
+    zeros over a share of the rows, or five distinct values (fewer than k)."""
+    X, y = make_data()
+    rng = np.random.default_rng(5)  # which rows get the spike: test data, not a secret
+    if shape == "five values":
+        X[:, 2] = np.floor(X[:, 2] / 12)
+    else:
+        share = int(shape.removesuffix("% zeros")) / 100
+        X[np.argsort(rng.random(X.shape[0]))[: round(share * X.shape[0])], 2] = 0.0
+    return X, y
+
+
+def _column_2(splitter: str, shape: str, **kw: object) -> tuple[float, float]:
+    """(exact bins of column 2 in % of the rows, share of its most frequent value in %)."""
+    X, y = _shaped(shape)
+    clf = classifier(splitter=splitter, n_estimators=10, max_depth=10, **kw).set_params(partition=PARTITION).fit(X, y)
+    (leak,) = [c for c in forest_leak(clf.transcript_, X) if c.column == 2]
+    top = np.unique(X[:, 2], return_counts=True)[1].max()
+    return 100 * leak.exact_bins / X.shape[0], 100 * top / X.shape[0]
+
+
+@pytest.mark.parametrize("shape", ["63% zeros", "92% zeros"])
+@pytest.mark.parametrize("splitter", ["bins", "random_range"])
+def test_worst_spiked_column_within_its_share_plus_the_margin(splitter: str, shape: str) -> None:
+    exact, top = _column_2(splitter, shape)
+    assert exact <= top + SPIKE_MARGIN
+
+
+def test_worst_column_with_fewer_values_than_k_is_read_whole() -> None:
+    """Stated, not bounded: with at most k distinct values the coarse codes are the values' ranks."""
+    exact, _ = _column_2("bins", "five values")
+    assert exact == 100.0
+
+
+def test_planted_worst_spiked_column_at_full_resolution_breaks_the_margin() -> None:
+    exact, top = _column_2("bins", "63% zeros", code_resolution=None)
+    assert exact > top + SPIKE_MARGIN

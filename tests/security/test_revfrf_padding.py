@@ -12,8 +12,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 import numpy as np
 import pytest
 
-from securetrees.protocols.revfrf import RevFRFClassifier
-from securetrees.protocols.revfrf.attack import cc_prediction_profile, name_leaf
+from securetrees.protocols.revfrf import RevFRFClassifier, cs_prediction
+from securetrees.protocols.revfrf.attack import cc_prediction_profile, leaf_naming_experiment
 from securetrees.protocols.revfrf.cs_prediction import CSPrediction
 
 from ..revfrf.helpers import PARTITION, classifier, make_data
@@ -48,25 +48,16 @@ def provider_keys() -> Iterator[None]:
 
 
 def cc_names_leaf(clf: RevFRFClassifier, X: np.ndarray, variant: Callable[[], AbstractContextManager[object]]
-                  ) -> tuple[int, int, set[object]]:
-    """80 known and 80 target one-row encrypted requests (rows 80-159 and 0-79): the CC's
-    profile of each, then :func:`name_leaf`."""
-    (tree,) = clf.plaintext_forest().trees
-    seen = []
+                  ) -> tuple[int, int, int]:
+    """80 known and 80 target one-row encrypted requests (:func:`leaf_naming_experiment`)."""
     with variant():
-        for i in range(2 * N_REQUESTS):
-            before = len(clf.transcript_.view("cc"))
-            clf.predict(X[i:i + 1], method="encrypted", requester="req")
-            profile = cc_prediction_profile(clf.transcript_.view("cc")[before:])
-            seen.append((profile, int(tree.apply(X[i:i + 1])[0])))
-    hits, prior = name_leaf(seen[N_REQUESTS:], seen[:N_REQUESTS])
-    return hits, prior, {p for p, _ in seen}
+        return leaf_naming_experiment(clf, X, N_REQUESTS)
 
 
 def test_the_cc_names_the_leaf_no_better_than_the_prior(deep_tree: tuple[RevFRFClassifier, np.ndarray]) -> None:
     clf, X = deep_tree
     hits, prior, profiles = cc_names_leaf(clf, X, nullcontext)
-    assert len(profiles) == 1, "the CC's view differs between requests"
+    assert profiles == 1, "the CC's view differs between requests"
     assert hits == prior
 
 
@@ -75,7 +66,7 @@ def test_planted_the_cc_names_the_leaf(deep_tree: tuple[RevFRFClassifier, np.nda
                                        variant: Callable[[], AbstractContextManager[object]]) -> None:
     clf, X = deep_tree
     hits, prior, profiles = cc_names_leaf(clf, X, variant)
-    assert len(profiles) > 1
+    assert profiles > 1
     assert hits >= prior + 10
 
 
@@ -95,3 +86,16 @@ def test_batch_sizes_are_rows_times_trees_at_every_level() -> None:
             assert sizes == [3 * per_request] * (depth * (rows if method == "encrypted" else 1))
             assert len({k for _, k in profile}) == 1
             np.testing.assert_array_equal(got, clf.plaintext_forest().predict(X[10:10 + rows]))
+
+
+def test_large_levels_split_into_rounds_by_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A level of more comparisons × keys than one reply may carry goes in equal rounds (the last
+    one shorter), a split that depends only on the level's size; the predictions are unchanged."""
+    X, y = make_data()
+    clf = classifier(n_estimators=3, max_depth=3).set_params(partition=PARTITION).fit(X, y)
+    monkeypatch.setattr(cs_prediction, "MAX_HOLT_OUTPUTS", 4 * 3)  # 3 participants: 4 comparisons a round
+    before = len(clf.transcript_.view("cc"))
+    got = clf.predict(X[:5], method="test")
+    sizes = [b for b, _ in cc_prediction_profile(clf.transcript_.view("cc")[before:])]
+    assert sizes == [4, 4, 4, 3] * clf.cs_.padded_depth
+    np.testing.assert_array_equal(got, clf.plaintext_forest().predict(X[:5]))

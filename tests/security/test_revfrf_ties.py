@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from securetrees.protocols.revfrf.attack import tie_guess_rate
+from securetrees.protocols.revfrf.attack import neighbour_comparisons, tie_guess_rate
 from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
 from securetrees.protocols.revfrf.thresholds import ColumnGrid
-from securetrees.trees import Forest
 
 from ..revfrf.helpers import PARTITION, classifier, make_data
 
@@ -26,22 +25,6 @@ GRID = 1 << DEFAULT_CODEC.frac_bits  # integer data: one unit is 2^-f
 SETTINGS: dict[str, Any] = {"splitter": "bins", "max_bins": 16, "code_resolution": None, "n_estimators": 10,
                             "max_depth": 6}
 """16 quantile bins: edges on the integers (percentiles of integer data)."""
-
-
-def comparisons(forest: Forest, rows: np.ndarray) -> list[tuple[int, bool]]:
-    """``(M, left)`` of every comparison the rows' paths make (what HoLT blurs for the CC) whose
-    value is on the grid next to the threshold or on it (``M ≤ 2g + 1``): the ones a tie concerns."""
-    out = []
-    for tree in forest.trees:
-        for x in rows:
-            k = 0
-            while tree.feature[k] >= 0:
-                v, s = float(x[tree.feature[k]]), float(tree.threshold[k])
-                m = abs(2 * (DEFAULT_CODEC.encode_scalar(v) - DEFAULT_CODEC.encode_scalar(s)) - 1)
-                if m <= 2 * GRID + 1:
-                    out.append((m, v <= s))
-                k = int(tree.left[k] if v <= s else tree.right[k])
-    return out
 
 
 @contextmanager
@@ -56,7 +39,7 @@ def tie_rate(variant: Any) -> tuple[float, int]:
     X, y = make_data()
     with variant():
         clf = classifier(**SETTINGS).set_params(partition=PARTITION).fit(X, y)
-    pairs = comparisons(clf.plaintext_forest(), make_data(seed=9)[0])
+    pairs = neighbour_comparisons(clf.plaintext_forest(), make_data(seed=9)[0], DEFAULT_CODEC, GRID)
     return tie_guess_rate(pairs, GRID, DEFAULT_HOLT.spread), sum(m == 1 for m, _ in pairs)
 
 
