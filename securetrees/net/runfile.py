@@ -252,10 +252,29 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
              "revfrf": {"participants": of("participant"), "requesters": of("requester")}}.get(protocol, {})
     out: dict[str, Any] = {k: v for k, v in lists.items() if k not in params and v}
     layout = {"federated-forest": ("client", "feature_ids"), "revfrf": ("participant", "columns")}.get(protocol)
-    if layout is None or layout[1] in params:
+    if layout is None:
         return out
     role, key = layout
-    ids, start = [], 0
+    ids = params[key] if key in params else _global_columns(parties, role, key, features)
+    if key not in params:
+        out[key] = ids
+    if protocol == "revfrf" and "n_features" not in params and isinstance(ids, list) and all(
+            isinstance(c, list) for c in ids):
+        out["n_features"] = d = sum(len(c) for c in ids)
+        for r in parties:  # a requester holds every feature column, in the global order
+            held = features.get(r.name) if r.role == "requester" else None
+            if held is not None and len(held) != d:
+                raise TableError(f"{r.name}'s rows have {len(held)} feature columns, the participants {d}: a "
+                                 "requester holds every feature column, in the participants' order")
+    return out
+
+
+def _global_columns(parties: Sequence[PartySpec], role: str, key: str,
+                    features: Mapping[str, Sequence[str] | None]) -> list[list[int]]:
+    """Each ``role`` party's feature columns numbered in turn (``[[0, 1, 2], [3, 4]]``), from the
+    parties' ``features``; :class:`TableError` for a party whose table is not at hand."""
+    ids: list[list[int]] = []
+    start = 0
     for p in parties:
         if p.role != role:
             continue
@@ -265,18 +284,9 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
             raise TableError(f"{p.name}'s data {'(none named)' if data is None else f'{data} is not on this machine'}"
                              f": its header gives its feature count, else [protocol] {key} must be given (one list "
                              f"of global column numbers per {role}, e.g. --param '{key}=[[0, 1], [2, 3, 4]]')")
-        n = len(used)
-        ids.append(list(range(start, start + n)))
-        start += n
-    out[key] = ids
-    if protocol == "revfrf" and "n_features" not in params:
-        out["n_features"] = start
-        for r in parties:  # a requester holds every feature column, in the global order
-            held = features.get(r.name) if r.role == "requester" else None
-            if held is not None and len(held) != start:
-                raise TableError(f"{r.name}'s rows have {len(held)} feature columns, the participants {start}: a "
-                                 "requester holds every feature column, in the participants' order")
-    return out
+        ids.append(list(range(start, start + len(used))))
+        start += len(used)
+    return ids
 
 
 def _holder(protocol: str, parties: Sequence[PartySpec]) -> str:

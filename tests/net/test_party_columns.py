@@ -373,6 +373,11 @@ def test_kgc_without_requesters_and_revfrf_layout_from_the_tables(kgc_dir: Path,
         ["setup", "run", "revfrf", "--out", "run2.toml", "--ca", "pki/ca.pem", "--params", "keys/revfrf.public.toml",
          "--param", "n_classes=2", *parties, "--party", "name=requester,role=requester,address=127.0.0.1:9100,"
          "organisation=org-r,data=data/req.csv"], capsys)
+    no_data = [a.replace(",data=data/u1.csv,drop=label", "") for a in parties]
+    err = _refused(["setup", "run", "revfrf", "--out", "run3.toml", "--ca", "pki/ca.pem", "--params",
+                    "keys/revfrf.public.toml", "--param", "n_classes=2", *no_data], capsys)
+    assert "u1's data (none named): its header gives its feature count, else [protocol] columns must be" in err
+    assert "--param 'columns=[[0, 1], [2, 3, 4]]'" in err
     parties = [a.replace(",drop=label", "") for a in parties]
     assert "the column 'label' has the name of the run's label column" in _refused(
         ["setup", "run", "revfrf", "--out", "run2.toml", "--ca", "pki/ca.pem", "--params",
