@@ -200,7 +200,8 @@ def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
     :class:`TableError` (or :class:`ParameterError`) naming the party and the column, at set-up
     rather than when the roles start.  A data file that is not on this machine (another
     organisation's, across machines) maps to None: its role makes the same checks when it starts."""
-    declared = (params or {}).get("columns") if protocol == "histogram-forest" else None
+    raw = (params or {}).get("columns") if protocol == "histogram-forest" else None
+    declared = [str(c) for c in raw] if isinstance(raw, list) and all(isinstance(c, str) for c in raw) else None
     labels = {v for p in parties if (v := p.option("label")) is not None}
     out: dict[str, list[str] | None] = {}
     for p in parties:
@@ -214,17 +215,14 @@ def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
         opts = TableOptions.from_config(p.options, f"--party {p.name}",
                                         tuple(sorted(labels - {p.option("label")})))
         header = table_columns(base / data, f"{p.name}'s data")
-        if isinstance(declared, list) and all(isinstance(c, str) for c in declared):
-            listed = opts.features
+        listed = opts.features
+        if declared is not None:
             if listed is not None and sorted(listed) != sorted(declared):
                 raise TableError(f"{p.name}: features {sorted(set(listed) ^ set(declared))} differ from [protocol] "
                                  "columns (every histogram-forest client uses the declared columns)")
-            extra = [c for c in header if c not in (opts.id_column, opts.label, *declared, *opts.drop)]
-            opts = replace(opts, features=tuple(declared))
-            if extra and listed is None:
-                raise TableError(f"{where}: columns not in [protocol] columns: {extra}; drop them "
-                                 f"(drop={':'.join(extra)})")
-        features = feature_columns(header, opts, where)
+            _refuse_undeclared(where, header, opts, declared)
+        used = opts if declared is None else replace(opts, features=tuple(declared))
+        features = feature_columns(header, used, where)
         test = p.option("test_data")
         if test is not None:
             if not (base / test).is_file():
@@ -234,8 +232,19 @@ def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
             if lacking:
                 raise TableError(f"{p.name}'s test data ({base / test}) lacks the columns {lacking} of its "
                                  f"training table (the rows to predict need the id column and every feature column)")
+            if declared is not None:
+                _refuse_undeclared(f"{p.name}'s test data ({base / test})", have, opts, declared)
         out[p.name] = features
     return out
+
+
+def _refuse_undeclared(where: str, header: Sequence[str], options: TableOptions, declared: Sequence[str]) -> None:
+    """A histogram-forest client's table holds no column beyond its id, its label, the declared
+    ones and those it drops (its role reads the table strictly, unless its section lists its
+    ``features``): :class:`TableError` says which to drop."""
+    extra = [c for c in header if c not in (options.id_column, options.label, *declared, *options.drop)]
+    if extra and options.features is None:
+        raise TableError(f"{where}: columns not in [protocol] columns: {extra}; drop them (drop={':'.join(extra)})")
 
 
 def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[str, Any],

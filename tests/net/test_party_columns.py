@@ -320,6 +320,10 @@ def test_setup_run_histogram_forest_needs_extra_columns_dropped(run_dir: Path,
         assert "client0 uses 1 feature column: a" in capsys.readouterr().out
     err = _refused(_setup_run(*parties(",features=a:price"), protocol="histogram-forest", params=params), capsys)
     assert "features ['price'] differ from [protocol] columns" in err
+    _write(run_dir / "data" / "c0-test.csv", "id,a,price,colour,y\nt1,0.5,3,red,no\n")  # its role reads it strictly
+    err = _refused([*_setup_run(*parties(",drop=price,test_data=data/c0-test.csv"), protocol="histogram-forest",
+                                params=params), "--force"], capsys)
+    assert "client0's test data" in err and "columns not in [protocol] columns: ['colour']" in err
 
 
 # -- RevFRF's set-up ----------------------------------------------------------------------------------
