@@ -200,7 +200,8 @@ def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
     :class:`TableError` (or :class:`ParameterError`) naming the party and the column, at set-up
     rather than when the roles start.  A data file that is not on this machine (another
     organisation's, across machines) maps to None: its role makes the same checks when it starts."""
-    declared = (params or {}).get("columns") if protocol == "histogram-forest" else None
+    raw = (params or {}).get("columns") if protocol == "histogram-forest" else None
+    declared = [str(c) for c in raw] if isinstance(raw, list) and all(isinstance(c, str) for c in raw) else None
     labels = {v for p in parties if (v := p.option("label")) is not None}
     out: dict[str, list[str] | None] = {}
     for p in parties:
@@ -214,17 +215,14 @@ def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
         opts = TableOptions.from_config(p.options, f"--party {p.name}",
                                         tuple(sorted(labels - {p.option("label")})))
         header = table_columns(base / data, f"{p.name}'s data")
-        if isinstance(declared, list) and all(isinstance(c, str) for c in declared):
-            listed = opts.features
+        listed = opts.features
+        if declared is not None:
             if listed is not None and sorted(listed) != sorted(declared):
                 raise TableError(f"{p.name}: features {sorted(set(listed) ^ set(declared))} differ from [protocol] "
                                  "columns (every histogram-forest client uses the declared columns)")
-            extra = [c for c in header if c not in (opts.id_column, opts.label, *declared, *opts.drop)]
-            opts = replace(opts, features=tuple(declared))
-            if extra and listed is None:
-                raise TableError(f"{where}: columns not in [protocol] columns: {extra}; drop them "
-                                 f"(drop={':'.join(extra)})")
-        features = feature_columns(header, opts, where)
+            _refuse_undeclared(where, header, opts, declared)
+        used = opts if declared is None else replace(opts, features=tuple(declared))
+        features = feature_columns(header, used, where)
         test = p.option("test_data")
         if test is not None:
             if not (base / test).is_file():
@@ -234,8 +232,19 @@ def party_features(protocol: str, parties: Sequence[PartySpec], base: Path,
             if lacking:
                 raise TableError(f"{p.name}'s test data ({base / test}) lacks the columns {lacking} of its "
                                  f"training table (the rows to predict need the id column and every feature column)")
+            if declared is not None:
+                _refuse_undeclared(f"{p.name}'s test data ({base / test})", have, opts, declared)
         out[p.name] = features
     return out
+
+
+def _refuse_undeclared(where: str, header: Sequence[str], options: TableOptions, declared: Sequence[str]) -> None:
+    """A histogram-forest client's table holds no column beyond its id, its label, the declared
+    ones and those it drops (its role reads the table strictly, unless its section lists its
+    ``features``): :class:`TableError` says which to drop."""
+    extra = [c for c in header if c not in (options.id_column, options.label, *declared, *options.drop)]
+    if extra and options.features is None:
+        raise TableError(f"{where}: columns not in [protocol] columns: {extra}; drop them (drop={':'.join(extra)})")
 
 
 def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[str, Any],
@@ -252,10 +261,29 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
              "revfrf": {"participants": of("participant"), "requesters": of("requester")}}.get(protocol, {})
     out: dict[str, Any] = {k: v for k, v in lists.items() if k not in params and v}
     layout = {"federated-forest": ("client", "feature_ids"), "revfrf": ("participant", "columns")}.get(protocol)
-    if layout is None or layout[1] in params:
+    if layout is None:
         return out
     role, key = layout
-    ids, start = [], 0
+    ids = params[key] if key in params else _global_columns(parties, role, key, features)
+    if key not in params:
+        out[key] = ids
+    if protocol == "revfrf" and "n_features" not in params and isinstance(ids, list) and all(
+            isinstance(c, list) for c in ids):
+        out["n_features"] = d = sum(len(c) for c in ids)
+        for r in parties:  # a requester holds every feature column, in the global order
+            held = features.get(r.name) if r.role == "requester" else None
+            if held is not None and len(held) != d:
+                raise TableError(f"{r.name}'s rows have {len(held)} feature columns, the participants {d}: a "
+                                 "requester holds every feature column, in the participants' order")
+    return out
+
+
+def _global_columns(parties: Sequence[PartySpec], role: str, key: str,
+                    features: Mapping[str, Sequence[str] | None]) -> list[list[int]]:
+    """Each ``role`` party's feature columns numbered in turn (``[[0, 1, 2], [3, 4]]``), from the
+    parties' ``features``; :class:`TableError` for a party whose table is not at hand."""
+    ids: list[list[int]] = []
+    start = 0
     for p in parties:
         if p.role != role:
             continue
@@ -265,18 +293,9 @@ def _layout_params(protocol: str, parties: Sequence[PartySpec], params: Mapping[
             raise TableError(f"{p.name}'s data {'(none named)' if data is None else f'{data} is not on this machine'}"
                              f": its header gives its feature count, else [protocol] {key} must be given (one list "
                              f"of global column numbers per {role}, e.g. --param '{key}=[[0, 1], [2, 3, 4]]')")
-        n = len(used)
-        ids.append(list(range(start, start + n)))
-        start += n
-    out[key] = ids
-    if protocol == "revfrf" and "n_features" not in params:
-        out["n_features"] = start
-        for r in parties:  # a requester holds every feature column, in the global order
-            held = features.get(r.name) if r.role == "requester" else None
-            if held is not None and len(held) != start:
-                raise TableError(f"{r.name}'s rows have {len(held)} feature columns, the participants {start}: a "
-                                 "requester holds every feature column, in the participants' order")
-    return out
+        ids.append(list(range(start, start + len(used))))
+        start += len(used)
+    return ids
 
 
 def _holder(protocol: str, parties: Sequence[PartySpec]) -> str:

@@ -310,7 +310,8 @@ def read_table(source: object, options: TableOptions | None = None, *, schema: T
         raise TableError(f"{where}: declared columns not in the table: {unknown}")
     extra = [c for c in names if c not in (opt.id_column, opt.label, *features, *opt.drop)]
     if strict and extra and opt.features is None:  # listed features: every other column is ignored
-        raise TableError(f"{where}: columns not in the declared feature columns: {extra}")
+        raise TableError(f"{where}: columns not in the declared feature columns: {extra} (its section's drop = "
+                         f"{extra!r} ignores them)")
     declared = dict(opt.categories or {})
     data: dict[str, npt.NDArray[Any]] = {}
     numeric: dict[str, bool] = {}

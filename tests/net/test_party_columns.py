@@ -152,7 +152,7 @@ def test_histogram_forest_client_drops_undeclared_columns(tmp_path: Path) -> Non
     schema = declared_schema({"columns": ["age", "work"], "categories": {"work": ["Private", "State-gov"]}})
     path = _write(tmp_path / "c.csv", "id,work,price,age,y\nr1,Private,9.5,30,no\nr2,State-gov,1,41,yes\n")
     config_party = client_entry(tmp_path, {"label": "y"})
-    with pytest.raises(TableError, match=r"columns not in the declared feature columns: \['price'\]"):
+    with pytest.raises(TableError, match=r"columns: \['price'\] \(its section's drop = \['price'\] ignores them"):
         read_table(path, _table_options(config_party, schema), strict=True)
     kept = read_table(path, _table_options(client_entry(tmp_path, {"label": "y", "drop": ["price"]}), schema),
                       strict=True)
@@ -320,6 +320,10 @@ def test_setup_run_histogram_forest_needs_extra_columns_dropped(run_dir: Path,
         assert "client0 uses 1 feature column: a" in capsys.readouterr().out
     err = _refused(_setup_run(*parties(",features=a:price"), protocol="histogram-forest", params=params), capsys)
     assert "features ['price'] differ from [protocol] columns" in err
+    _write(run_dir / "data" / "c0-test.csv", "id,a,price,colour,y\nt1,0.5,3,red,no\n")  # its role reads it strictly
+    err = _refused([*_setup_run(*parties(",drop=price,test_data=data/c0-test.csv"), protocol="histogram-forest",
+                                params=params), "--force"], capsys)
+    assert "client0's test data" in err and "columns not in [protocol] columns: ['colour']" in err
 
 
 # -- RevFRF's set-up ----------------------------------------------------------------------------------
@@ -373,6 +377,11 @@ def test_kgc_without_requesters_and_revfrf_layout_from_the_tables(kgc_dir: Path,
         ["setup", "run", "revfrf", "--out", "run2.toml", "--ca", "pki/ca.pem", "--params", "keys/revfrf.public.toml",
          "--param", "n_classes=2", *parties, "--party", "name=requester,role=requester,address=127.0.0.1:9100,"
          "organisation=org-r,data=data/req.csv"], capsys)
+    no_data = [a.replace(",data=data/u1.csv,drop=label", "") for a in parties]
+    err = _refused(["setup", "run", "revfrf", "--out", "run3.toml", "--ca", "pki/ca.pem", "--params",
+                    "keys/revfrf.public.toml", "--param", "n_classes=2", *no_data], capsys)
+    assert "u1's data (none named): its header gives its feature count, else [protocol] columns must be" in err
+    assert "--param 'columns=[[0, 1], [2, 3, 4]]'" in err
     parties = [a.replace(",drop=label", "") for a in parties]
     assert "the column 'label' has the name of the run's label column" in _refused(
         ["setup", "run", "revfrf", "--out", "run2.toml", "--ca", "pki/ca.pem", "--params",

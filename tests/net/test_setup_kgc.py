@@ -67,9 +67,10 @@ def test_kgc_seals_every_partys_keys_and_run_accepts_its_public_output(kgc_dir: 
     public = (kgc_dir / "keys" / "revfrf.public.toml").read_text()
     assert all(v.hex() not in public for it in items.values() for v in it.values())  # no secret is public
     assert main(["setup", "run", "revfrf", "--out", "run.toml", "--ca", "pki/ca.pem", "--params",
-                 "keys/revfrf.public.toml", "--param", "n_classes=2", "--param", "n_features=2",
-                 "--param", "columns=[[0], [1]]", *_parties()]) == 0
+                 "keys/revfrf.public.toml", "--param", "n_classes=2", "--param", "columns=[[0], [1]]",
+                 *_parties()]) == 0  # n_features follows from columns
     config = load_config("run.toml")
+    assert config.params["n_features"] == 2
     assert config.params["participants"] == ["u1", "u2"] and set(config.params["directory"]) == {
         "cs", "cc", "u1", "u2", "requester"}
     assert "the CS and the CC do not collude" in (kgc_dir / "run.toml").read_text()
