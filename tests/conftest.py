@@ -31,6 +31,24 @@ settings.load_profile("securetrees")
 
 AUTO_WORKERS = "PYTEST_XDIST_AUTO_NUM_WORKERS"
 
+SLOW_FILES = (
+    "tests/net/test_hybridtree_deploy.py",
+    "tests/net/test_models.py",
+    "tests/net/test_revfrf_models.py",
+    "tests/net/test_deployment.py",
+    "tests/net/test_revfrf_jobs.py",
+    "tests/net/test_operator_cli.py",
+    "tests/net/test_secureboost_deploy.py",
+    "tests/trees/test_adult_accuracy.py",
+    "tests/security/test_hybridtree_leakage.py",
+    "tests/net/test_histogram_forest_deploy.py",
+    "tests/net/test_secureboost_models.py",
+    "tests/security/test_federated_forest_labels.py",
+    "tests/net/test_setup_kgc.py",
+)
+"""The files that take longest, slowest first (``--durations``; specs/testing.md "Parallel runs"):
+workers take them before the rest, so no worker is left with a long file when the others are done."""
+
 
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity mask where the OS has one)."""
@@ -63,7 +81,17 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object
     if runs_in_parallel(config):
         config.option.numprocesses = "auto"
         config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # xdist would put the files with the most tests first
     return (yield)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker (whose collection order the controller hands out): the
+    :data:`SLOW_FILES` first, in that order, then the others in their own order."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {path: i for i, path in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -410,6 +410,44 @@ def test_wait_for_returns_only_once_the_peer_serves_its_party(pki: dict[str, Tls
     nb2.close()
 
 
+def test_wait_for_retries_after_pauses_doubling_from_five_milliseconds(
+        pki: dict[str, TlsIdentity], held_ports: Ports, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fake clock: a peer that is not up is asked again after 5, 10, 20 ms..., the pause capped
+    at a quarter of a second, the last one cut to the deadline; a peer that comes up during the
+    third pause (started from the pause itself) is found by the next attempt, not after gRPC's
+    one-second reconnect backoff."""
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer(f"127.0.0.1:{held_ports(1)[0]}", role="echo")}
+    na = GrpcNetwork(pki["alice"], roster)
+    nb = GrpcNetwork(pki["bob"], roster)
+    Echo("bob", nb)
+    clock = [0.0]
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(transport, "time", SimpleNamespace(sleep=pause, monotonic=lambda: clock[0]))
+    with pytest.raises(PeerTimeout):
+        na.wait_for(["bob"], 2.0)
+    assert pauses[:7] == [0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.25]
+    assert max(pauses) == 0.25 and sum(pauses) == pytest.approx(2.0)
+    doubling = [min(0.005 * 2**i, 0.25) for i in range(64)]
+
+    def pause_then_start(seconds: float) -> None:
+        pause(seconds)
+        if len(pauses) == 3:
+            nb.start()
+
+    pauses.clear()
+    monkeypatch.setattr(transport, "time", SimpleNamespace(sleep=pause_then_start, monotonic=lambda: clock[0]))
+    na.wait_for(["bob"], 60.0)
+    # three pauses, unless a loaded machine made the first call to the live server miss its 1 s deadline
+    assert len(pauses) >= 3 and pauses == doubling[: len(pauses)]
+    na.close()
+    nb.close()
+
+
 def test_a_call_cancelled_by_a_stopping_server_means_the_party_is_unavailable() -> None:
     """A server that stops while a call is open (a party switching roles, or shutting down) answers
     CANCELLED: callers that wait for a party to come back (``finish_alignment``) must see
