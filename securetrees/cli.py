@@ -175,8 +175,9 @@ def _operator(args: argparse.Namespace) -> int:
         report = status(config, args.passphrase_file, timeout=5.0 if args.timeout is None else args.timeout)
         for role, info in report.items():
             details = ", ".join(f"{k} {v}" for k, v in info.items() if k != "reachable")
-            print(f"  {role}: {'up' if info['reachable'] == 'yes' else 'DOWN'}; {details}")
-        return 0 if all(i["reachable"] == "yes" for i in report.values()) else 3
+            state = "DOWN" if info["reachable"] != "yes" else "FAILED" if "failed" in info else "up"
+            print(f"  {role}: {state}; {details}")
+        return 0 if all(i["reachable"] == "yes" and "failed" not in i for i in report.values()) else 3
     result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
                       level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
     kept = getattr(job_module(config), "PREDICTIONS_KEPT", None) if args.action == "predict" else None
@@ -256,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
             args.log_level = level.upper()
     log_file = _log_file(args)
-    configure_logging(args.log_level, file=log_file)
+    configure_logging(args.log_level, file=log_file, exclusive=args.command == "party")
     try:
         status: int = args.func(args)
     except SecureTreesError as exc:

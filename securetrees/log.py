@@ -18,11 +18,17 @@ Nothing secret is ever logged: lines carry counts, names, sizes and times, never
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Final, TextIO
 
-__all__ = ["ROOT", "configure", "get_logger", "reset", "role_logger_name"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows has no flock
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["ROOT", "claim_file", "configure", "get_logger", "refused_path", "reset", "role_logger_name"]
 
 ROOT: Final = "securetrees"
 """The package's root logger; every logger of the library and the protocols is below it."""
@@ -76,21 +82,55 @@ class _Handler(logging.Handler):
         note_output()
 
 
+def refused_path(file: str | Path, pid: int | None = None) -> Path:
+    """Where a process logs when another holds ``file`` (:func:`claim_file`): ``NAME.refused-PID.log``
+    beside ``NAME.log``."""
+    path = Path(file)
+    return path.with_name(f"{path.stem}.refused-{os.getpid() if pid is None else pid}{path.suffix or '.log'}")
+
+
+def claim_file(file: str | Path) -> tuple[logging.FileHandler, Path | None]:
+    """A handler appending to ``file`` that this process alone writes: it holds an exclusive
+    ``flock`` on the file for as long as the handler is open.  When another process holds it (the
+    running copy of a party started twice), the handler writes to :func:`refused_path` instead, so
+    the running copy's log never shows the refused copy's errors; the second item is then ``file``
+    (the log it was refused), else ``None``.  Where ``flock`` does not exist (Windows), no claim."""
+    handler = logging.FileHandler(file, encoding="utf-8")
+    if fcntl is None or handler.stream is None:  # pragma: no cover - not POSIX (the stream is open: no delay)
+        return handler, None
+    try:
+        fcntl.flock(handler.stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held by another process
+        handler.close()
+        return logging.FileHandler(refused_path(file), encoding="utf-8"), Path(file)
+    return handler, None
+
+
 def configure(level: str | int = "INFO", *, file: str | Path | None = None,
-              stream: TextIO | None = None) -> logging.Handler:
+              stream: TextIO | None = None, exclusive: bool = False) -> logging.Handler:
     """For the command line only: send ``securetrees.*`` records at ``level`` and above to
     ``file`` (appended) or else ``stream`` (default stderr); returns the handler it installed.
+    With ``exclusive`` (a party's log) the file is claimed (:func:`claim_file`): a second process
+    given the same file logs to its own ``NAME.refused-PID.log``, and says so there first.
     Calling it again replaces the handler installed before."""
     global _installed
     root = logging.getLogger(ROOT)
     if _installed is not None:
         root.removeHandler(_installed)
         _installed.close()
-    handler = logging.FileHandler(file, encoding="utf-8") if file is not None else _Handler(stream)
+    refused: Path | None = None
+    handler: logging.Handler
+    if file is not None and exclusive:
+        handler, refused = claim_file(file)
+    else:
+        handler = logging.FileHandler(file, encoding="utf-8") if file is not None else _Handler(stream)
     _installed = handler
     handler.setFormatter(logging.Formatter(_FORMAT, _DATEFMT))
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    if refused is not None:
+        get_logger("log").warning("%s is held by another running process (a copy of this party started "
+                                  "earlier?); this process (pid %d) logs here instead", refused, os.getpid())
     return handler
 
 

@@ -33,11 +33,18 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, UnsupportedActionError
+from securetrees.errors import (
+    ParameterError,
+    PartyUnavailable,
+    PeerTimeout,
+    SecureTreesError,
+    UnsupportedActionError,
+)
 from securetrees.log import get_logger
 from securetrees.net.alignment import in_alignment
 from securetrees.net.config import RunConfig, read_passphrase
 from securetrees.net.control import Operator
+from securetrees.net.failed import check_started
 from securetrees.net.service import job_module, network_for
 
 __all__ = ["ACTIONS", "check_fitted", "connect", "run_step", "status", "stop", "write_csv"]
@@ -50,7 +57,8 @@ _log = get_logger("net.operate")
 @contextmanager
 def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: float) -> Iterator[Operator]:
     """The operator's end of the run (its TLS identity from the configuration) once every one of
-    ``roles`` answers within ``timeout`` seconds (:class:`PeerTimeout` otherwise); closed on exit."""
+    ``roles`` answers within ``timeout`` seconds (:class:`PeerTimeout` otherwise) and none failed at
+    start-up (its typed error otherwise, :func:`~securetrees.net.failed.check_started`); closed on exit."""
     with network_for(config, config.operator, passphrase) as net:
         end = time.monotonic() + timeout
         for role in roles:
@@ -62,7 +70,9 @@ def connect(config: RunConfig, passphrase: bytes, roles: list[str], timeout: flo
                     f"(securetrees party --config {config.path} --role {role}); if it was started, its log "
                     f"({config.path.parent / 'logs' / f'{role}.log'} unless --log-dir moved it) says why it "
                     "stopped") from None
-        yield Operator(config.operator, net)
+        operator = Operator(config.operator, net)
+        check_started(operator, roles)  # a role that failed at start-up: its typed error, now
+        yield operator
 
 
 def _remaining(end: float, floor: float = 0.25) -> float:
@@ -75,7 +85,8 @@ def _remaining(end: float, floor: float = 0.25) -> float:
 def status(config: RunConfig, passphrase_file: str | Path | None, *, timeout: float = 5.0
            ) -> dict[str, dict[str, str]]:
     """Each role's ``reachable`` (``yes``/``no``) and, when it is, its ``status`` reply; an
-    unreachable role's entry carries the ``error``.  ``timeout`` bounds the whole sweep, not each
+    unreachable role's entry carries the ``error``, a role that failed at start-up its typed error
+    as ``failed`` (:mod:`securetrees.net.failed`).  ``timeout`` bounds the whole sweep, not each
     role (:func:`_remaining`)."""
     out: dict[str, dict[str, str]] = {}
     end = time.monotonic() + timeout
@@ -87,6 +98,8 @@ def status(config: RunConfig, passphrase_file: str | Path | None, *, timeout: fl
                 out[role] = {"reachable": "yes", **operator.control(role, "status").info}
             except PartyUnavailable as exc:
                 out[role] = {"reachable": "no", "error": str(exc)}
+            except SecureTreesError as exc:  # it serves, but its role failed at start-up
+                out[role] = {"reachable": "yes", "failed": f"{type(exc).__name__}: {exc}"}
     return out
 
 
