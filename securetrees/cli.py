@@ -156,14 +156,20 @@ def _net() -> object:
 
 
 def _party(args: argparse.Namespace) -> int:
-    status: int = _net().serve(args.config, args.role, args.passphrase_file)  # type: ignore[attr-defined]
+    from securetrees.progress import log_lines
+
+    log_lines()  # progress as lines in the role's log, which the operator's status also reads
+    try:
+        status: int = _net().serve(args.config, args.role, args.passphrase_file)  # type: ignore[attr-defined]
+    finally:
+        log_lines(False)
     return status
 
 
 def _operator(args: argparse.Namespace) -> int:
     _net()
-    from securetrees.net.config import load_config
-    from securetrees.net.operate import run_step, status, stop, write_csv
+    from securetrees.net.config import load_config, read_passphrase
+    from securetrees.net.operate import class_names, connect, perform, status, step_of, stop, write_csv
     from securetrees.net.service import job_module
 
     config = load_config(args.config)
@@ -178,8 +184,13 @@ def _operator(args: argparse.Namespace) -> int:
             state = "DOWN" if info["reachable"] != "yes" else "FAILED" if "failed" in info else "up"
             print(f"  {role}: {state}; {details}")
         return 0 if all(i["reachable"] == "yes" and "failed" not in i for i in report.values()) else 3
-    result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
-                      level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
+    timeout = 30.0 if args.timeout is None else args.timeout
+    step_of(config, args.action, args.party)  # an action the protocol lacks is refused before connecting
+    with connect(config, read_passphrase(config.operator, args.passphrase_file), config.roles, timeout) as op:
+        result = perform(op, config, args.action, method=args.method, party=args.party, level=args.level,
+                         on_progress=lambda line: print(f"{args.action}: {line}", file=sys.stderr, flush=True))
+        # the predictions file's columns are named after the classes
+        classes = class_names(op, config) if args.action == "predict" and args.out else ()
     kept = getattr(job_module(config), "PREDICTIONS_KEPT", None) if args.action == "predict" else None
     if args.action != "predict" or kept is not None:
         print(f"{args.action}: " + ", ".join(f"{k} {v.tolist() if hasattr(v, 'tolist') else v}"
@@ -191,7 +202,7 @@ def _operator(args: argparse.Namespace) -> int:
     if args.out:
         for name, arr in result.items():
             print(f"  {name}: shape {arr.shape}")
-        print(f"wrote {write_csv(args.out, result)}")
+        print(f"wrote {write_csv(args.out, result, classes)}")
     else:
         _print_first_rows(result)
     return 0
@@ -202,6 +213,9 @@ def _print_first_rows(results: dict[str, object]) -> None:
 
     for name, value in results.items():
         arr = np.asarray(value)
+        if arr.ndim == 0:  # one figure (a party's score, the ε spent)
+            print(f"  {name}: {arr.item()}")
+            continue
         first = np.round(arr.reshape(arr.shape[0], -1)[:3, :], 4).tolist() if arr.ndim else arr.tolist()
         print(f"  {name}: shape {arr.shape}, first values {first}")
 

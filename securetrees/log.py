@@ -20,8 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import warnings
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 try:
     import fcntl
@@ -39,6 +41,22 @@ _FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _DATEFMT: Final = "%H:%M:%S"
 _PROTOCOLS: Final = f"{ROOT}.protocols."
 _installed: logging.Handler | None = None  # the handler configure() installed last
+_showwarning: Any = None  # warnings.showwarning before configure() replaced it
+_shown: set[tuple[type[Warning], str]] = set()
+_shown_lock = threading.Lock()
+
+
+def _log_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` while the command line's logging is configured: each warning (its
+    category and text) once per process, as a WARNING line on ``securetrees.warnings``, without the
+    source path and line that Python's own display adds (``filename`` and ``lineno`` are dropped)."""
+    key = (category, str(message))
+    with _shown_lock:
+        if key in _shown:
+            return
+        _shown.add(key)
+    get_logger("warnings").warning("%s: %s", category.__name__, message)
 
 
 def get_logger(name: str) -> logging.Logger:
@@ -112,8 +130,10 @@ def configure(level: str | int = "INFO", *, file: str | Path | None = None,
     ``file`` (appended) or else ``stream`` (default stderr); returns the handler it installed.
     With ``exclusive`` (a party's log) the file is claimed (:func:`claim_file`): a second process
     given the same file logs to its own ``NAME.refused-PID.log``, and says so there first.
+    Warnings (``warnings.warn``, e.g. :class:`~securetrees.errors.InsecureParameterWarning`) become
+    log lines too, each once per process and without source paths, until :func:`reset`.
     Calling it again replaces the handler installed before."""
-    global _installed
+    global _installed, _showwarning
     root = logging.getLogger(ROOT)
     if _installed is not None:
         root.removeHandler(_installed)
@@ -128,6 +148,8 @@ def configure(level: str | int = "INFO", *, file: str | Path | None = None,
     handler.setFormatter(logging.Formatter(_FORMAT, _DATEFMT))
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    if _showwarning is None:
+        _showwarning, warnings.showwarning = warnings.showwarning, _log_warning
     if refused is not None:
         get_logger("log").warning("%s is held by another running process (a copy of this party started "
                                   "earlier?); this process (pid %d) logs here instead", refused, os.getpid())
@@ -137,10 +159,12 @@ def configure(level: str | int = "INFO", *, file: str | Path | None = None,
 def reset() -> None:
     """Undo :func:`configure`: remove its handler and the level it set (the command line calls
     it on exit, so that calling ``securetrees.cli.main`` in a process leaves logging as it was)."""
-    global _installed
+    global _installed, _showwarning
     root = logging.getLogger(ROOT)
     if _installed is not None:
         root.removeHandler(_installed)
         _installed.close()
         _installed = None
     root.setLevel(logging.NOTSET)
+    if _showwarning is not None:
+        warnings.showwarning, _showwarning = _showwarning, None

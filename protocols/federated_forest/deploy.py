@@ -50,6 +50,7 @@ from securetrees.net.alignment import (
     align_pending,
     align_test,
     alignment_mode,
+    check_test_rows,
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
@@ -77,7 +78,7 @@ from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
 __all__ = ["PARAMETERS", "PREDICT_ONLY", "ROLES",
-           "ClientPart", "DeployedClient", "DeployedMaster", "fit", "make_role",
+           "ClientPart", "DeployedClient", "DeployedMaster", "classes", "fit", "make_role",
            "predict", "prepare", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -86,6 +87,9 @@ _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_l
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = "master"
+"""The role ``securetrees operator fit`` polls for progress (it drives the training)."""
 
 ROLES: Mapping[str, str | None] = {"master": "master", "client": None}
 """The roles of a run (the master, and any number of clients):
@@ -166,9 +170,16 @@ class DeployedClient(SavesModel, Controllable, Client):
         if self._test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
         X, ids = self._test
+        check_test_rows(X.shape[0])
         self.load_test(X, ids)
         self._order = canonical_order(hash_ids(self._id_key, ids))
         return ControlReply(arrays={"order": self._order})
+
+    def control_classes(self, args: dict[str, str]) -> ControlReply:
+        """The label holder's class names, in the order of the forest output's columns (none in a
+        regression or at another client), for the operator's predictions file.  Reveals the label
+        column's distinct values, not a row's label."""
+        return ControlReply(info={f"class_{k}": c for k, c in enumerate(self.classes)})
 
     def on_leaf_values(self, sender: str, msg: m.LeafValuesRequest) -> m.ForestOutput:
         """``Client.on_leaf_values``; the label holder also keeps the forest output it computes
@@ -262,7 +273,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         master = DeployedMaster(role, network, clients, _forest_params(p),
                                 label_protection=str(p.get("label_protection", "encrypted")),
                                 criterion=p.get("criterion"), max_bins=int(p.get("max_bins", 255)),
-                                checkpoint=None if config.job == "predict" else _store(config, role, secrets))
+                                checkpoint=None if config.job == "predict" else _store(config, role, secrets),
+                                progress=True)  # trees done of total in its log and its status
         _keep(master, config, passphrase)
         if config.job == "predict":
             part = load_model(config, role, Master.role, passphrase, MasterModel)
@@ -416,6 +428,13 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
     result = np.empty_like(out)
     result[order] = out
     return {"output": result}
+
+
+def classes(operator: Operator, config: RunConfig) -> tuple[str, ...]:
+    """The class names of the forest output's columns (the label holder's ``classes``), for the
+    operator's predictions file; none in a regression."""
+    info = operator.control(label_holder(config), "classes").info
+    return tuple(info[f"class_{k}"] for k in range(len(info)))
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:

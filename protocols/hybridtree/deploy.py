@@ -68,7 +68,8 @@ from securetrees.net.models import SavesModel, SchemaState, check_models, load_m
 from securetrees.net.tables import PartyTable, TableOptions, party_tables, read_table, table_columns, test_table
 from securetrees.net.trial import TrialPlan, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
-from securetrees.protocols.hybridtree.boosting import Loss, probabilities
+from securetrees.progress import phase
+from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
 from securetrees.protocols.hybridtree.estimators import (
     HybridTreeClassifier,
     HybridTreeRegressor,
@@ -106,6 +107,9 @@ table's layout: each party's columns and categories are its own table's)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = HOST
+"""The role ``securetrees operator fit`` polls for progress (it drives the boosting)."""
 
 PREDICTIONS_KEPT = "the host keeps the predictions beside its ids (out/host.predictions.csv on its machine)"
 """Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
@@ -361,7 +365,9 @@ class DeployedHost(SavesModel, Controllable, Host):
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         refuse_training(self.run)
         loss: Loss = "logistic" if self.task == "classification" else "squared"
-        self.fit(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score)
+        with phase("HybridTree trees", total=self.n_estimators) as shown:  # in its log and its status
+            self.fit(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score,
+                     progress=FitProgress.shown_on(shown))
         splits = sum(r.n_guest_splits for r in self.records)
         self.logger.info("%s trained %d trees (%d guest splits)", self.name, len(self.records), splits)
         return ControlReply(info={"trees": str(len(self.records)), "guest_splits": str(splits),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import numpy as np
 
 from securetrees.errors import ParameterError
+from securetrees.progress import current as current_progress
 from securetrees.runtime import ANY_ROLE, Message, Party, handles, message
 from securetrees.runtime.network import Network
 from securetrees.runtime.steps import logged_step, traffic
@@ -76,9 +77,10 @@ class Controllable:
     """Mixin for a :class:`Party` run as a service: the operator may send control requests.
 
     Built-in actions: ``shutdown``; ``stats`` (this process's received messages, bytes and
-    rounds); ``status`` (the role, the steps run so far, the last one, and what
-    :meth:`control_state` adds).  Any other action ``x`` runs ``control_x(args)`` as a
-    logged step (:func:`~securetrees.runtime.steps.logged_step`: wall time, bytes sent and
+    rounds); ``status`` (the role, the steps run so far, the last one, what
+    :meth:`control_state` adds and, while a step shows progress, ``progress``:
+    :func:`securetrees.progress.current`, e.g. ``federated forest 3/10``).  Any other action ``x``
+    runs ``control_x(args)`` as a logged step (:func:`~securetrees.runtime.steps.logged_step`: wall time, bytes sent and
     received, rounds on the role's logger)."""
 
     name: str
@@ -123,8 +125,9 @@ class Controllable:
                                       "bytes_sent": str(self.network.bytes_sent(self.name))})
         if msg.action == "status":
             count, last = self._steps
+            running = current_progress()
             return ControlReply(info={**self.control_state(), "role": self.role, "steps": str(count),
-                                      "last_step": last or "-"})
+                                      "last_step": last or "-", **({"progress": running} if running else {})})
         fn = getattr(self, f"control_{msg.action}", None) if msg.action.isidentifier() else None
         if fn is None:
             raise ParameterError(f"{self.name!r} has no control action {msg.action!r}")

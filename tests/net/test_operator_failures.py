@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,12 +20,15 @@ import pytest
 pytest.importorskip("grpc")
 
 from securetrees.cli import main
+from securetrees.datasets import load_adult
 from securetrees.errors import MissingParameterError, ParameterError, PeerTimeout, SecureTreesError, TableError
 from securetrees.log import claim_file, refused_path
+from securetrees.net.alignment import AlignLeader, AlignMember, AlignmentPlan, check_test_rows, run_alignment
 from securetrees.net.config import load_config
 from securetrees.net.control import Operator
 from securetrees.net.failed import FailedRole, check_started, public_reason
-from securetrees.net.service import spawn_role
+from securetrees.net.service import launch, spawn_role
+from securetrees.protocols.federated_forest import deploy as ff_deploy
 from securetrees.psi import deploy as psi_deploy
 from securetrees.psi.messages import MEMBER_ROLE
 from securetrees.runtime import InProcessNetwork
@@ -137,3 +142,38 @@ def test_operator_gets_a_start_up_failure_typed_and_a_second_copy_keeps_out_of_t
             p.wait(timeout=10)
     b_log = (tmp_path / "logs" / "b.log").read_text()
     assert "b could not start: ParameterError: cannot read the data file" in b_log  # the details stay in its log
+
+
+def test_test_ids_without_overlap_leave_training_alone_and_predict_says_so() -> None:
+    plan = AlignmentPlan("a", {"train": ("a", "b"), "test": ("a", "b")})
+    net = InProcessNetwork()
+    AlignLeader("a", net, {"train": ["1", "2"], "test": ["t1", "t2"]}, plan)
+    AlignMember("b", net, {"train": ["2", "3"], "test": ["t8", "t9"]})
+    assert run_alignment(Operator("operator", net), plan) == {"train": 1, "test": 0}
+    with pytest.raises(ParameterError, match="no test id in common: training goes on"):
+        check_test_rows(0)
+    check_test_rows(1)
+    # a predict-only run aligns the test ids alone: there, no common id stops it at once
+    alone = AlignmentPlan("a", {"test": ("a", "b")})
+    net = InProcessNetwork()
+    AlignLeader("a", net, {"test": ["t1"]}, alone)
+    AlignMember("b", net, {"test": ["t9"]})
+    with pytest.raises(ParameterError, match="no test id in common: nothing to align"):
+        run_alignment(Operator("operator", net), alone)
+
+
+def test_a_federated_forest_trains_when_only_the_test_ids_fail_to_overlap(tmp_path: Path) -> None:
+    adult = load_adult()
+    X, y, Xt = adult.X_train[:60], adult.y_train[:60], adult.X_test[:6]
+    d = X.shape[1]
+    part = [list(range(0, d, 2)), list(range(1, d, 2))]
+    params: dict[str, Any] = {"n_estimators": 1, "max_depth": 2, "random_state": 0, "n_classes": 2,
+                              "label_protection": "shared"}
+    cfg = ff_deploy.prepare(tmp_path, X, y, part, X_test=Xt, params=params)
+    test_file = tmp_path / load_config(cfg).party("client1").test_data  # type: ignore[operator]
+    test_file.write_text(test_file.read_text(encoding="utf-8").replace("test-", "other-"), encoding="utf-8")
+    with pytest.raises(ParameterError, match="no test id in common: training goes on") as caught:
+        launch(cfg, tmp_path / "pki")
+    assert "raised by 'client" in str(caught.value)
+    assert re.search(r"master step fit: ", (tmp_path / "logs" / "master.log").read_text())  # it trained
+    assert "no test id in common" in (tmp_path / "logs" / "client0.log").read_text()  # the leader said so at once

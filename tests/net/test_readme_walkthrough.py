@@ -36,7 +36,7 @@ def test_readme_walkthrough_runs_as_printed(tmp_path: Path, held_ports: Callable
     with open(folder / "predictions.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     common = set.intersection(*(_ids(folder / "data" / f"{o}-new.csv") for o in ("bank", "shop", "telco")))
-    assert rows[0] == ["row", "output_0", "output_1"]
+    assert rows[0] == ["row", "proba_defaulted", "proba_repaid"]  # the label holder's class names
     assert len(rows) - 1 == len(common) > 0  # one row per new customer all three organisations know
     probabilities = [float(a) + float(b) for _, a, b in rows[1:]]
     assert all(abs(p - 1.0) < 1e-9 for p in probabilities)
