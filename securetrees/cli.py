@@ -25,6 +25,7 @@ there too.  Demos show progress by default (``--no-progress`` turns it off).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -258,6 +259,16 @@ def _take_log_level(argv: list[str]) -> tuple[list[str], str | None]:
     return rest, level
 
 
+def _writes_to(stream: object, path: str) -> bool:
+    """Whether ``stream`` is the file ``path`` (a role started by ``spawn_role`` writes its output into
+    its log): its error is then not printed again, nor into the log of a running copy that a
+    refused second copy was given."""
+    try:
+        return os.path.samestat(os.fstat(stream.fileno()), os.stat(path))  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # no file behind it (a captured stream), or no such file
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -277,7 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SecureTreesError as exc:
         if log_file is not None:  # the role's log ends with what ended it
             get_logger("cli").error("%s: %s", type(exc).__name__, exc)
-        print(f"securetrees: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if log_file is None or not _writes_to(sys.stderr, log_file):  # (a spawned role's stderr is its log)
+            print(f"securetrees: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -32,8 +32,8 @@ from typing import Any, Concatenate, ParamSpec, TextIO, TypeVar
 
 from securetrees.log import get_logger
 
-__all__ = ["HEARTBEAT_SECONDS", "Progress", "current", "log_lines", "note_output", "phase", "progress", "tracked",
-           "write_line"]
+__all__ = ["HEARTBEAT_SECONDS", "Progress", "current", "log_lines", "note", "note_output", "phase", "progress",
+           "tracked", "write_line"]
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -55,6 +55,16 @@ def log_lines(on: bool = True) -> None:
     (a role process, whose log is a file: ``securetrees party`` turns it on)."""
     global _as_lines
     _as_lines = on
+
+
+def note(text: str) -> None:
+    """Describe the step the innermost running display is on (``tree 4, layer 2``), for a loop
+    that cannot reach its display (a :func:`progress` generator's); nothing when none runs.
+    Shown by :func:`current` (a role's ``status``) and the display's next line or refresh."""
+    with _lock:
+        innermost = _active[-1] if _active else None
+    if innermost is not None:
+        innermost.note = text
 
 
 def current() -> str:
@@ -147,7 +157,7 @@ class Progress:
         return f"{self.desc}{of}" + (f" ({self.note})" if self.note else "")
 
     def update(self, n: int = 1) -> None:
-        self.done += n
+        self.done, self.note = self.done + n, ""  # the step described is finished
         if self._bar is not None:
             self._bar.update(n)
             note_output()

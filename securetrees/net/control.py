@@ -15,6 +15,7 @@ import logging
 import resource
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -31,8 +32,7 @@ FIT_ONCE: Final = ("fit runs once per start of the parties; to train again, stop
 """What a refused second ``fit`` tells the operator (every deployment's roles are set up for one fit)."""
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from contextlib import AbstractContextManager
+    from collections.abc import Iterator, Mapping
 
 __all__ = ["OPERATOR_ROLE", "ControlReply", "ControlRequest", "Controllable", "Operator"]
 
@@ -145,10 +145,19 @@ class Operator(Party):
     def control(self, role: str, action: str, **args: Any) -> ControlReply:
         return self.call(role, ControlRequest(action, {k: str(v) for k, v in args.items()}), expect=ControlReply)
 
-    def step(self, name: str) -> AbstractContextManager[None]:
+    current_step: str = ""
+    """The job step running now (``align``, ``fit``), or ``""``: what the operator shows it is on."""
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
         """A job step of the operator's (``with operator.step("fit"): ...``), logged with its
-        wall time, bytes and rounds on the operator's logger."""
-        return logged_step(self.logger, self.name, self.network, name)
+        wall time, bytes and rounds on the operator's logger; :attr:`current_step` meanwhile."""
+        self.current_step = name
+        try:
+            with logged_step(self.logger, self.name, self.network, name):
+                yield
+        finally:
+            self.current_step = ""
 
     def control_many(self, roles: list[str], action: str, per_role: Mapping[str, Mapping[str, Any]] | None = None
                      ) -> dict[str, ControlReply]:

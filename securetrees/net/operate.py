@@ -154,7 +154,8 @@ def step_of(config: RunConfig, action: str, party: str | None) -> Callable[..., 
 def watching(operator: Operator, role: str | None, show: Callable[[str], None], *,
              every: float = PROGRESS_SECONDS) -> Iterator[None]:
     """While the body runs, ask ``role`` for its ``status`` every ``every`` seconds and pass each new
-    ``progress`` it reports to ``show`` as ``ROLE: PROGRESS`` (e.g. ``master: federated forest 3/10``);
+    ``progress`` it reports to ``show`` as ``ROLE: PROGRESS`` (e.g. ``master: federated forest 3/10``),
+    and each new step of the operator's own (``operator: align``, :attr:`Operator.current_step`);
     nothing when ``role`` is ``None``.  A poll that fails is skipped (the step itself reports the
     failure).  Reveals what ``status`` does: counts and step names."""
     if role is None:
@@ -163,8 +164,12 @@ def watching(operator: Operator, role: str | None, show: Callable[[str], None], 
     stop = threading.Event()
 
     def poll() -> None:
-        last = ""
+        last, own = "", ""
         while not stop.wait(every):
+            step = getattr(operator, "current_step", "")
+            if step and step != own:
+                show(f"{operator.name}: {step}")
+            own = step
             try:
                 text = operator.control(role, "status").info.get("progress", "")
             except SecureTreesError:

@@ -131,6 +131,10 @@ def test_operator_gets_a_start_up_failure_typed_and_a_second_copy_keeps_out_of_t
         own = refused[0].read_text()
         assert "already in use" in own and "is held by another running process" in own, own
         assert "already in use" not in log.read_text()
+        # started as `federation launch` starts a role (its output appended to a.log): still out of a.log
+        assert spawn_role(config, "a", pki / "a.pass").wait(timeout=120) == 1
+        assert len(list(log.parent.glob("a.refused-*.log"))) == 2
+        assert "already in use" not in log.read_text()
 
         assert main(["operator", "stop", *op]) == 0
         assert procs["b"].wait(timeout=60) == 1  # the stop ends the stand-in; the start-up error ends the process

@@ -14,7 +14,7 @@ import pytest
 from securetrees.errors import PartyUnavailable
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.operate import watching
-from securetrees.progress import current, log_lines, phase
+from securetrees.progress import current, log_lines, note, phase
 from securetrees.runtime import InProcessNetwork, Party
 
 
@@ -61,6 +61,8 @@ class _Polled:
     script: list[str | None]
     finished: threading.Event = field(default_factory=threading.Event)
     polls: int = 0
+    name: str = "operator"
+    current_step: str = "align"  # the operator's own step (Operator.step)
 
     def control(self, role: str, action: str) -> ControlReply:
         assert action == "status"
@@ -79,9 +81,22 @@ def test_the_operator_shows_each_change_of_the_training_role_s_progress() -> Non
     with watching(polled, "master", shown.append, every=0.001):  # type: ignore[arg-type]
         assert polled.finished.wait(60)  # a guard against a hang, not a bound on time
     # repeated and empty answers shown once or not at all; a failed poll skipped
-    assert shown[:3] == ["master: forest 0/3", "master: forest 1/3 (tree 2)", "master: forest 3/3"]
-    assert len(shown) == 3
+    assert shown == ["operator: align", "master: forest 0/3", "master: forest 1/3 (tree 2)", "master: forest 3/3"]
     nothing: list[str] = []
     with watching(polled, None, nothing.append, every=0.001):  # type: ignore[arg-type]
         pass
     assert nothing == []
+
+
+def test_a_loop_names_its_current_step_on_the_innermost_display() -> None:
+    note("tree 1")  # nothing runs: nothing to describe
+    assert current() == ""
+    log_lines()
+    try:
+        with phase("federated forest", total=2) as trees:
+            note("tree 1, layer 2")
+            assert current() == "federated forest 0/2 (tree 1, layer 2)"
+            trees.update()  # the step described is over
+            assert current() == "federated forest 1/2"
+    finally:
+        log_lines(False)
