@@ -166,6 +166,12 @@ class DeployedClient(SavesModel, Controllable, Client):
     schema: SchemaState | None = None
     classes: tuple[str, ...] = ()
 
+    def on_tree_start(self, sender: str, msg: m.TreeStart) -> m.Ack | None:
+        """``Client.on_tree_start``, with the tree in this client's log (its progress: the master's
+        status has the forest's)."""
+        self.logger.info("%s: tree %d of %d", self.name, msg.tree + 1, _forest_params(self.run.params).n_estimators)
+        return super().on_tree_start(sender, msg)
+
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self._test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")

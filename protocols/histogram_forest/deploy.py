@@ -61,6 +61,7 @@ from securetrees.net.trial import TrialPlan, table_frame, write_trial
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
+from securetrees.protocols.histogram_forest.messages import LayerRequest
 from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
 from securetrees.protocols.histogram_forest.server import Server
 from securetrees.psi.roles import random_permutation
@@ -240,6 +241,13 @@ class DeployedServer(SavesModel, Controllable, Server):
 class DeployedClient(SavesModel, Controllable, Client):
     test: PartyTable | None = None
     schema: SchemaState | None = None
+
+    def on_layer(self, sender: str, msg: LayerRequest) -> Message | None:
+        """``Client.on_layer``, with each tree's start in this client's log (its progress: the server's
+        status has the forest's)."""
+        if msg.layer == 0:
+            self.logger.info("%s: tree %d", self.name, msg.tree + 1)
+        return super().on_layer(sender, msg)
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
         """Predict this client's test rows with the forest it is handed; the outputs stay here, beside

@@ -78,6 +78,7 @@ from securetrees.protocols.hybridtree.estimators import (
 )
 from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import Host, owners
+from securetrees.protocols.hybridtree.messages import Ack, Gradients, PlainGradients, Values
 from securetrees.protocols.hybridtree.model import GuestModel, HostModel
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.psi.roles import random_permutation
@@ -399,6 +400,24 @@ class DeployedHost(SavesModel, Controllable, Host):
 class DeployedGuest(SavesModel, Controllable, Guest):
     test: tuple[IntArray, FloatArray] | None = None
     bins: dict[str, npt.NDArray[Any]]
+
+    _tree_logged = -1
+
+    def _log_tree(self, tree: int) -> None:
+        """Each tree once in this guest's log (its progress: the host's status has the boosting's)."""
+        if tree != self._tree_logged:
+            self._tree_logged = tree
+            self.logger.info("%s: tree %d", self.name, tree + 1)
+
+    def on_gradients(self, sender: str, msg: Gradients) -> Ack | None:
+        """``Guest.on_gradients``, with the tree in this guest's log."""
+        self._log_tree(msg.tree)
+        return super().on_gradients(sender, msg)
+
+    def on_plain_gradients(self, sender: str, msg: PlainGradients) -> Values | None:
+        """``Guest.on_plain_gradients``, with the tree in this guest's log."""
+        self._log_tree(msg.tree)
+        return super().on_plain_gradients(sender, msg)
 
     def model_part(self) -> Message:
         return self.model_state(self.bins)

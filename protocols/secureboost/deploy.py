@@ -76,6 +76,7 @@ from securetrees.protocols.secureboost.estimators import (
     _SecureBoost,
     probabilities,
 )
+from securetrees.protocols.secureboost.messages import Ack, Gradients
 from securetrees.protocols.secureboost.model import ActiveModel, PassiveModel
 from securetrees.protocols.secureboost.params import SecureBoostParams
 from securetrees.protocols.secureboost.passive import PassiveParty
@@ -225,6 +226,12 @@ class DeployedActive(SavesModel, Controllable, ActiveParty):
 class DeployedPassive(SavesModel, Controllable, PassiveParty):
     test: FloatArray | None = None
     schema: SchemaState | None = None
+
+    def on_gradients(self, sender: str, msg: Gradients) -> Ack | None:
+        """``PassiveParty.on_gradients``, with the tree in this party's log (its progress: the active
+        party's status has the boosting's)."""
+        self.logger.info("%s: tree %d", self.name, msg.tree + 1)
+        return super().on_gradients(sender, msg)
 
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self.test is None:

@@ -96,6 +96,7 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
     sent, received, rounds = map(int, re.findall("master " + STEP.format("fit"), master)[0])
     assert sent > 0 and received > 0 and rounds > 0
     assert re.search(r"securetrees.progress: federated forest: 2/2, ", master)  # a line per tree in its log
+    assert "client1: tree 2 of 2" in (logs / "client1.log").read_text()  # and in every client's
     for step in ("align", "fit", "predict one-round"):
         assert re.search("operator " + STEP.format(step), operator), step
     assert "UnsupportedActionError" in operator  # the error that ended the command is in its log
