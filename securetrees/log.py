@@ -44,6 +44,9 @@ _installed: logging.Handler | None = None  # the handler configure() installed l
 _showwarning: Any = None  # warnings.showwarning before configure() replaced it
 _shown: set[tuple[type[Warning], str]] = set()
 _shown_lock = threading.Lock()
+_DISPLAY: Final = getattr(warnings, "_showwarnmsg_impl", None)
+"""Python's own display of a warning; ``warnings.catch_warnings(record=True)`` (``pytest.warns``)
+swaps it for its recorder, which then gets the warnings the command line would have logged."""
 
 
 def _log_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -51,6 +54,10 @@ def _log_warning(message: Warning | str, category: type[Warning], filename: str,
     """``warnings.showwarning`` while the command line's logging is configured: each warning (its
     category and text) once per process, as a WARNING line on ``securetrees.warnings``, without the
     source path and line that Python's own display adds (``filename`` and ``lineno`` are dropped)."""
+    if _DISPLAY is not None and getattr(warnings, "_showwarnmsg_impl", _DISPLAY) is not _DISPLAY:
+        if _showwarning is not None:  # a recorder is active: it keeps the warning
+            _showwarning(message, category, filename, lineno, file, line)
+        return
     key = (category, str(message))
     with _shown_lock:
         if key in _shown:

@@ -12,6 +12,9 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from securetrees import log
 from securetrees.errors import InsecureParameterWarning
 from securetrees.log import configure, reset
 
@@ -44,7 +47,10 @@ def _shown(install: Callable[[io.StringIO], None]) -> str:
     return out.getvalue()
 
 
-def test_a_warning_is_one_log_line_without_a_source_path() -> None:
+def test_a_warning_is_one_log_line_without_a_source_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest records every test's warnings: here its recorder stands for Python's display, which the
+    # command line replaces (under pytest.warns, the recorder keeps the warnings: tests/net/test_setup_cli.py)
+    monkeypatch.setattr(log, "_DISPLAY", getattr(warnings, "_showwarnmsg_impl", None))
     assert _readable(_shown(lambda out: configure("INFO", stream=out)))
     # reset() gives the process its own display back
     assert warnings.showwarning.__module__ == "warnings"
@@ -61,6 +67,21 @@ def test_planted_pythons_own_display_fails_the_check() -> None:
 
     shown = _shown(python_display)
     assert shown.count(".py:") == 3 and not _readable(shown)
+
+
+def test_a_recorder_keeps_the_warnings_the_command_line_would_log() -> None:
+    out = io.StringIO()
+
+    def under_the_command_line() -> None:
+        configure("INFO", stream=out)
+        try:
+            _warn_thrice()
+        finally:
+            reset()
+
+    with pytest.warns(InsecureParameterWarning, match="1024-bit key"):
+        under_the_command_line()
+    assert "InsecureParameterWarning" not in out.getvalue()
 
 
 def test_the_command_line_shows_a_demo_s_insecure_key_warning_once() -> None:

@@ -78,7 +78,7 @@ class FailedRole(Party):
         if isinstance(msg, ControlRequest) and msg.action == "shutdown":
             self.stopped.set()
             return ControlReply(info={"status": "stopping"})
-        raise self.error
+        raise _same_kind(self.error, str(self.error))  # a fresh one: a raised error keeps its traceback
 
 
 def check_started(operator: Operator, roles: list[str]) -> None:
