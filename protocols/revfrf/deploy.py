@@ -92,7 +92,7 @@ from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
 from securetrees.protocols.revfrf.kgc import KeyCentre
-from securetrees.protocols.revfrf.messages import RevokeReply, RevokeRequest
+from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest, RevokeReply, RevokeRequest
 from securetrees.protocols.revfrf.model import (
     CSPart,
     ParticipantPart,
@@ -224,6 +224,14 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
 class DeployedParticipant(SavesModel, Controllable, Participant):
     _X_test: FloatArray | None = None
     schema: SchemaState | None = None
+    _layers = 0
+
+    def on_expand(self, sender: str, msg: ExpandRequest) -> ExpandReply | None:
+        """``Participant.on_expand``, with each FLE-Expan layer in this participant's log (its progress:
+        the CS's status has the forest's)."""
+        self._layers += 1
+        self.logger.info("%s: FLE-Expan layer %d", self.name, self._layers)
+        return super().on_expand(sender, msg)
 
     def control_load(self, args: dict[str, str]) -> ControlReply:
         if self._X_test is None:
