@@ -25,6 +25,7 @@ there too.  Demos show progress by default (``--no-progress`` turns it off).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -157,14 +158,20 @@ def _net() -> object:
 
 
 def _party(args: argparse.Namespace) -> int:
-    status: int = _net().serve(args.config, args.role, args.passphrase_file)  # type: ignore[attr-defined]
+    from securetrees.progress import log_lines
+
+    log_lines()  # progress as lines in the role's log, which the operator's status also reads
+    try:
+        status: int = _net().serve(args.config, args.role, args.passphrase_file)  # type: ignore[attr-defined]
+    finally:
+        log_lines(False)
     return status
 
 
 def _operator(args: argparse.Namespace) -> int:
     _net()
-    from securetrees.net.config import load_config
-    from securetrees.net.operate import run_step, status, stop, write_csv
+    from securetrees.net.config import load_config, read_passphrase
+    from securetrees.net.operate import class_names, connect, perform, status, step_of, stop, write_csv
     from securetrees.net.service import job_module
 
     config = load_config(args.config)
@@ -176,10 +183,16 @@ def _operator(args: argparse.Namespace) -> int:
         report = status(config, args.passphrase_file, timeout=5.0 if args.timeout is None else args.timeout)
         for role, info in report.items():
             details = ", ".join(f"{k} {v}" for k, v in info.items() if k != "reachable")
-            print(f"  {role}: {'up' if info['reachable'] == 'yes' else 'DOWN'}; {details}")
-        return 0 if all(i["reachable"] == "yes" for i in report.values()) else 3
-    result = run_step(config, args.action, args.passphrase_file, method=args.method, party=args.party,
-                      level=args.level, timeout=30.0 if args.timeout is None else args.timeout)
+            state = "DOWN" if info["reachable"] != "yes" else "FAILED" if "failed" in info else "up"
+            print(f"  {role}: {state}; {details}")
+        return 0 if all(i["reachable"] == "yes" and "failed" not in i for i in report.values()) else 3
+    timeout = 30.0 if args.timeout is None else args.timeout
+    step_of(config, args.action, args.party)  # an action the protocol lacks is refused before connecting
+    with connect(config, read_passphrase(config.operator, args.passphrase_file), config.roles, timeout) as op:
+        result = perform(op, config, args.action, method=args.method, party=args.party, level=args.level,
+                         on_progress=lambda line: print(f"{args.action}: {line}", file=sys.stderr, flush=True))
+        # the predictions file's columns are named after the classes
+        classes = class_names(op, config) if args.action == "predict" and args.out else ()
     kept = getattr(job_module(config), "PREDICTIONS_KEPT", None) if args.action == "predict" else None
     kept = kept(config) if callable(kept) else kept  # a deployment whose run's settings decide it
     if args.action != "predict" or kept is not None:
@@ -192,7 +205,7 @@ def _operator(args: argparse.Namespace) -> int:
     if args.out:
         for name, arr in result.items():
             print(f"  {name}: shape {arr.shape}")
-        print(f"wrote {write_csv(args.out, result)}")
+        print(f"wrote {write_csv(args.out, result, classes)}")
     else:
         _print_first_rows(result)
     return 0
@@ -203,6 +216,9 @@ def _print_first_rows(results: dict[str, object]) -> None:
 
     for name, value in results.items():
         arr = np.asarray(value)
+        if arr.ndim == 0:  # one figure (a party's score, the ε spent)
+            print(f"  {name}: {arr.item()}")
+            continue
         first = np.round(arr.reshape(arr.shape[0], -1)[:3, :], 4).tolist() if arr.ndim else arr.tolist()
         print(f"  {name}: shape {arr.shape}, first values {first}")
 
@@ -245,6 +261,16 @@ def _take_log_level(argv: list[str]) -> tuple[list[str], str | None]:
     return rest, level
 
 
+def _writes_to(stream: object, path: str) -> bool:
+    """Whether ``stream`` is the file ``path`` (a role started by ``spawn_role`` writes its output into
+    its log): its error is then not printed again, nor into the log of a running copy that a
+    refused second copy was given."""
+    try:
+        return os.path.samestat(os.fstat(stream.fileno()), os.stat(path))  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # no file behind it (a captured stream), or no such file
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -258,13 +284,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
             args.log_level = level.upper()
     log_file = _log_file(args)
-    configure_logging(args.log_level, file=log_file)
+    configure_logging(args.log_level, file=log_file, exclusive=args.command == "party")
     try:
         status: int = args.func(args)
     except SecureTreesError as exc:
         if log_file is not None:  # the role's log ends with what ended it
             get_logger("cli").error("%s: %s", type(exc).__name__, exc)
-        print(f"securetrees: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if log_file is None or not _writes_to(sys.stderr, log_file):  # (a spawned role's stderr is its log)
+            print(f"securetrees: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,11 @@ line's handler), it refreshes the innermost bar (its elapsed time moves) or logs
 done/total, elapsed``. So a step of any length, even one indivisible layer, never leaves the
 terminal silent for much more than :data:`HEARTBEAT_SECONDS`.
 
+A role process (``securetrees party``) shows progress as log lines only (:func:`log_lines`): one line
+per finished step (a tree) in the role's log, never a bar; and whatever display runs is readable by
+the operator: :func:`current` (the role's ``status`` control action, which ``securetrees operator fit``
+polls, shows it as ``progress``).
+
 Disabled (the library's default), both are a plain loop / a no-op: no thread, no output.
 The lines go through :mod:`logging`, so a library user sees them only after configuring
 logging; the command line configures it (:func:`securetrees.log.configure`).
@@ -27,7 +32,8 @@ from typing import Any, Concatenate, ParamSpec, TextIO, TypeVar
 
 from securetrees.log import get_logger
 
-__all__ = ["HEARTBEAT_SECONDS", "Progress", "note_output", "phase", "progress", "tracked", "write_line"]
+__all__ = ["HEARTBEAT_SECONDS", "Progress", "current", "log_lines", "note", "note_output", "phase", "progress",
+           "tracked", "write_line"]
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -41,6 +47,33 @@ _log = get_logger("progress")
 _lock = threading.Lock()
 _last_output = time.monotonic()
 _active: list[Progress] = []  # innermost last
+_as_lines = False  # log_lines(): lines only, one per finished step
+
+
+def log_lines(on: bool = True) -> None:
+    """Show every enabled display as log lines, never as a tqdm bar, with a line per finished step
+    (a role process, whose log is a file: ``securetrees party`` turns it on)."""
+    global _as_lines
+    _as_lines = on
+
+
+def note(text: str) -> None:
+    """Describe the step the innermost running display is on (``tree 4, layer 2``), for a loop
+    that cannot reach its display (a :func:`progress` generator's); nothing when none runs.
+    Shown by :func:`current` (a role's ``status``) and the display's next line or refresh."""
+    with _lock:
+        innermost = _active[-1] if _active else None
+    if innermost is not None:
+        innermost.note = text
+
+
+def current() -> str:
+    """The running displays of this process as one line, outermost first (``federated forest 3/10;
+    tree 4 layer 2``: each one's description, steps done of total, and what it is on), or ``""``
+    when none runs.  Counts and names only."""
+    with _lock:
+        running = list(_active)
+    return "; ".join(p.describe() for p in running)
 
 
 def note_output() -> None:
@@ -89,7 +122,7 @@ class Progress:
         if not self.enabled:
             return self
         self._start = time.monotonic()
-        tqdm = _tqdm()
+        tqdm = None if _as_lines else _tqdm()
         if tqdm is not None:
             fmt = None if self.total else "{desc}: {elapsed}"  # a phase without steps: its time only
             self._bar = tqdm(desc=self.desc, total=self.total, leave=False, bar_format=fmt)
@@ -118,11 +151,18 @@ class Progress:
             _log.info("%s: done%s in %.1f s", self.desc, f", {self.done} steps" if self.done else "", elapsed)
         note_output()
 
+    def describe(self) -> str:
+        """``DESC DONE/TOTAL (NOTE)``: where this display is (counts and names only)."""
+        of = f" {self.done}/{self.total}" if self.total else (f" {self.done}" if self.done else "")
+        return f"{self.desc}{of}" + (f" ({self.note})" if self.note else "")
+
     def update(self, n: int = 1) -> None:
-        self.done += n
+        self.done, self.note = self.done + n, ""  # the step described is finished
         if self._bar is not None:
             self._bar.update(n)
             note_output()
+        elif _as_lines and self.enabled:
+            self._show()
 
     def advance_to(self, done: int, note: str = "") -> None:
         """Set the count of finished steps to ``done`` and describe the current one (``note``), for

@@ -52,6 +52,7 @@ from securetrees.net.alignment import (
     align_pending,
     align_test,
     alignment_mode,
+    check_test_rows,
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
@@ -67,6 +68,7 @@ from securetrees.net.models import SavesModel, SchemaState, check_models, load_m
 from securetrees.net.tables import PartyTable, encode_labels, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.client import Client, LabelSpec
 from securetrees.protocols.federated_forest.ids import canonical_order, hash_ids
@@ -78,7 +80,7 @@ from securetrees.runtime import Message, Party, message
 from securetrees.runtime.network import Network
 
 __all__ = ["PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "RELEASES", "ROLES",
-           "ClientPart", "DeployedClient", "DeployedMaster", "check_release", "fit", "make_role",
+           "ClientPart", "DeployedClient", "DeployedMaster", "check_release", "classes", "fit", "make_role",
            "predict", "prepare", "releases_predictions", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -87,6 +89,9 @@ _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_l
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = "master"
+"""The role ``securetrees operator fit`` polls for progress (it drives the training)."""
 
 ROLES: Mapping[str, str | None] = {"master": "master", "client": None}
 """The roles of a run (the master, and any number of clients):
@@ -204,13 +209,26 @@ class DeployedClient(SavesModel, Controllable, Client):
     schema: SchemaState | None = None
     classes: tuple[str, ...] = ()
 
+    def on_tree_start(self, sender: str, msg: m.TreeStart) -> m.Ack | None:
+        """``Client.on_tree_start``, with the tree in this client's log (its progress: the master's
+        status has the forest's)."""
+        self.logger.info("%s: tree %d of %d", self.name, msg.tree + 1, _forest_params(self.run.params).n_estimators)
+        return super().on_tree_start(sender, msg)
+
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self._test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
         X, ids = self._test
+        check_test_rows(X.shape[0])
         self.load_test(X, ids)
         self._order = canonical_order(hash_ids(self._id_key, ids))
         return ControlReply(arrays={"order": self._order})
+
+    def control_classes(self, args: dict[str, str]) -> ControlReply:
+        """The label holder's class names, in the order of the forest output's columns (none in a
+        regression or at another client), for the operator's predictions file.  Reveals the label
+        column's distinct values, not a row's label."""
+        return ControlReply(info={f"class_{k}": c for k, c in enumerate(self.classes)})
 
     def keep_output(self, output: FloatArray) -> None:
         """``Client.keep_output``; the label holder also writes the forest output it computes to its
@@ -316,7 +334,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         master = DeployedMaster(role, network, clients, _forest_params(p),
                                 label_protection=str(p.get("label_protection", "encrypted")),
                                 criterion=p.get("criterion"), max_bins=int(p.get("max_bins", 255)),
-                                checkpoint=None if config.job == "predict" else _store(config, role, secrets))
+                                checkpoint=None if config.job == "predict" else _store(config, role, secrets),
+                                progress=True)  # trees done of total in its log and its status
         _keep(master, config, passphrase)
         if config.job == "predict":
             part = load_model(config, role, Master.role, passphrase, MasterModel)
@@ -478,6 +497,13 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
     result = np.empty_like(out)
     result[order] = out
     return {"output": result}
+
+
+def classes(operator: Operator, config: RunConfig) -> tuple[str, ...]:
+    """The class names of the forest output's columns (the label holder's ``classes``), for the
+    operator's predictions file; none in a regression."""
+    info = operator.control(label_holder(config), "classes").info
+    return tuple(info[f"class_{k}"] for k in range(len(info)))
 
 
 def run_job(operator: Operator, config: RunConfig) -> dict[str, npt.NDArray[Any]]:

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.progress import note as progress_note
 from securetrees.progress import progress as progress_bar
 from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import (
@@ -173,6 +174,7 @@ class Master(Party):
             skeleton = TreeSkeleton(self.n_features, self.n_outputs)
             skeleton.add(float(weights.sum()))
         while state.frontier.size and state.rows.size:
+            progress_note(f"tree {t + 1}, layer {state.depth + 1}")  # a deployed master's status shows it
             if not self.expand_layer(t, state, skeleton, draws, weights):
                 break
             if self.params.checkpoint == "layer":

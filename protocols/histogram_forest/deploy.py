@@ -61,6 +61,7 @@ from securetrees.net.trial import TrialPlan, table_frame, write_trial
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
+from securetrees.protocols.histogram_forest.messages import LayerRequest
 from securetrees.protocols.histogram_forest.regressor import HistogramForestRegressor
 from securetrees.protocols.histogram_forest.server import Server
 from securetrees.psi.roles import random_permutation
@@ -86,6 +87,9 @@ progress bars, and the categorical columns and their code counts (declared by ``
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = "server"
+"""The role ``securetrees operator fit`` polls for progress (it grows the forest)."""
 
 PREDICTIONS_KEPT = "each client keeps its own predictions beside its ids (out/CLIENT.predictions.csv on its machine)"
 """Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
@@ -213,7 +217,7 @@ class DeployedServer(SavesModel, Controllable, Server):
         refuse_training(self.run)
         if self.forest is not None:  # the clients' setup is done once: a second fit fails inside the protocol
             raise ParameterError(f"this run has trained already: {FIT_ONCE}")
-        trees = self.train()
+        trees = self.train(progress=True)  # trees done of total in its log and its status
         self.forest = self.estimator._forest(tuple(trees))
         path = output_path(self.run, self.name, "model.json")
         persistence.save(self.forest, path)
@@ -237,6 +241,13 @@ class DeployedServer(SavesModel, Controllable, Server):
 class DeployedClient(SavesModel, Controllable, Client):
     test: PartyTable | None = None
     schema: SchemaState | None = None
+
+    def on_layer(self, sender: str, msg: LayerRequest) -> Message | None:
+        """``Client.on_layer``, with each tree's start in this client's log (its progress: the server's
+        status has the forest's)."""
+        if msg.layer == 0:
+            self.logger.info("%s: tree %d", self.name, msg.tree + 1)
+        return super().on_layer(sender, msg)
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
         """Predict this client's test rows with the forest it is handed; the outputs stay here, beside
@@ -364,7 +375,8 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
     """Hand the model to every client; each predicts its own test rows into its own files (``out/``).
-    The operator receives each client's score (accuracy, or R² for regression) when all report one.
+    The operator receives each client's score (accuracy, or R² for regression) when all report one,
+    named for whose it is (``CLIENT_score``: that client's score on its own test rows).
     In a predict-only run every role's model part must come from the same fit."""
     if method is not None:
         raise ParameterError("the histogram forest has one prediction method")
@@ -375,7 +387,7 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
         model = operator.control("server", "model").info["model"]
         replies = operator.control_many(clients, "predict", {c: {"model": model} for c in clients})
     if all("score" in replies[c].info for c in clients):
-        return {"score": np.asarray([float(replies[c].info["score"]) for c in clients])}
+        return {f"{c}_score": np.asarray(float(replies[c].info["score"])) for c in clients}
     return {}
 
 

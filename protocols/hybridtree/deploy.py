@@ -76,7 +76,8 @@ from securetrees.net.tables import (
 )
 from securetrees.net.trial import TrialPlan, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
-from securetrees.protocols.hybridtree.boosting import Loss, probabilities
+from securetrees.progress import phase
+from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
 from securetrees.protocols.hybridtree.estimators import (
     HybridTreeClassifier,
     HybridTreeRegressor,
@@ -85,6 +86,7 @@ from securetrees.protocols.hybridtree.estimators import (
 )
 from securetrees.protocols.hybridtree.guest import Guest, agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import Host, owners
+from securetrees.protocols.hybridtree.messages import Ack, Gradients, PlainGradients, Values
 from securetrees.protocols.hybridtree.model import GuestModel, HostModel
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.psi.roles import random_permutation
@@ -114,6 +116,9 @@ table's layout: each party's columns and categories are its own table's)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = HOST
+"""The role ``securetrees operator fit`` polls for progress (it drives the boosting)."""
 
 PREDICTIONS_KEPT = "the host keeps the predictions beside its ids (out/host.predictions.csv on its machine)"
 """Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
@@ -369,7 +374,9 @@ class DeployedHost(SavesModel, Controllable, Host):
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         refuse_training(self.run)
         loss: Loss = "logistic" if self.task == "classification" else "squared"
-        self.fit(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score)
+        with phase("HybridTree trees", total=self.n_estimators) as shown:  # in its log and its status
+            self.fit(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score,
+                     progress=FitProgress.shown_on(shown))
         splits = sum(r.n_guest_splits for r in self.records)
         self.logger.info("%s trained %d trees (%d guest splits)", self.name, len(self.records), splits)
         return ControlReply(info={"trees": str(len(self.records)), "guest_splits": str(splits),
@@ -401,6 +408,24 @@ class DeployedHost(SavesModel, Controllable, Host):
 class DeployedGuest(SavesModel, Controllable, Guest):
     test: tuple[IntArray, FloatArray] | None = None
     bins: dict[str, npt.NDArray[Any]]
+
+    _tree_logged = -1
+
+    def _log_tree(self, tree: int) -> None:
+        """Each tree once in this guest's log (its progress: the host's status has the boosting's)."""
+        if tree != self._tree_logged:
+            self._tree_logged = tree
+            self.logger.info("%s: tree %d", self.name, tree + 1)
+
+    def on_gradients(self, sender: str, msg: Gradients) -> Ack | None:
+        """``Guest.on_gradients``, with the tree in this guest's log."""
+        self._log_tree(msg.tree)
+        return super().on_gradients(sender, msg)
+
+    def on_plain_gradients(self, sender: str, msg: PlainGradients) -> Values | None:
+        """``Guest.on_plain_gradients``, with the tree in this guest's log."""
+        self._log_tree(msg.tree)
+        return super().on_plain_gradients(sender, msg)
 
     def model_part(self) -> Message:
         return self.model_state(self.bins)

@@ -61,10 +61,18 @@ from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_
 from securetrees.errors import ParameterError, TableError, UnsupportedActionError
 from securetrees.executors import check_n_jobs, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align, align_party, align_pending, align_test, alignment_mode
+from securetrees.net.alignment import (
+    AlignmentPlan,
+    align,
+    align_party,
+    align_pending,
+    align_test,
+    alignment_mode,
+    check_test_rows,
+)
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, save_output
+from securetrees.net.deployment import check_protocol_keys, save_output, save_predictions, save_test_rows
 from securetrees.net.keyfile import write_key_file
 from securetrees.net.models import (
     ModelFile,
@@ -78,12 +86,13 @@ from securetrees.net.models import (
 from securetrees.net.tables import encode_labels, party_tables, test_table
 from securetrees.net.tls import check_name
 from securetrees.net.trial import TrialPlan, deal_rows, table_frame, vertical_tables, write_trial
+from securetrees.progress import phase
 from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
 from securetrees.protocols.revfrf.cc import ComputationServer
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
 from securetrees.protocols.revfrf.kgc import KeyCentre
-from securetrees.protocols.revfrf.messages import RevokeReply, RevokeRequest
+from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest, RevokeReply, RevokeRequest
 from securetrees.protocols.revfrf.model import (
     CSPart,
     ParticipantPart,
@@ -104,7 +113,7 @@ from securetrees.trees import class_stats, make_criterion
 from securetrees.trees.train import regression_stats
 
 __all__ = ["PARAMETERS", "PREDICT_ONLY", "ROLES",
-           "check_parameters", "fit", "issue_keys", "make_role", "model_roles", "predict",
+           "check_parameters", "classes", "fit", "issue_keys", "make_role", "model_roles", "predict",
            "prepare", "revoke", "run_job", "trial", "write_key_files"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -122,6 +131,9 @@ secret-key step on an executor, so there is no ``trusted_workers``)."""
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = "cs"
+"""The role ``securetrees operator fit`` polls for progress (it grows the forest, layer by layer)."""
 
 NO_REVOCATION = ("a predict-only RevFRF run cannot revoke: FRF-Revoc rebuilds the destroyed subtrees by FLE-Expan "
                  "over the training rows, which it does not hold (revoke in a fit run, whose parts are then saved "
@@ -148,12 +160,22 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         refuse_training(self.run)
         frontier = self.plant([dr.sample_weight for dr in self._draws])
-        self.grow_forest(frontier, lambda tree: self._draws[tree.index].node_features())
+        depth = self.grow.max_depth  # layers, at most (in its log and its status)
+        with phase(f"RevFRF forest of {len(self.trees)} trees, layers", total=depth) as shown:
+            self.grow_forest(frontier, lambda tree: self._draws[tree.index].node_features(),
+                             on_layer=lambda splits: shown.advance_to(shown.done + 1, f"{splits} splits in the last"))
         return ControlReply(info={"trees": str(len(self.trees))})
+
+    def control_classes(self, args: dict[str, str]) -> ControlReply:
+        """The class names the output's columns stand for (in order; none in a regression), for the
+        operator's predictions file.  Reveals the label column's distinct values, not a row's label."""
+        return ControlReply(info={f"class_{k}": c for k, c in enumerate(self.classes)})
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
         """The forest's output on a batch; the CS, which learns it, also writes it to its own
-        files (``out/cs.METHOD.proba.npy`` and the class names, or ``out/cs.METHOD.values.npy``)."""
+        files (``out/cs.METHOD.proba.npy`` and the class names, or ``out/cs.METHOD.values.npy``; and
+        ``out/cs.predictions.csv``, each row numbered by its place in the participants' agreed order,
+        which each participant keeps beside its own ids in ``out/NAME.test_rows.csv``)."""
         method, batch, n = args.get("method", "vertical"), args["batch"], int(args["n"])
         if method == "vertical":
             out = self.predict_vertical(batch, n)
@@ -163,11 +185,15 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
             raise ParameterError("the CS predicts by method 'vertical' or 'test'")
         if self.task == "regression":
             save_output(self.run, self.name, f"{method}.values", out[:, 0])
+            path = save_predictions(self.run, self.name, None, out[:, 0])
         else:
             save_output(self.run, self.name, f"{method}.proba", out)
+            names = self.classes or tuple(str(k) for k in range(out.shape[1]))
+            predicted = np.asarray(names)[np.argmax(out, axis=1)]
             if self.classes:
-                save_output(self.run, self.name, f"{method}.predictions",
-                            np.asarray(self.classes)[np.argmax(out, axis=1)])
+                save_output(self.run, self.name, f"{method}.predictions", predicted)
+            path = save_predictions(self.run, self.name, None, predicted, out, names)
+        self.logger.info("%s: its %s predictions of %d rows are in %s", self.name, method, out.shape[0], path)
         return ControlReply(arrays={"output": out})
 
     @handles(RevokeRequest)
@@ -198,10 +224,19 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
 class DeployedParticipant(SavesModel, Controllable, Participant):
     _X_test: FloatArray | None = None
     schema: SchemaState | None = None
+    _layers = 0
+
+    def on_expand(self, sender: str, msg: ExpandRequest) -> ExpandReply | None:
+        """``Participant.on_expand``, with each FLE-Expan layer in this participant's log (its progress:
+        the CS's status has the forest's)."""
+        self._layers += 1
+        self.logger.info("%s: FLE-Expan layer %d", self.name, self._layers)
+        return super().on_expand(sender, msg)
 
     def control_load(self, args: dict[str, str]) -> ControlReply:
         if self._X_test is None:
             raise ParameterError(f"{self.name} has no test rows in its data file")
+        check_test_rows(self._X_test.shape[0])
         if self.revoked:
             return ControlReply(info={"rows": "0", "revoked": "1"})
         self.load_rows(args["batch"], self._X_test)
@@ -236,6 +271,7 @@ class DeployedParticipant(SavesModel, Controllable, Participant):
 
 class DeployedRequester(Controllable, Requester):
     _X: FloatArray | None = None
+    _ids: tuple[str, ...] = ()
     run: RunConfig
 
     def control_predict(self, args: dict[str, str]) -> ControlReply:
@@ -245,6 +281,9 @@ class DeployedRequester(Controllable, Requester):
             raise ParameterError(f"{self.name} has no rows in its data file")
         out = np.stack([self.request(row) for row in self._X])
         save_output(self.run, self.name, "encrypted.proba", out)
+        names = tuple(str(k) for k in range(out.shape[1]))  # the requester holds no class names: their codes
+        path = save_predictions(self.run, self.name, self._ids, np.argmax(out, axis=1), out, names)
+        self.logger.info("%s: its predictions of its %d rows are in %s", self.name, out.shape[0], path)
         return ControlReply(arrays={"output": out})
 
 
@@ -369,7 +408,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         fixed = plan_run(p, 1, d)
         req = DeployedRequester(role, network, weak_key=_weak(secrets, directory, role),
                                 codec=fixed.codec, holt_params=fixed.holt)
-        req._X = table.X
+        req._X, req._ids = table.X, tuple(table.ids)
         req.run = config
         return req
     if role != "cs" and role not in participants:
@@ -485,6 +524,7 @@ def _participant(role: str, config: RunConfig, network: Network, secrets: dict[s
         dp.restore_model(part)
     if test is not None:
         dp._X_test = test.X
+        save_test_rows(config, role, test.ids)  # its own ids beside the rows of the CS's predictions file
     return dp
 
 
@@ -541,6 +581,13 @@ def predict(operator: Operator, config: RunConfig, method: str | None = None) ->
         participants = [str(u) for u in p["participants"]]
         batch = f"op-{SYSTEM_RANDOM.token_bytes(4).hex()}"  # a label, unique per request
         return {how: _predict_all(operator, participants, how, batch)}
+
+
+def classes(operator: Operator, config: RunConfig) -> tuple[str, ...]:
+    """The class names of the output's columns (the CS's ``classes``), for the operator's predictions
+    file; none in a regression."""
+    info = operator.control("cs", "classes").info
+    return tuple(info[f"class_{k}"] for k in range(len(info)))
 
 
 def revoke(operator: Operator, config: RunConfig, party: str, level: int = 2) -> dict[str, str]:

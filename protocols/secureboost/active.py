@@ -22,6 +22,7 @@ from securetrees.errors import DecodeError, NotFittedError, ParameterError, Prot
 from securetrees.paillier import Ciphertext, PrivateKey, PublicKey
 from securetrees.paillier.batch import decrypt_residues, encrypt_to_bytes, owner_key
 from securetrees.paillier.prefill import BackgroundPool, role_pool
+from securetrees.progress import phase
 from securetrees.protocols.secureboost.buckets import expand_buckets
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
@@ -95,9 +96,13 @@ def _gradients(raw: FloatArray, target: FloatArray, loss: str) -> tuple[FloatArr
 class ActiveParty(Party):
     """The label holder: columns ``X`` of the aligned rows, labels ``y`` (class codes
     ``0..n_classes-1`` or regression targets), the passive parties' names in provider order
-    (provider ``0`` is this party, ``u + 1`` is ``passives[u]``), and the Paillier key pair."""
+    (provider ``0`` is this party, ``u + 1`` is ``passives[u]``), and the Paillier key pair.
+    With :attr:`progress` on, :meth:`fit` shows trees done of total and the tree being grown
+    (:mod:`securetrees.progress`: a bar, or lines in a role's log)."""
 
     role = "active"
+    progress: bool = False
+    """Show the boosting's progress (a deployed active party, the demo)."""
 
     def __init__(
         self, name: str, network: Network, *, X: npt.ArrayLike, y: npt.ArrayLike, passives: Sequence[str],
@@ -194,12 +199,15 @@ class ActiveParty(Party):
         raw = np.tile(base, (n, 1))
         trees: list[TreeRecord] = []
         self._trees_left = p.n_estimators * base.size
-        for _ in range(p.n_estimators):
-            grad, hess = _gradients(raw, target, p.loss)
-            for j in range(base.size):
-                rec = self.grow(len(trees), grad[:, j], hess[:, j])
-                raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
-                trees.append(rec)
+        with phase("SecureBoost trees", total=self._trees_left, enabled=self.progress) as shown:
+            for _ in range(p.n_estimators):
+                grad, hess = _gradients(raw, target, p.loss)
+                for j in range(base.size):
+                    shown.advance_to(len(trees), f"growing tree {len(trees) + 1}")
+                    rec = self.grow(len(trees), grad[:, j], hess[:, j])
+                    raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
+                    trees.append(rec)
+                    shown.advance_to(len(trees))
         self.call_many({q: End() for q in self.passives}, expect=Ack)
         self.model = SecureBoostModel(tuple(trees), base, float(p.learning_rate), int(base.size))
         return self.model

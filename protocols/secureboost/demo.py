@@ -19,6 +19,7 @@ import numpy as np
 
 from securetrees.datasets import load_adult
 from securetrees.paillier import generate_keypair
+from securetrees.progress import phase
 from securetrees.protocols.secureboost.estimators import SecureBoostClassifier
 from securetrees.protocols.secureboost.testing import joined_tree
 from securetrees.trees import BinningParams, GrowParams, train_boosted
@@ -49,6 +50,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--learning-rate", type=float, default=0.3)
     parser.add_argument("--passives", type=int, default=2, choices=[1, 2, 3])
     parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
     args = parser.parse_args(list(argv))
     d = load_adult()
     X, y = d.X_train[: args.rows], d.y_train[: args.rows]
@@ -65,7 +67,9 @@ def main(argv: Sequence[str]) -> int:
                                   max_bins=MAX_BINS, keypair=keys, categorical_features=cat,
                                   allow_insecure=args.key_bits < 2048, record_payloads=False)
     t0 = time.perf_counter()
-    model.fit(X, y)
+    with phase(f"SecureBoost: {args.trees} trees of depth {args.depth}, {args.passives} passive parties",
+               enabled=not args.no_progress):  # its elapsed time at least every few seconds
+        model.fit(X, y)
     train = time.perf_counter() - t0
     acc = model.score(Xt, yt)
     order = [c for cols in partition for c in cols]

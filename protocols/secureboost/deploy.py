@@ -52,6 +52,7 @@ from securetrees.net.alignment import (
     align_pending,
     align_test,
     alignment_mode,
+    check_test_rows,
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
@@ -75,6 +76,7 @@ from securetrees.protocols.secureboost.estimators import (
     _SecureBoost,
     probabilities,
 )
+from securetrees.protocols.secureboost.messages import Ack, Gradients
 from securetrees.protocols.secureboost.model import ActiveModel, PassiveModel
 from securetrees.protocols.secureboost.params import SecureBoostParams
 from securetrees.protocols.secureboost.passive import PassiveParty
@@ -99,6 +101,9 @@ _SETTINGS = tuple(n for n in _PARAM_NAMES if n not in _NOT_SETTINGS)
 
 PREDICT_ONLY = True
 """A ``[run] job = "predict"`` run loads each party's model part (``securetrees.net.models``)."""
+
+PROGRESS_ROLE = ACTIVE
+"""The role ``securetrees operator fit`` polls for progress (it drives the boosting)."""
 
 PREDICTIONS_KEPT = "the active party keeps the predictions beside its ids (out/active.predictions.csv on its machine)"
 """Where the predictions stay: the operator's ``predict`` receives a summary, not the predictions
@@ -189,6 +194,7 @@ class DeployedActive(SavesModel, Controllable, ActiveParty):
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         refuse_training(self.run)
+        self.progress = True  # trees done of total in its log and its status
         model = self.fit()
         splits = sum(len(r.records) for r in model.trees)
         self.logger.info("%s trained %d trees (%d passive splits)", self.name, len(model.trees), splits)
@@ -199,6 +205,7 @@ class DeployedActive(SavesModel, Controllable, ActiveParty):
         own files, beside its own ids of the rows (it is the party entitled to them)."""
         if self.test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
+        check_test_rows(self.test.shape[0])
         raw = self.decision_function(self.test)
         if self.classes is not None:
             proba = probabilities(raw)
@@ -220,9 +227,16 @@ class DeployedPassive(SavesModel, Controllable, PassiveParty):
     test: FloatArray | None = None
     schema: SchemaState | None = None
 
+    def on_gradients(self, sender: str, msg: Gradients) -> Ack | None:
+        """``PassiveParty.on_gradients``, with the tree in this party's log (its progress: the active
+        party's status has the boosting's)."""
+        self.logger.info("%s: tree %d", self.name, msg.tree + 1)
+        return super().on_gradients(sender, msg)
+
     def control_load_test(self, args: dict[str, str]) -> ControlReply:
         if self.test is None:
             raise ParameterError(f"{self.name} has no test rows (test_data in its configuration section)")
+        check_test_rows(self.test.shape[0])
         self.load_queries(self.test)
         self.logger.info("%s loaded %d test rows", self.name, self.test.shape[0])
         return ControlReply(info={"rows": str(self.test.shape[0])})

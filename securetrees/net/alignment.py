@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from securetrees.runtime.network import Network
 
 __all__ = [
     "ALIGNMENTS",
+    "NO_COMMON_TEST_IDS",
     "PARAMETERS",
     "AlignLeader",
     "AlignMember",
@@ -52,6 +54,7 @@ __all__ = [
     "align_test",
     "aligned_tables",
     "alignment_mode",
+    "check_test_rows",
     "finish_alignment",
     "in_alignment",
     "rows_path",
@@ -64,6 +67,19 @@ ALIGNMENTS = ("psi", "hmac-trusted")
 
 PARAMETERS = frozenset({"alignment", "max_set_size", "chunk_size"})
 """The ``[protocol]`` keys the alignment phase reads (a deployment that aligns declares them too)."""
+
+
+NO_COMMON_TEST_IDS: Final = ("the parties hold no test id in common: training goes on, but there is no row to "
+                             "predict (give every data holder test rows with shared ids, e.g. in a predict-only run)")
+"""What an empty intersection of the test ids tells: in a fit run, the leader's log at the alignment and
+the operator's ``predict`` (:func:`check_test_rows`); the training ids' intersection alone must not be empty."""
+
+
+def check_test_rows(rows: int) -> None:
+    """Refuse to predict ``rows`` = 0 aligned test rows (:class:`ParameterError`, :data:`NO_COMMON_TEST_IDS`).
+    Reveals that the intersection of the test ids is empty, which the operator learns at the alignment."""
+    if rows == 0:
+        raise ParameterError(NO_COMMON_TEST_IDS)
 
 
 def alignment_mode(config: RunConfig) -> str:
@@ -80,7 +96,8 @@ class AlignmentPlan:
     not share a leader's row (HybridTree: one set per guest, and a row belongs to one guest); the
     leader refuses an overlap with :class:`DuplicateIdError` at the set that makes it.  A set in
     ``may_be_empty`` may have an empty intersection (HybridTree's test rows: a guest may hold none
-    of a batch); any other empty intersection stops the run."""
+    of a batch), and so may ``test`` beside ``train`` (training goes on, ``predict`` refuses:
+    :data:`NO_COMMON_TEST_IDS`); any other empty intersection stops the run."""
 
     leader: str
     sets: Mapping[str, tuple[str, ...]]
@@ -149,7 +166,9 @@ class AlignLeader(_Aligning, PsiLeader):
             raise ParameterError(f"no id set {name!r} in the alignment plan")
         self.use_ids(self._set_ids(name), [p for p in holders if p != self.name])
         rows = self.run().rows
-        if rows.size == 0 and name not in self.plan.may_be_empty:
+        if rows.size == 0 and name == "test" and "train" in self.plan.sets:
+            self.logger.warning("%s: %s", self.name, NO_COMMON_TEST_IDS)  # training goes on; predict refuses
+        elif rows.size == 0 and name not in self.plan.may_be_empty:
             raise ParameterError(f"the parties hold no {name} id in common: nothing to align")
         self._check_disjoint(name, rows)
         self.rows[name] = rows

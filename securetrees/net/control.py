@@ -15,12 +15,14 @@ import logging
 import resource
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import numpy as np
 
 from securetrees.errors import ParameterError
+from securetrees.progress import current as current_progress
 from securetrees.runtime import ANY_ROLE, Message, Party, handles, message
 from securetrees.runtime.network import Network
 from securetrees.runtime.steps import logged_step, traffic
@@ -30,8 +32,7 @@ FIT_ONCE: Final = ("fit runs once per start of the parties; to train again, stop
 """What a refused second ``fit`` tells the operator (every deployment's roles are set up for one fit)."""
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from contextlib import AbstractContextManager
+    from collections.abc import Iterator, Mapping
 
 __all__ = ["OPERATOR_ROLE", "ControlReply", "ControlRequest", "Controllable", "Operator"]
 
@@ -76,9 +77,10 @@ class Controllable:
     """Mixin for a :class:`Party` run as a service: the operator may send control requests.
 
     Built-in actions: ``shutdown``; ``stats`` (this process's received messages, bytes and
-    rounds); ``status`` (the role, the steps run so far, the last one, and what
-    :meth:`control_state` adds).  Any other action ``x`` runs ``control_x(args)`` as a
-    logged step (:func:`~securetrees.runtime.steps.logged_step`: wall time, bytes sent and
+    rounds); ``status`` (the role, the steps run so far, the last one, what
+    :meth:`control_state` adds and, while a step shows progress, ``progress``:
+    :func:`securetrees.progress.current`, e.g. ``federated forest 3/10``).  Any other action ``x``
+    runs ``control_x(args)`` as a logged step (:func:`~securetrees.runtime.steps.logged_step`: wall time, bytes sent and
     received, rounds on the role's logger)."""
 
     name: str
@@ -123,8 +125,9 @@ class Controllable:
                                       "bytes_sent": str(self.network.bytes_sent(self.name))})
         if msg.action == "status":
             count, last = self._steps
+            running = current_progress()
             return ControlReply(info={**self.control_state(), "role": self.role, "steps": str(count),
-                                      "last_step": last or "-"})
+                                      "last_step": last or "-", **({"progress": running} if running else {})})
         fn = getattr(self, f"control_{msg.action}", None) if msg.action.isidentifier() else None
         if fn is None:
             raise ParameterError(f"{self.name!r} has no control action {msg.action!r}")
@@ -142,10 +145,19 @@ class Operator(Party):
     def control(self, role: str, action: str, **args: Any) -> ControlReply:
         return self.call(role, ControlRequest(action, {k: str(v) for k, v in args.items()}), expect=ControlReply)
 
-    def step(self, name: str) -> AbstractContextManager[None]:
+    current_step: str = ""
+    """The job step running now (``align``, ``fit``), or ``""``: what the operator shows it is on."""
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
         """A job step of the operator's (``with operator.step("fit"): ...``), logged with its
-        wall time, bytes and rounds on the operator's logger."""
-        return logged_step(self.logger, self.name, self.network, name)
+        wall time, bytes and rounds on the operator's logger; :attr:`current_step` meanwhile."""
+        self.current_step = name
+        try:
+            with logged_step(self.logger, self.name, self.network, name):
+                yield
+        finally:
+            self.current_step = ""
 
     def control_many(self, roles: list[str], action: str, per_role: Mapping[str, Mapping[str, Any]] | None = None
                      ) -> dict[str, ControlReply]:

@@ -35,6 +35,7 @@ __all__ = [
     "published_key",
     "save_output",
     "save_predictions",
+    "save_test_rows",
     "seal_paillier",
 ]
 
@@ -67,41 +68,57 @@ def save_output(config: RunConfig, party: str, stem: str, array: npt.ArrayLike) 
     return write_private(output_path(config, party, f"{stem}.npy"), buffer.getvalue())
 
 
-def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.ArrayLike, predictions: npt.ArrayLike,
-                     proba: npt.ArrayLike | None = None, classes: Sequence[object] = (), *,
-                     rows: npt.ArrayLike | None = None) -> Path:
+def save_predictions(config: RunConfig, party: str, ids: Sequence[str] | npt.ArrayLike | None,
+                     predictions: npt.ArrayLike, proba: npt.ArrayLike | None = None, classes: Sequence[object] = (),
+                     *, rows: npt.ArrayLike | None = None) -> Path:
     """The predictions a party is entitled to, kept beside its own ids of the rows: ``out/PARTY.predictions.csv``
     (``id``; with ``rows``, ``row``: each row's place in the operator's predictions file, which holds
     no id; ``prediction``: a class name or a value, and with ``proba`` one ``proba_CLASS`` column per
     class of ``classes``) and the same as arrays (``test_ids``, ``predictions``, ``proba`` ``.npy``).
-    Returns the CSV file's path."""
-    id_list = np.asarray(ids, dtype=str)
+    A party that holds no id of the rows (RevFRF's CS) passes ``ids=None``: its file numbers them by
+    ``row`` alone (``rows``, default 0, 1, ...), and each data holder keeps its ids beside the same numbers
+    (:func:`save_test_rows`).  Returns the CSV file's path."""
     pred = np.asarray(predictions)
-    if pred.shape[0] != id_list.shape[0]:
+    header, columns = ["prediction"], [pred]
+    id_list = None if ids is None else np.asarray(ids, dtype=str)
+    if id_list is not None and pred.shape[0] != id_list.shape[0]:
         raise ParameterError(f"{pred.shape[0]} predictions for {id_list.shape[0]} ids")
-    header = ["id", "prediction"]
-    columns: list[npt.NDArray[Any]] = [id_list, pred]
-    if rows is not None:
-        row = np.asarray(rows, dtype=np.int64)
-        if row.shape != id_list.shape:
-            raise ParameterError(f"{row.shape[0] if row.ndim else 0} row numbers for {id_list.shape[0]} ids")
-        header.insert(1, "row")
-        columns.insert(1, row)
-    save_output(config, party, "test_ids", id_list)
+    if rows is not None or id_list is None:
+        row = np.arange(pred.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        if row.shape != pred.shape[:1]:
+            raise ParameterError(f"{row.shape[0] if row.ndim else 0} row numbers for {pred.shape[0]} predictions")
+        header.insert(0, "row")
+        columns.insert(0, row)
+    if id_list is not None:
+        header.insert(0, "id")
+        columns.insert(0, id_list)
+        save_output(config, party, "test_ids", id_list)
     save_output(config, party, "predictions", pred)
     if proba is not None:
         p = np.asarray(proba, dtype=np.float64)
-        if p.shape != (id_list.shape[0], len(classes)):
-            raise ParameterError(f"class probabilities of shape {p.shape} for {id_list.shape[0]} rows and "
+        if p.shape != (pred.shape[0], len(classes)):
+            raise ParameterError(f"class probabilities of shape {p.shape} for {pred.shape[0]} rows and "
                                  f"{len(classes)} classes")
         save_output(config, party, "proba", p)
         header += [f"proba_{c}" for c in classes]
         columns += [p[:, k] for k in range(p.shape[1])]
+    return _write_csv(config, party, "predictions.csv", header, columns)
+
+
+def save_test_rows(config: RunConfig, party: str, ids: Sequence[str] | npt.ArrayLike) -> Path:
+    """A data holder's own ids of the aligned test rows beside their numbers in the agreed order:
+    ``out/PARTY.test_rows.csv`` (``id``, ``row``), the ``row`` of the predictions files that hold no id
+    (the operator's, RevFRF's CS's).  Only this party reads it; returns its path."""
+    id_list = np.asarray(ids, dtype=str)
+    return _write_csv(config, party, "test_rows.csv", ["id", "row"], [id_list, np.arange(id_list.shape[0])])
+
+
+def _write_csv(config: RunConfig, party: str, name: str, header: list[str], columns: list[npt.NDArray[Any]]) -> Path:
     text = io.StringIO(newline="")
     writer = csv.writer(text)
     writer.writerow(header)
     writer.writerows(zip(*(c.tolist() for c in columns), strict=True))
-    return write_private(output_path(config, party, "predictions.csv"), text.getvalue().encode("utf-8"))
+    return write_private(output_path(config, party, name), text.getvalue().encode("utf-8"))
 
 
 def published_bytes(params: Mapping[str, Any], key: str) -> bytes | None:

@@ -39,6 +39,7 @@ from securetrees.files import open_private
 from securetrees.log import get_logger
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
+from securetrees.net.failed import FAILED_ROLE_SECONDS, FailedRole, check_started
 from securetrees.net.keyfile import open_key_file
 from securetrees.net.tls import load_identity
 from securetrees.net.transport import GrpcNetwork
@@ -107,15 +108,22 @@ def start_role(config: RunConfig, role: str, passphrase: bytes) -> GrpcNetwork:
     return net
 
 
-def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None) -> int:
-    """``securetrees party``: serve one role until the operator (or a signal) stops it."""
+def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None, *,
+          failed_seconds: float = FAILED_ROLE_SECONDS) -> int:
+    """``securetrees party``: serve one role until the operator (or a signal) stops it.  A role
+    that fails to start answers with its error for ``failed_seconds`` (:func:`serve_failure`),
+    then the error ends the command."""
     config = load_config(config_path)
+    passphrase = read_passphrase(role, passphrase_file)
     try:
-        net = start_role(config, role, read_passphrase(role, passphrase_file))
+        net = start_role(config, role, passphrase)
     except RunStopped as exc:  # `operator stop` before `fit`: a clean end, not a failure
         _log.info("%s", exc)
         _log.info("%s stopped", role)
         return 0
+    except SecureTreesError as exc:
+        serve_failure(config, role, passphrase, exc, failed_seconds)
+        raise
     signal.signal(signal.SIGTERM, lambda *_: net.close(grace=2.0))
     _log.info("%s serving %s on %s", role, config.protocol, config.party(role).address)
     try:
@@ -124,6 +132,29 @@ def serve(config_path: str | Path, role: str, passphrase_file: str | Path | None
         net.close()
     _log.info("%s stopped", role)
     return 0
+
+
+def serve_failure(config: RunConfig, role: str, passphrase: bytes, exc: SecureTreesError, seconds: float) -> None:
+    """Serve a :class:`~securetrees.net.failed.FailedRole` for ``role`` on its address for ``seconds``
+    (or until the operator's ``shutdown`` or SIGTERM), so that the operator's next command gets the
+    typed start-up error ``exc`` within one round.  Where this party cannot even serve (its TLS
+    identity does not load, its address is taken: a second copy of a running party) it serves
+    nothing and the error ends the process at once."""
+    _log.error("%s could not start: %s: %s", role, type(exc).__name__, exc)
+    try:
+        net = network_for(config, role, passphrase)
+        stand_in = FailedRole.serving(config.party(role).role, role, net, exc)
+        net.start()
+    except SecureTreesError as why:
+        _log.info("%s cannot tell the operator (%s: %s); it stops", role, type(why).__name__, why)
+        return
+    signal.signal(signal.SIGTERM, lambda *_: stand_in.stopped.set())
+    _log.info("%s answers every message with its %s for %g s (securetrees operator stop ends it)", role,
+              type(exc).__name__, seconds)
+    try:
+        stand_in.stopped.wait(seconds)
+    finally:
+        net.close(grace=1.0)
 
 
 def loopback_bytes() -> int:
@@ -235,6 +266,7 @@ def launch(config_path: str | Path, passphrase_dir: str | Path, *, startup_timeo
         with network_for(config, config.operator, op_pass) as net:
             operator = Operator(config.operator, net)
             await_roles(net, procs, startup_timeout)
+            check_started(operator, config.roles)
             t0, lo0 = time.perf_counter(), loopback_bytes()
             results: dict[str, npt.NDArray[Any]] = module.run_job(operator, config)
             if report is not None:

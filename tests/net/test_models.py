@@ -256,7 +256,8 @@ def test_histogram_forest_predict_only_run_matches_the_facade(tmp_path: Path, ch
     fitted = launch(cfg, tmp_path / "pki", log_dir=tmp_path / "logs")
     facade, pooled = fit_tables(cfg)
     labels = {c: pd.read_csv(tmp_path / "data" / f"{c}-test.csv")["label"].to_numpy() for c in pooled.tests}
-    np.testing.assert_array_equal(fitted["score"], [facade.score(pooled.tests[c], labels[c]) for c in pooled.tests])
+    np.testing.assert_array_equal([fitted[f"{c}_score"] for c in pooled.tests],
+                                  [facade.score(pooled.tests[c], labels[c]) for c in pooled.tests])
     new = {}
     for i in range(3):
         rows = slice(50 * i, 50 * i + 20)
@@ -267,7 +268,8 @@ def test_histogram_forest_predict_only_run_matches_the_facade(tmp_path: Path, ch
     predict_cfg = predict_only(cfg, new)
     got = launch(predict_cfg, tmp_path / "pki", log_dir=tmp_path / "logs-predict")
     rows_now = pooled_tables(predict_cfg)
-    np.testing.assert_array_equal(got["score"], [facade.score(rows_now.tests[c], adult.y_test[:20]) for c in new])
+    np.testing.assert_array_equal([got[f"{c}_score"] for c in new],
+                                  [facade.score(rows_now.tests[c], adult.y_test[:20]) for c in new])
     for name in new:
         np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{name}.proba.npy"),
                                       facade.predict_proba(rows_now.tests[name]))

@@ -52,7 +52,7 @@ def _operator(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _read_csv(path: Path) -> np.ndarray:
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["row", "output_0", "output_1"]
+    assert rows[0] == ["row", "proba_0", "proba_1"]  # the label holder's class names (here its codes)
     assert [int(r[0]) for r in rows[1:]] == list(range(len(rows) - 1))
     return np.asarray([[float(v) for v in r[1:]] for r in rows[1:]])
 
@@ -95,6 +95,8 @@ def test_operator_commands_drive_running_parties(tmp_path: Path, capsys: pytest.
     master, operator = (logs / "master.log").read_text(), (logs / "operator.log").read_text()
     sent, received, rounds = map(int, re.findall("master " + STEP.format("fit"), master)[0])
     assert sent > 0 and received > 0 and rounds > 0
+    assert re.search(r"securetrees.progress: federated forest: 2/2, ", master)  # a line per tree in its log
+    assert "client1: tree 2 of 2" in (logs / "client1.log").read_text()  # and in every client's
     for step in ("align", "fit", "predict one-round"):
         assert re.search("operator " + STEP.format(step), operator), step
     assert "UnsupportedActionError" in operator  # the error that ended the command is in its log

@@ -79,6 +79,9 @@ def test_participants_on_two_workers_give_the_serial_outputs(run_file: tuple[Pat
     got = launch(cfg, cfg.parent / "pki", log_dir=logs)
     assert all(_pool_logged(logs, u) for u in PARTICIPANTS)
     assert not any(_pool_logged(logs, r) for r in ("cs", "cc", "kgc", "requester"))
+    # progress in the logs: the CS's layers done, each participant's FLE-Expan layers
+    assert "securetrees.progress: RevFRF forest of" in (logs / "cs.log").read_text(encoding="utf-8")
+    assert all(f"{u}: FLE-Expan layer 1" in (logs / f"{u}.log").read_text(encoding="utf-8") for u in PARTICIPANTS)
     # the serial reference: the same roles with no executor, on this run's agreed rows (a new
     # launch would agree on a new order by PSI, hence draw other bootstrap samples)
     data = joined_view(config, [*PARTICIPANTS, "cs"], PARTITION, D)

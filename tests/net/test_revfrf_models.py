@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("grpc")
@@ -133,6 +134,17 @@ def test_fit_saves_parts_and_a_predict_only_run_matches_the_facade(fitted: dict[
     np.testing.assert_array_equal(np.load(out / "cs.vertical.proba.npy"), want["vertical"])
     np.testing.assert_array_equal(np.load(out / "cs.test.predictions.npy"), clf.predict(Xn, method="test"))
     np.testing.assert_array_equal(np.load(out / "requester.encrypted.proba.npy"), want["encrypted"])
+    # readable: the CS's last output (test) by row, each participant's own ids of those rows, the requester's by id
+    cs = pd.read_csv(out / "cs.predictions.csv")
+    assert list(cs.columns) == ["row", "prediction", "proba_<=50K", "proba_>50K"]
+    np.testing.assert_array_equal(cs[["proba_<=50K", "proba_>50K"]].to_numpy(), want["test"])
+    ids = {u: pd.read_csv(out / f"{u}.test_rows.csv", dtype=str) for u in PARTICIPANTS}
+    assert all(list(t.columns) == ["id", "row"] and t["row"].astype(int).tolist() == cs["row"].tolist()
+               for t in ids.values())
+    assert ids["u1"]["id"].tolist() == ids["u2"]["id"].tolist() == ids["u3"]["id"].tolist()  # one row, one id
+    req = pd.read_csv(out / "requester.predictions.csv", dtype={"id": str})
+    assert req["id"].tolist() == ["new-0", "new-1"] and list(req.columns) == ["id", "prediction", "proba_0", "proba_1"]
+    np.testing.assert_array_equal(req[["proba_0", "proba_1"]].to_numpy(), want["encrypted"])
 
 
 def test_a_predict_only_run_neither_trains_nor_revokes(fitted: dict[str, Any]) -> None:
