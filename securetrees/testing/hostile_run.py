@@ -51,12 +51,13 @@ from securetrees.testing.hostile import (
 from securetrees.testing.synthetic import make_table
 from securetrees.trees.tree import Tree
 
-__all__ = ["ATTACKED", "LoadPlan", "LoadRun", "reference_trees", "run", "same_trees"]
+__all__ = ["ATTACKED", "HOSTILE", "ROLES", "SLOW", "LoadPlan", "LoadRun", "identities", "memory_bound", "parts",
+           "reference_trees", "run", "same_trees", "wait_until"]
 
 ATTACKED: Final = "client0"
 HOSTILE: Final = "mallory"
 SLOW: Final = "sloth"
-_ROLES: Final = {"server": "server", "client0": "client", "client1": "client", HOSTILE: "server", SLOW: "client"}
+ROLES: Final = {"server": "server", "client0": "client", "client1": "client", HOSTILE: "server", SLOW: "client"}
 _CLIENTS: Final = ("client0", "client1")
 _SEED: Final = 20261205
 _N_FEATURES: Final = 4
@@ -112,28 +113,40 @@ class LoadRun:
     """Calls ``sloth`` held open at ``client0`` once its streams were all handled."""
 
 
+_SLACK: Final = 64 << 20
+"""Bytes the bound allows beyond requests in flight: threads, gRPC's buffers, the fit, the attackers."""
+
+
+def memory_bound(plan: LoadPlan) -> int:
+    """The stated bound on the peak memory growth over :func:`run` (``specs/deployment.md``, "Hostile
+    peers"): three copies (gRPC's buffer, the request's bytes, the decoded message) of a request at the
+    size limit for every call slot of every roster party, plus a fixed allowance."""
+    return 3 * plan.calls_per_peer * len(ROLES) * plan.limit_bytes + _SLACK
+
+
 def _config() -> ForestConfig:
     return ForestConfig(n_features=_N_FEATURES, categories=(0,) * _N_FEATURES, n_classes=2, n_trees=3,
                         max_depth=3, n_bins=8, histogram="fixed", features_per_node=2,
                         low=np.full(_N_FEATURES, -4.0), high=np.full(_N_FEATURES, 4.0))
 
 
-def _parts() -> list[tuple[np.ndarray, np.ndarray]]:
+def parts() -> list[tuple[np.ndarray, np.ndarray]]:
     table = make_table(_ROWS_PER_CLIENT * len(_CLIENTS), _N_FEATURES, n_categorical=0, seed=_SEED)
     X, y = table.X, table.y
     return [(X[i::len(_CLIENTS)], y[i::len(_CLIENTS)]) for i in range(len(_CLIENTS))]
 
 
-def _fit(networks: dict[str, Network]) -> list[Tree]:
-    for (name, (X, y)), seed in zip(zip(_CLIENTS, _parts(), strict=True), (11, 12), strict=True):
+def _parties(networks: dict[str, Network]) -> Server:
+    """The fit's parties, each registered on its network; the server, ready to train."""
+    for (name, (X, y)), seed in zip(zip(_CLIENTS, parts(), strict=True), (11, 12), strict=True):
         Client(name, networks[name], X, y, seed=seed)
-    return Server("server", networks["server"], _CLIENTS, _config(), random_state=10).train()
+    return Server("server", networks["server"], _CLIENTS, _config(), random_state=10)
 
 
 def reference_trees() -> list[Tree]:
     """The fit without attack, every party in one process."""
     network = InProcessNetwork()
-    return _fit({name: network for name in ("server", *_CLIENTS)})
+    return _parties({name: network for name in ("server", *_CLIENTS)}).train()
 
 
 def same_trees(a: list[Tree], b: list[Tree]) -> bool:
@@ -144,8 +157,8 @@ def same_trees(a: list[Tree], b: list[Tree]) -> bool:
         for s, t in zip(a, b, strict=True) for f in fields(s))
 
 
-def _identities(folder: Path) -> dict[str, TlsIdentity]:
-    names = list(_ROLES)
+def identities(folder: Path) -> dict[str, TlsIdentity]:
+    names = list(ROLES)
     passphrases = {n: f"load-{n}".encode() for n in names}  # a throwaway test PKI
     paths = make_test_pki(names, folder, passphrases)
     return {n: load_identity(n, folder / "ca.pem", *paths[n], passphrases[n]) for n in names}
@@ -165,7 +178,7 @@ def _out_of_order(count: int) -> Iterator[tuple[bytes, str]]:
         yield codec.encode(layer), "not-a-round" if i % 4 == 2 else str(i)
 
 
-def _wait(predicate: Callable[[], bool], what: str, limit: float = 120.0) -> None:
+def wait_until(predicate: Callable[[], bool], what: str, limit: float = 120.0) -> None:
     """Until ``predicate`` holds (an event of the run, not a measure of speed); a generous limit."""
     end = time.monotonic() + limit
     while not predicate():
@@ -187,8 +200,8 @@ def _reset_peak() -> int:
 def run(folder: Path, plan: LoadPlan | None = None) -> LoadRun:
     """The attacked fit (see the module's docstring); ``folder`` receives the test PKI."""
     plan = plan or LoadPlan()
-    ids = _identities(folder)
-    roster = {n: Peer("127.0.0.1:0", role=r) for n, r in _ROLES.items()}
+    ids = identities(folder)
+    roster = {n: Peer("127.0.0.1:0", role=r) for n, r in ROLES.items()}
     honest = TransportOptions(deadline=120.0, retries=0)
     attacked = TransportOptions(deadline=120.0, retries=0, max_message_bytes=plan.limit_bytes,
                                 max_calls_per_peer=plan.calls_per_peer, refusal_log_seconds=None)
@@ -196,7 +209,7 @@ def run(folder: Path, plan: LoadPlan | None = None) -> LoadRun:
     try:
         for name in _CLIENTS:
             nets[name] = GrpcNetwork(ids[name], roster, options=attacked if name == ATTACKED else honest)
-            roster[name] = Peer(f"127.0.0.1:{nets[name].start()}", role=_ROLES[name])
+            roster[name] = Peer(f"127.0.0.1:{nets[name].start()}", role=ROLES[name])
         for name in _CLIENTS:
             nets[name].roster.update(roster)
         nets["server"] = GrpcNetwork(ids["server"], roster, options=honest)
@@ -208,15 +221,16 @@ def run(folder: Path, plan: LoadPlan | None = None) -> LoadRun:
             client0 = nets[ATTACKED]
             stalled = plan.slow_connections * min(plan.slow_streams, plan.calls_per_peer)
             busy = max(stalled - plan.calls_per_peer, 0)
-            _wait(lambda: client0.refusals.counts().get((SLOW, "busy"), 0) >= busy,
+            wait_until(lambda: client0.refusals.counts().get((SLOW, "busy"), 0) >= busy,
                   "the slow peer's streams reaching the server")
             out.slots_held = client0.open_calls(SLOW)
             fit: list[list[Tree]] = []
             failed: list[BaseException] = []
+            server = _parties(dict(nets))
 
             def honest_fit() -> None:
                 try:
-                    fit.append(_fit(dict(nets)))
+                    fit.append(server.train())
                 except BaseException as exc:  # re-raised in this thread below
                     failed.append(exc)
 
