@@ -3,8 +3,9 @@
 ``python benchmarks/run.py hostile_load [--quick] [--json PATH]``
 
 Each repeat is one ``securetrees.testing.hostile_run.run``: a histogram forest (a server and two
-clients on gRPC with mutual TLS over loopback, all in this process) fits while ``sloth`` holds 4 x 16
-stalled HTTP/2 streams at ``client0`` and ``mallory`` sends it, 4 calls in flight, each load below.
+clients on gRPC with mutual TLS over loopback, all in this process) fits while ``sloth`` opens 4 x 16
+stalled HTTP/2 streams at ``client0`` (8 held, the rest refused) and ``mallory`` sends it, 4 calls
+in flight, each load below.
 Frames per second refused: the load's calls over the wall time from its first call to its last
 status (the attacker, the role and the fit share this process and its cores), median over repeats.
 Peak memory: the rise of this process's peak RSS over its RSS before the attack, median and

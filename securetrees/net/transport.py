@@ -111,8 +111,12 @@ class TransportOptions:
     max_calls_per_peer: int = 8
     """Calls one peer may have open at this server at once, from the opening of the stream (its
     request may still be arriving) to the reply; more are refused with ``RESOURCE_EXHAUSTED``.  The
-    server announces it as each connection's HTTP/2 stream limit, so an honest peer (one connection)
-    waits instead of being refused; the server has a thread for every slot of every roster party."""
+    server has a thread for every slot of every roster party (an honest party has a few calls open
+    to one peer at most: a fan-out sends one per peer, and the operator's long control calls)."""
+    max_streams_per_connection: int = 100
+    """HTTP/2's limit on the streams open at once on one connection (gRPC's default is unbounded).
+    gRPC keeps a stream whose request exceeded ``max_message_bytes`` until its connection closes,
+    so a connection that sent about this many oversized requests refuses further calls."""
     refusal_log_seconds: float | None = 60.0
     """Least seconds between two log lines on refusals of one kind from one peer (None: the first
     line and the summary at close only); see :class:`~securetrees.net.limits.RefusalLog`."""
@@ -120,8 +124,9 @@ class TransportOptions:
     def __post_init__(self) -> None:
         if not (self.deadline > 0 and self.backoff >= 0 and self.keepalive_seconds > 0):
             raise errors_module.ParameterError("deadline and keepalive must be positive, backoff not negative")
-        if self.retries < 0 or self.server_threads < 1 or self.max_calls_per_peer < 1:
-            raise errors_module.ParameterError("retries must be >= 0, server_threads and max_calls_per_peer >= 1")
+        if self.retries < 0 or min(self.server_threads, self.max_calls_per_peer, self.max_streams_per_connection) < 1:
+            raise errors_module.ParameterError(
+                "retries must be >= 0; server_threads, max_calls_per_peer, max_streams_per_connection >= 1")
         if self.refusal_log_seconds is not None and not self.refusal_log_seconds >= 0:
             raise errors_module.ParameterError("refusal_log_seconds must be None or not negative")
         if not 0 < self.max_message_bytes < 2**31:
@@ -141,8 +146,8 @@ class TransportOptions:
         ]
 
     def server_args(self) -> list[tuple[str, Any]]:
-        """The server's options: the channel's, and at most ``max_calls_per_peer`` streams per connection."""
-        return [*self.channel_args(), ("grpc.max_concurrent_streams", self.max_calls_per_peer)]
+        """The server's options: the channel's, and at most ``max_streams_per_connection`` streams open."""
+        return [*self.channel_args(), ("grpc.max_concurrent_streams", self.max_streams_per_connection)]
 
 
 def _listening(address: str) -> bool:

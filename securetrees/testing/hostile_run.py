@@ -219,8 +219,7 @@ def run(folder: Path, plan: LoadPlan | None = None) -> LoadRun:
         with SlowPeer(ids[SLOW], address, ATTACKED) as slow:
             slow.open(plan.slow_connections, plan.slow_streams)
             client0 = nets[ATTACKED]
-            stalled = plan.slow_connections * min(plan.slow_streams, plan.calls_per_peer)
-            busy = max(stalled - plan.calls_per_peer, 0)
+            busy = max(plan.slow_connections * plan.slow_streams - plan.calls_per_peer, 0)
             wait_until(lambda: client0.refusals.counts().get((SLOW, "busy"), 0) >= busy,
                   "the slow peer's streams reaching the server")
             out.slots_held = client0.open_calls(SLOW)
