@@ -177,8 +177,9 @@ def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> Secure
         return PeerTimeout(f"party {peer!r} did not answer within the deadline")
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return AuthenticationError(f"party {peer!r} refused this party: {details}")
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not details.startswith("ProtocolError: "):
         return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details}")
+    # RESOURCE_EXHAUSTED with a ProtocolError: more calls open at the peer than it admits (below)
     type_name, _, text = details.partition(": ")
     cls = getattr(errors_module, type_name, None)
     if isinstance(cls, type) and issubclass(cls, SecureTreesError) and cls is not RemoteError:
@@ -420,15 +421,18 @@ class GrpcNetwork(Network):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "no client certificate name")
         name = names[0].decode("utf-8", "replace")
         entry = self.roster.get(name)
-        if entry is None:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} is not in the run's roster")
         pems = auth.get("x509_pem_cert") or []
-        if len(pems) != 1 or not self._issuer_ok(name, pems[0]):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"certificate of {name!r} is not issued by the CA the roster binds that name to")
-        if entry is not None and entry.fingerprint is not None and fingerprint(pems[0]) != entry.fingerprint.lower():
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
-        return str(name)
+        if entry is None:
+            refusal = f"{name!r} is not in the run's roster"
+        elif len(pems) != 1 or not self._issuer_ok(name, pems[0]):
+            refusal = f"certificate of {name!r} is not issued by the CA the roster binds that name to"
+        elif entry.fingerprint is not None and fingerprint(pems[0]) != entry.fingerprint.lower():
+            refusal = f"certificate of {name!r} is not the pinned one"
+        else:
+            return str(name)
+        self.refusals.note(name, AuthenticationError.__name__, refusal)
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+        raise AuthenticationError(refusal)  # pragma: no cover - abort raises
 
     def _issuer_ok(self, name: str, cert_pem: bytes) -> bool:
         """Whether the CA bound to ``name`` signed this client certificate directly (TLS has

@@ -24,7 +24,7 @@ from securetrees.net import GrpcNetwork, Peer, TransportOptions
 from securetrees.net.limits import CallSlots, RefusalLog
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.testing import hostile_run as hr
-from securetrees.testing.hostile import SlowPeer
+from securetrees.testing.hostile import FrameSender, SlowPeer, in_round, random_frames
 
 FIRST = re.compile(r"refused a request from (\S+) \((\w+)\)")
 MORE = re.compile(r"refused (\d+) more requests from (\S+) \((\w+)\), (\d+) in all")
@@ -194,3 +194,24 @@ def test_a_slow_peer_does_not_starve_the_honest_ones(tmp_path: Path, planted: bo
     finally:
         honest.close()
         net.close(grace=0)
+
+
+def test_a_refused_identity_is_counted_and_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A certificate of the federation's CA whose name the server's roster lacks: every call is
+    refused (PERMISSION_DENIED), counted under its name, and logged once."""
+    ids = hr.identities(tmp_path)
+    roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items() if n != hr.SLOW}
+    net = GrpcNetwork(ids["client0"], roster, options=TransportOptions(deadline=30.0, retries=0))
+    X, y = hr.parts()[0]
+    Client("client0", net, X, y, seed=1)
+    address = f"127.0.0.1:{net.start()}"
+    try:
+        with caplog.at_level(logging.WARNING, logger="securetrees.net.transport"), \
+                FrameSender(ids[hr.SLOW], address, "client0", max_bytes=1 << 20) as sender:
+            codes = sender.send(in_round(random_frames(20, 64)))
+            net.close()
+    finally:
+        net.close()
+    assert codes == Counter({grpc.StatusCode.PERMISSION_DENIED: 20})
+    assert net.refusals.counts() == {(hr.SLOW, "AuthenticationError"): 20}
+    check_logged_once([r.getMessage() for r in caplog.records], net.refusals.counts())
