@@ -24,6 +24,10 @@ raised by the peer's handler is re-raised here as the same securetrees error
 class (looked up by name among :mod:`securetrees.errors`, nothing else) or as
 :class:`RemoteError`.  Messages marked ``idempotent`` are retried a bounded
 number of times with exponential backoff after a transient failure.
+
+Against hostile peers (``specs/deployment.md``, "Hostile peers"): each peer may have at most
+``max_calls_per_peer`` calls open at the server, counted from the moment a stream opens, and every
+refusal is counted by peer and kind and logged once (:mod:`securetrees.net.limits`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ reset before it: it counts the roles, the attackers and the fit, all in this pro
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -51,8 +54,8 @@ from securetrees.testing.hostile import (
 from securetrees.testing.synthetic import make_table
 from securetrees.trees.tree import Tree
 
-__all__ = ["ATTACKED", "HOSTILE", "ROLES", "SLOW", "LoadPlan", "LoadRun", "identities", "memory_bound", "parts",
-           "reference_trees", "run", "same_trees", "wait_until"]
+__all__ = ["ATTACKED", "HOSTILE", "ROLES", "SLOW", "LoadPlan", "LoadRun", "flood", "flood_from_child", "identities",
+           "identity", "memory_bound", "parts", "reference_trees", "reset_peak", "run", "same_trees", "wait_until"]
 
 ATTACKED: Final = "client0"
 HOSTILE: Final = "mallory"
@@ -157,11 +160,38 @@ def same_trees(a: list[Tree], b: list[Tree]) -> bool:
         for s, t in zip(a, b, strict=True) for f in fields(s))
 
 
+def _passphrase(name: str) -> bytes:
+    return f"load-{name}".encode()  # a throwaway test PKI
+
+
 def identities(folder: Path) -> dict[str, TlsIdentity]:
-    names = list(ROLES)
-    passphrases = {n: f"load-{n}".encode() for n in names}  # a throwaway test PKI
-    paths = make_test_pki(names, folder, passphrases)
-    return {n: load_identity(n, folder / "ca.pem", *paths[n], passphrases[n]) for n in names}
+    """A fresh test PKI in ``folder`` for every name of :data:`ROLES`, and each party's identity."""
+    make_test_pki(list(ROLES), folder, {n: _passphrase(n) for n in ROLES})
+    return {n: identity(folder, n) for n in ROLES}
+
+
+def identity(folder: Path, name: str) -> TlsIdentity:
+    """Party ``name``'s identity from the PKI :func:`identities` wrote (another process's copy)."""
+    return load_identity(name, folder / "ca.pem", folder / f"{name}.crt", folder / f"{name}.key", _passphrase(name))
+
+
+def flood_from_child(folder: Path, address: str, *, frames: int, size: int, in_flight: int) -> dict[str, int]:
+    """``mallory`` sends ``frames`` random frames of ``size`` bytes to ``client0`` from a child process
+    (so that its buffers stay out of this process's memory); the status name of each call, counted."""
+    code = ("import json, sys; from pathlib import Path; from securetrees.testing import hostile_run as h; "
+            "print(json.dumps(h.flood(Path(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:]))))")
+    out = subprocess.run([sys.executable, "-c", code, str(folder), address, str(frames), str(size), str(in_flight)],  # noqa: S603
+                         check=True, capture_output=True, text=True)
+    counts: dict[str, int] = json.loads(out.stdout)
+    return counts
+
+
+def flood(folder: Path, address: str, frames: int, size: int, in_flight: int) -> dict[str, int]:
+    """The child's side of :func:`flood_from_child`: one frame, sent ``frames`` times."""
+    frame = next(random_frames(1, size))
+    with FrameSender(identity(folder, HOSTILE), address, ATTACKED, max_bytes=size + 1024) as sender:
+        codes = sender.send(in_round(frame for _ in range(frames)), in_flight=in_flight)
+    return {code.name: n for code, n in codes.items()}
 
 
 def _out_of_order(count: int) -> Iterator[tuple[bytes, str]]:
@@ -187,7 +217,7 @@ def wait_until(predicate: Callable[[], bool], what: str, limit: float = 120.0) -
         time.sleep(0.01)
 
 
-def _reset_peak() -> int:
+def reset_peak() -> int:
     """Reset this process's ``VmHWM`` to its current RSS (Linux); the current peak figure."""
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
@@ -214,7 +244,7 @@ def run(folder: Path, plan: LoadPlan | None = None) -> LoadRun:
             nets[name].roster.update(roster)
         nets["server"] = GrpcNetwork(ids["server"], roster, options=honest)
         address = roster[ATTACKED].address
-        base = _reset_peak()
+        base = reset_peak()
         out = LoadRun(trees=[], refusals={})
         with SlowPeer(ids[SLOW], address, ATTACKED) as slow:
             slow.open(plan.slow_connections, plan.slow_streams)

@@ -21,6 +21,7 @@ import pytest
 
 from securetrees.errors import ParameterError, PeerTimeout
 from securetrees.net import GrpcNetwork, Peer, TransportOptions
+from securetrees.net.control import peak_rss_bytes
 from securetrees.net.limits import CallSlots, RefusalLog
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.testing import hostile_run as hr
@@ -215,3 +216,28 @@ def test_a_refused_identity_is_counted_and_logged_once(tmp_path: Path, caplog: p
     assert codes == Counter({grpc.StatusCode.PERMISSION_DENIED: 20})
     assert net.refusals.counts() == {(hr.SLOW, "AuthenticationError"): 20}
     check_logged_once([r.getMessage() for r in caplog.records], net.refusals.counts())
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_planted_no_size_limit_breaks_the_memory_bound(tmp_path: Path, planted: bool) -> None:
+    """mallory, from a child process, sends 8 frames of 64 MiB, 4 in flight.  The load's server
+    (1 MiB limit) refuses them unread and stays within the load's memory bound; the planted one (the
+    default 1 GiB limit) takes each in: 4 x 64 MiB in flight, each held by gRPC and as the request's
+    bytes, 512 MiB against the 184 MiB bound."""
+    plan = hr.LoadPlan()
+    ids = hr.identities(tmp_path)
+    roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
+    limit = TransportOptions().max_message_bytes if planted else plan.limit_bytes
+    net = GrpcNetwork(ids["client0"], roster, options=TransportOptions(deadline=60.0, retries=0,
+                                                                        max_message_bytes=limit))
+    X, y = hr.parts()[0]
+    Client("client0", net, X, y, seed=1)
+    address = f"127.0.0.1:{net.start()}"
+    try:
+        base = hr.reset_peak()
+        codes = hr.flood_from_child(tmp_path, address, frames=8, size=64 << 20, in_flight=4)
+        growth = peak_rss_bytes() - base
+    finally:
+        net.close()
+    assert codes == {"INVALID_ARGUMENT" if planted else "RESOURCE_EXHAUSTED": 8}
+    assert (growth <= hr.memory_bound(plan)) is not planted
