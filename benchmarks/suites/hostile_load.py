@@ -2,7 +2,7 @@
 
 ``python benchmarks/run.py hostile_load [--quick] [--json PATH]``
 
-Each repeat is one ``securetrees.testing.hostile_run.run``: a histogram forest (a server and two
+Each repeat is one ``securetrees.protocols.histogram_forest.hostile_load.run``: a histogram forest (a server and two
 clients on gRPC with mutual TLS over loopback, all in this process) fits while ``sloth`` opens 4 x 16
 stalled HTTP/2 streams at ``client0`` (8 held, the rest refused) and ``mallory`` sends it, 4 calls
 in flight, each load below.
@@ -21,8 +21,8 @@ from pathlib import Path
 import grpc
 from harness import Report
 
+from securetrees.protocols.histogram_forest import hostile_load as hr
 from securetrees.protocols.histogram_forest.messages import LayerRequest
-from securetrees.testing import hostile_run as hr
 from securetrees.testing.hostile import nested_frames
 
 _LOADS = ("random", "at_limit", "over_limit", "nested", "out_of_order")

@@ -1,6 +1,6 @@
 """A running role under hostile load from peers holding valid certificates (issue 28, part 4).
 
-One bounded attack (``securetrees.testing.hostile_run``): stalled streams, 10,000 random frames,
+One bounded attack (``securetrees.protocols.histogram_forest.hostile_load``): stalled streams, 10,000 random frames,
 1,000 frames at the size limit, 1,000 deeply nested bodies and 1,000 valid requests out of order
 against ``client0`` while a histogram forest fits.  Every hostile call is refused, the fit ends
 with the trees of the same fit without attack, memory stays within the stated bound, and each
@@ -23,8 +23,8 @@ from securetrees.errors import ParameterError, PeerTimeout
 from securetrees.net import GrpcNetwork, Peer, TransportOptions
 from securetrees.net.control import peak_rss_bytes
 from securetrees.net.limits import CallSlots, RefusalLog
+from securetrees.protocols.histogram_forest import hostile_load as hr
 from securetrees.protocols.histogram_forest.client import Client
-from securetrees.testing import hostile_run as hr
 from securetrees.testing.hostile import FrameSender, SlowPeer, in_round, random_frames
 
 FIRST = re.compile(r"refused a request from (\S+) \((\w+)\)")

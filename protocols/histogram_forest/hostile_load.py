@@ -178,7 +178,8 @@ def identity(folder: Path, name: str) -> TlsIdentity:
 def flood_from_child(folder: Path, address: str, *, frames: int, size: int, in_flight: int) -> dict[str, int]:
     """``mallory`` sends ``frames`` random frames of ``size`` bytes to ``client0`` from a child process
     (so that its buffers stay out of this process's memory); the status name of each call, counted."""
-    code = ("import json, sys; from pathlib import Path; from securetrees.testing import hostile_run as h; "
+    code = ("import json, sys; from pathlib import Path; "
+            "from securetrees.protocols.histogram_forest import hostile_load as h; "
             "print(json.dumps(h.flood(Path(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:]))))")
     out = subprocess.run([sys.executable, "-c", code, str(folder), address, str(frames), str(size), str(in_flight)],  # noqa: S603
                          check=True, capture_output=True, text=True)
