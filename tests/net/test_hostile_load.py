@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,31 +154,44 @@ def test_call_slots() -> None:
             TransportOptions(**bad)  # type: ignore[arg-type]
 
 
-def _read_first(self: GrpcNetwork, serve: Callable[..., bytes]) -> Callable[..., bytes]:
+class ReadFirst:
     """The planted server: it waits for the request before it takes the call's slot (as gRPC's unary
-    handlers do), so stalled streams hold its threads whoever sent them."""
-    def admitted(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
-        request = next(requests)
-        sender = self._peer_name(context)
-        if not self._slots.enter(sender):
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy")
-        try:
-            return serve(request, context)
-        finally:
-            self._slots.leave(sender)
-    return admitted
+    handlers do), so stalled streams hold its threads whoever sent them; ``waiting`` counts the
+    threads so held."""
+
+    def __init__(self, net: GrpcNetwork) -> None:
+        self.net = net
+        self.waiting = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, serve: Callable[..., bytes]) -> Callable[..., bytes]:
+        def admitted(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+            with self._lock:
+                self.waiting += 1
+            request = next(requests)
+            sender = self.net._peer_name(context)
+            if not self.net._slots.enter(sender):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy")
+            try:
+                return serve(request, context)
+            finally:
+                self.net._slots.leave(sender)
+        return admitted
 
 
 @pytest.mark.parametrize("planted", [False, True])
 def test_a_slow_peer_does_not_starve_the_honest_ones(tmp_path: Path, planted: bool) -> None:
     """sloth opens more stalled streams than the server has threads (6 connections x 8 streams
-    against 8 x 5 + 1 = 41 threads); the honest server's readiness call to client0 is answered
-    (planted: no thread is free, and it times out)."""
+    against 8 x 5 + 1 = 41 threads); once they have reached the server, the honest server's
+    readiness call to client0 is answered (planted: every thread waits for a request that never
+    comes, and the call times out)."""
     ids = hr.identities(tmp_path)
     roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
     net = GrpcNetwork(ids["client0"], roster, options=TransportOptions(deadline=30.0, retries=0))
+    threads = net.options.max_calls_per_peer * len(roster) + 1
+    read_first = ReadFirst(net)
     if planted:
-        net._admitted = _read_first.__get__(net)  # type: ignore[method-assign]
+        net._admitted = read_first  # type: ignore[assignment]
     X, y = hr.parts()[0]
     Client("client0", net, X, y, seed=1)
     roster["client0"] = Peer(f"127.0.0.1:{net.start()}", role="client")
@@ -186,10 +200,11 @@ def test_a_slow_peer_does_not_starve_the_honest_ones(tmp_path: Path, planted: bo
         with SlowPeer(ids[hr.SLOW], roster["client0"].address, "client0") as slow:
             slow.open(6, 8)
             if planted:
+                hr.wait_until(lambda: read_first.waiting == threads, "every server thread waiting")
                 with pytest.raises(PeerTimeout):
                     honest.wait_for(["client0"], timeout=5.0)
             else:
-                hr.wait_until(lambda: net.refusals.counts().get((hr.SLOW, "busy"), 0) == 40, "the busy refusals")
+                hr.wait_until(lambda: net.refusals.counts().get((hr.SLOW, "busy"), 0) == 48 - 8, "the busy refusals")
                 honest.wait_for(["client0"], timeout=60.0)
                 assert net.open_calls(hr.SLOW) == 8
     finally:
