@@ -10,6 +10,10 @@ Frames per second refused: the load's calls over the wall time from its first ca
 status (the attacker, the role and the fit share this process and its cores), median over repeats.
 Peak memory: the rise of this process's peak RSS over its RSS before the attack, median and
 maximum over repeats, against the bound of ``specs/deployment.md`` ("Hostile peers").
+
+Then the size limit's share of that bound: ``client0`` alone, sent 8 frames of 64 MiB (quick: 16 MiB),
+4 in flight, by ``mallory`` from a child process (so that only the role's memory is in this process's
+peak), once with the load's 1 MiB limit and once with the default 1 GiB (no effective limit).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from pathlib import Path
 import grpc
 from harness import Report
 
+from securetrees.net import GrpcNetwork, Peer, TransportOptions
+from securetrees.net.control import peak_rss_bytes
 from securetrees.protocols.histogram_forest import hostile_load as hr
+from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.messages import LayerRequest
 from securetrees.testing.hostile import nested_frames
 
@@ -62,3 +69,38 @@ def run(report: Report, quick: bool) -> None:
     report.check("peak memory growth / bound", max(growth) / bound, "<=", 1.0)
     report.check("fits with the unattacked trees", sum(hr.same_trees(r.trees, reference) for r in runs) / repeats,
                  ">=", 1.0)
+    run_size_limit(report, quick)
+
+
+def _flooded_alone(limit: int, size: int) -> tuple[dict[str, int], int]:
+    """``client0`` alone with ``limit``, sent 8 frames of ``size`` bytes from a child; the status
+    counts and the peak RSS growth of this process."""
+    with tempfile.TemporaryDirectory() as folder:
+        ids = hr.identities(Path(folder))
+        roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
+        net = GrpcNetwork(ids[hr.ATTACKED], roster, options=TransportOptions(deadline=120.0, retries=0,
+                                                                             max_message_bytes=limit))
+        X, y = hr.parts()[0]
+        Client(hr.ATTACKED, net, X, y, seed=1)
+        address = f"127.0.0.1:{net.start()}"
+        try:
+            base = hr.reset_peak()
+            codes = hr.flood_from_child(Path(folder), address, frames=8, size=size, in_flight=4)
+            return codes, peak_rss_bytes() - base
+        finally:
+            net.close()
+
+
+def run_size_limit(report: Report, quick: bool) -> None:
+    size = (16 if quick else 64) << 20
+    plan = hr.LoadPlan()
+    tab = report.table(f"8 frames of {size >> 20} MiB at client0 alone, 4 in flight",
+                       ["max_message_bytes", "status", "peak growth MiB", "bound MiB"],
+                       note="one run each; the bound is the load's (1 MiB limit)")
+    limits = {"1 MiB (the load's)": plan.limit_bytes, "1 GiB (the default)": TransportOptions().max_message_bytes}
+    for label, limit in limits.items():
+        codes, growth = _flooded_alone(limit, size)
+        tab.add(label, ", ".join(f"{k} x {v}" for k, v in codes.items()), f"{growth / 2**20:.0f}",
+                f"{hr.memory_bound(plan) / 2**20:.0f}")
+        if limit == plan.limit_bytes:
+            report.check("1 MiB limit: peak growth / bound", growth / hr.memory_bound(plan), "<=", 1.0)

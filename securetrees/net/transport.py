@@ -121,6 +121,10 @@ class TransportOptions:
     """HTTP/2's limit on the streams open at once on one connection (gRPC's default is unbounded).
     gRPC keeps a stream whose request exceeded ``max_message_bytes`` until its connection closes,
     so a connection that sent about this many oversized requests refuses further calls."""
+    receive_window_bytes: int = 4 << 20
+    """Bytes of a request a caller may send ahead of the server's reading it (HTTP/2 flow control,
+    fixed: gRPC's adaptive windows let a peer push much of an oversized request into the server's
+    memory before gRPC refuses it).  A stream carries at most this much per round trip."""
     refusal_log_seconds: float | None = 60.0
     """Least seconds between two log lines on refusals of one kind from one peer (None: the first
     line and the summary at close only); see :class:`~securetrees.net.limits.RefusalLog`."""
@@ -131,6 +135,8 @@ class TransportOptions:
         if self.retries < 0 or min(self.server_threads, self.max_calls_per_peer, self.max_streams_per_connection) < 1:
             raise errors_module.ParameterError(
                 "retries must be >= 0; server_threads, max_calls_per_peer, max_streams_per_connection >= 1")
+        if not 1 << 16 <= self.receive_window_bytes < 2**31:
+            raise errors_module.ParameterError("receive_window_bytes must be in [64 KiB, 2^31)")
         if self.refusal_log_seconds is not None and not self.refusal_log_seconds >= 0:
             raise errors_module.ParameterError("refusal_log_seconds must be None or not negative")
         if not 0 < self.max_message_bytes < 2**31:
@@ -150,8 +156,10 @@ class TransportOptions:
         ]
 
     def server_args(self) -> list[tuple[str, Any]]:
-        """The server's options: the channel's, and at most ``max_streams_per_connection`` streams open."""
-        return [*self.channel_args(), ("grpc.max_concurrent_streams", self.max_streams_per_connection)]
+        """The server's options: the channel's, at most ``max_streams_per_connection`` streams open, and
+        a fixed receive window of ``receive_window_bytes`` per stream."""
+        return [*self.channel_args(), ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+                ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", self.receive_window_bytes)]
 
 
 def _listening(address: str) -> bool:

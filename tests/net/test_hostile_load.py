@@ -149,7 +149,8 @@ def test_call_slots() -> None:
     assert slots.enter("a") and slots.enter("a") and not slots.enter("a") and slots.enter("b")
     slots.leave("a")
     assert slots.held("a") == 1 and slots.enter("a")
-    for bad in ({"max_calls_per_peer": 0}, {"max_streams_per_connection": 0}, {"refusal_log_seconds": -1.0}):
+    for bad in ({"max_calls_per_peer": 0}, {"max_streams_per_connection": 0}, {"refusal_log_seconds": -1.0},
+                {"receive_window_bytes": 1024}):
         with pytest.raises(ParameterError):
             TransportOptions(**bad)  # type: ignore[arg-type]
 
@@ -236,9 +237,10 @@ def test_a_refused_identity_is_counted_and_logged_once(tmp_path: Path, caplog: p
 @pytest.mark.parametrize("planted", [False, True])
 def test_planted_no_size_limit_breaks_the_memory_bound(tmp_path: Path, planted: bool) -> None:
     """mallory, from a child process, sends 8 frames of 64 MiB, 4 in flight.  The load's server
-    (1 MiB limit) refuses them unread and stays within the load's memory bound; the planted one (the
-    default 1 GiB limit) takes each in: 4 x 64 MiB in flight, each held by gRPC and as the request's
-    bytes, 512 MiB against the 184 MiB bound."""
+    (1 MiB limit) refuses them having read at most a 4 MiB window of each, and stays within the load's
+    memory bound; the planted one (the default 1 GiB limit) takes each in: 4 x 64 MiB in flight, each
+    held by gRPC and as the request's bytes, 512 MiB against the 184 MiB bound.  (Before the fixed
+    window, gRPC's adaptive one let the load's server grow by 5 to 161 MiB here.)"""
     plan = hr.LoadPlan()
     ids = hr.identities(tmp_path)
     roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
