@@ -25,6 +25,10 @@ raised by the peer's handler is re-raised here as the same securetrees error
 class (looked up by name among :mod:`securetrees.errors`, nothing else) or as
 :class:`RemoteError`.  Messages marked ``idempotent`` are retried a bounded
 number of times with exponential backoff after a transient failure.
+
+Against hostile peers (``specs/deployment.md``, "Hostile peers"): each peer may have at most
+``max_calls_per_peer`` calls open at the server, counted from the moment a stream opens, and every
+refusal is counted by peer and kind and logged once (:mod:`securetrees.net.limits`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -51,6 +55,8 @@ from securetrees.errors import (
     RemoteError,
     SecureTreesError,
 )
+from securetrees.log import get_logger
+from securetrees.net.limits import CallSlots, RefusalLog
 from securetrees.net.tls import TlsIdentity, bind_issuers, check_name, fingerprint, issued_by
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, check_role
@@ -108,12 +114,33 @@ class TransportOptions:
     server_threads: int = 16
     keepalive_seconds: float = 10.0
     """HTTP/2 pings on open connections, so a dead peer is noticed during a long call."""
+    max_calls_per_peer: int = 8
+    """Calls one peer may have open at this server at once, from the opening of the stream (its
+    request may still be arriving) to the reply; more are refused with ``RESOURCE_EXHAUSTED``.  The
+    server has a thread for every slot of every roster party (an honest party has a few calls open
+    to one peer at most: a fan-out sends one per peer, and the operator's long control calls)."""
+    max_streams_per_connection: int = 100
+    """HTTP/2's limit on the streams open at once on one connection (gRPC's default is unbounded).
+    gRPC keeps a stream whose request exceeded ``max_message_bytes`` until its connection closes,
+    so a connection that sent about this many oversized requests refuses further calls."""
+    receive_window_bytes: int = 4 << 20
+    """Bytes of a request a caller may send ahead of the server's reading it (HTTP/2 flow control,
+    fixed: gRPC's adaptive windows let a peer push much of an oversized request into the server's
+    memory before gRPC refuses it).  A stream carries at most this much per round trip."""
+    refusal_log_seconds: float | None = 60.0
+    """Least seconds between two log lines on refusals of one kind from one peer (None: the first
+    line and the summary at close only); see :class:`~securetrees.net.limits.RefusalLog`."""
 
     def __post_init__(self) -> None:
         if not (self.deadline > 0 and self.backoff >= 0 and self.keepalive_seconds > 0):
             raise errors_module.ParameterError("deadline and keepalive must be positive, backoff not negative")
-        if self.retries < 0 or self.server_threads < 1:
-            raise errors_module.ParameterError("retries must be >= 0 and server_threads >= 1")
+        if self.retries < 0 or min(self.server_threads, self.max_calls_per_peer, self.max_streams_per_connection) < 1:
+            raise errors_module.ParameterError(
+                "retries must be >= 0; server_threads, max_calls_per_peer, max_streams_per_connection >= 1")
+        if not 1 << 16 <= self.receive_window_bytes < 2**31:
+            raise errors_module.ParameterError("receive_window_bytes must be in [64 KiB, 2^31)")
+        if self.refusal_log_seconds is not None and not self.refusal_log_seconds >= 0:
+            raise errors_module.ParameterError("refusal_log_seconds must be None or not negative")
         if not 0 < self.max_message_bytes < 2**31:
             raise errors_module.ParameterError("max_message_bytes must be in (0, 2^31)")
 
@@ -129,6 +156,12 @@ class TransportOptions:
             ("grpc.http2.min_ping_interval_without_data_ms", max(1000, ka // 2)),
             ("grpc.enable_retries", 0),  # retries are ours: only idempotent messages
         ]
+
+    def server_args(self) -> list[tuple[str, Any]]:
+        """The server's options: the channel's, at most ``max_streams_per_connection`` streams open, and
+        a fixed receive window of ``receive_window_bytes`` per stream."""
+        return [*self.channel_args(), ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+                ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", self.receive_window_bytes)]
 
 
 def _listening(address: str) -> bool:
@@ -169,8 +202,9 @@ def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> Secure
         return PeerTimeout(f"party {peer!r} did not answer within the deadline")
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return AuthenticationError(f"party {peer!r} refused this party: {details}")
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not details.startswith("ProtocolError: "):
         return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details}")
+    # RESOURCE_EXHAUSTED with a ProtocolError: more calls open at the peer than it admits (below)
     type_name, _, text = details.partition(": ")
     cls = getattr(errors_module, type_name, None)
     if isinstance(cls, type) and issubclass(cls, SecureTreesError) and cls is not RemoteError:
@@ -215,6 +249,9 @@ class GrpcNetwork(Network):
         self._pool = ThreadPoolExecutor(max_workers=max(4, len(self.roster)), thread_name_prefix="st-call")
         self.port: int | None = None
         self._sent = 0  # codec-frame bytes this party sent: requests and replies
+        self._slots = CallSlots(self.options.max_calls_per_peer)
+        self.refusals = RefusalLog(get_logger("net.transport"), interval=self.options.refusal_log_seconds)
+        """Every request this server refused, by peer and kind (logged once per peer and kind)."""
 
     # ------------------------------------------------------------------ lifecycle
     def register(self, party: Party) -> None:
@@ -236,12 +273,13 @@ class GrpcNetwork(Network):
         """Listen on this party's roster address with mutual TLS; returns the bound port."""
         if self._server is not None:
             return self.port or 0
-        server = grpc.server(ThreadPoolExecutor(max_workers=self.options.server_threads,
-                                                thread_name_prefix="st-serve"),
-                             options=self.options.channel_args())
+        # a thread for every call slot of every peer: a peer holding all its slots starves no other
+        threads = max(self.options.server_threads, self.options.max_calls_per_peer * len(self.roster) + 1)
+        server = grpc.server(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="st-serve"),
+                             options=self.options.server_args())
         handler = grpc.method_handlers_generic_handler(
-            SERVICE, {"Deliver": grpc.unary_unary_rpc_method_handler(self._serve),
-                      "Ready": grpc.unary_unary_rpc_method_handler(self._ready)})
+            SERVICE, {"Deliver": grpc.stream_unary_rpc_method_handler(self._admitted(self._serve)),
+                      "Ready": grpc.stream_unary_rpc_method_handler(self._admitted(self._ready))})
         server.add_generic_rpc_handlers((handler,))
         creds = grpc.ssl_server_credentials([(self.identity.key_pem, self.identity.cert_pem)],
                                             root_certificates=self.identity.ca_pem,
@@ -269,6 +307,7 @@ class GrpcNetwork(Network):
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
+            self.refusals.summarise()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
         for ch in channels:
@@ -407,15 +446,18 @@ class GrpcNetwork(Network):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "no client certificate name")
         name = names[0].decode("utf-8", "replace")
         entry = self.roster.get(name)
-        if entry is None:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} is not in the run's roster")
         pems = auth.get("x509_pem_cert") or []
-        if len(pems) != 1 or not self._issuer_ok(name, pems[0]):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"certificate of {name!r} is not issued by the CA the roster binds that name to")
-        if entry is not None and entry.fingerprint is not None and fingerprint(pems[0]) != entry.fingerprint.lower():
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"certificate of {name!r} is not the pinned one")
-        return str(name)
+        if entry is None:
+            refusal = f"{name!r} is not in the run's roster"
+        elif len(pems) != 1 or not self._issuer_ok(name, pems[0]):
+            refusal = f"certificate of {name!r} is not issued by the CA the roster binds that name to"
+        elif entry.fingerprint is not None and fingerprint(pems[0]) != entry.fingerprint.lower():
+            refusal = f"certificate of {name!r} is not the pinned one"
+        else:
+            return str(name)
+        self.refusals.note(name, AuthenticationError.__name__, refusal)
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+        raise AuthenticationError(refusal)  # pragma: no cover - abort raises
 
     def _issuer_ok(self, name: str, cert_pem: bytes) -> bool:
         """Whether the CA bound to ``name`` signed this client certificate directly (TLS has
@@ -432,6 +474,32 @@ class GrpcNetwork(Network):
         with self._lock:
             self._verified.add((name, cert_pem))
         return True
+
+    def _admitted(self, serve: Callable[[bytes, grpc.ServicerContext], bytes]
+                  ) -> Callable[[Iterator[bytes], grpc.ServicerContext], bytes]:
+        """``serve`` behind the per-peer call limit.  Both methods are unary to callers; the server
+        registers them as client-streaming so that this runs when the stream opens, before the request
+        has arrived: gRPC's unary handlers wait for the request on a server thread without knowing the
+        peer, so a peer that opens streams and never finishes a request would hold every thread."""
+        def admitted(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+            sender = self._peer_name(context)
+            if not self._slots.enter(sender):
+                self.refusals.note(sender, "busy", f"more than {self._slots.per_peer} calls open at once")
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"ProtocolError: at most {self._slots.per_peer} calls open at once per party")
+            try:
+                request = next(requests, None)
+            except grpc.RpcError:  # the peer cancelled, or its connection closed, before the request came
+                self._slots.leave(sender)
+                return b""
+            try:
+                if request is None:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "DecodeError: the call carries no request")
+                    return b""  # pragma: no cover - abort raises
+                return serve(request, context)
+            finally:
+                self._slots.leave(sender)
+        return admitted
 
     def _ready(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         """Readiness, for roster members: answered once this server serves its party."""
@@ -459,15 +527,21 @@ class GrpcNetwork(Network):
         try:
             answer = self.answer(round_, sender, party, request_id, request)
         except SecureTreesError as exc:
+            self.refusals.note(sender, type(exc).__name__, str(exc))
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
                     else grpc.StatusCode.FAILED_PRECONDITION)
             context.abort(code, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # the peer learns the type only, never a traceback
+            self.refusals.note(sender, type(exc).__name__, "internal error")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: internal error")
         if answer is None:
             return _NO_REPLY
         self._count_sent(len(answer) - BINDING_BYTES)
         return _REPLY + answer
+
+    def open_calls(self, peer: str) -> int:
+        """Calls ``peer`` has open at this server now (at most ``max_calls_per_peer``)."""
+        return self._slots.held(peer)
 
     def _count_sent(self, size: int) -> None:
         with self._lock:

@@ -276,6 +276,30 @@ def test_dead_peer_and_slow_peer(pair: Pair) -> None:
         alice.call("bob", Ping(1), expect=Pong)
 
 
+def test_calls_beyond_the_per_peer_limit_are_refused(pki: dict[str, TlsIdentity]) -> None:
+    """bob admits one open call from alice: a second while the first is held is refused as a
+    ProtocolError naming the limit; the held call then completes."""
+    roster = {"alice": Peer("127.0.0.1:0", role="caller"), "bob": Peer("127.0.0.1:0", role="echo")}
+    nb = GrpcNetwork(pki["bob"], roster, options=TransportOptions(deadline=30.0, retries=0, max_calls_per_peer=1))
+    bob = Echo("bob", nb)
+    bob.hold = threading.Event()
+    roster["bob"] = Peer(f"127.0.0.1:{nb.start()}", role="echo")
+    with GrpcNetwork(pki["alice"], roster, options=TransportOptions(deadline=30.0, retries=0)) as na:
+        alice = Caller("alice", na)
+        first: list[Pong] = []
+        held = threading.Thread(target=lambda: first.append(alice.call("bob", Ping(1), expect=Pong)))
+        held.start()
+        end = time.monotonic() + 60  # a generous wait for the event, not a bound on speed
+        while bob.calls == 0 and time.monotonic() < end:
+            time.sleep(0.01)
+        with pytest.raises(ProtocolError, match="at most 1 calls open at once"):
+            alice.call("bob", Ping(2), expect=Pong)
+        bob.hold.set()
+        held.join()
+    nb.close()
+    assert first == [Pong(2)] and nb.refusals.counts() == {("alice", "busy"): 1}
+
+
 Ports = Callable[[int], list[int]]
 
 
