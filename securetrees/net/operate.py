@@ -42,7 +42,7 @@ from securetrees.net.service import job_module, network_for
 
 __all__ = ["ACTIONS", "check_fitted", "connect", "run_step", "status", "stop", "write_csv"]
 
-ACTIONS: Final = ("fit", "predict", "revoke", "status", "stop")
+ACTIONS: Final = ("fit", "resume", "predict", "revoke", "status", "stop")
 
 _log = get_logger("net.operate")
 
@@ -122,10 +122,11 @@ def check_fitted(operator: Operator, config: RunConfig, roles: list[str]) -> Non
 
 def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None, *, method: str | None = None,
              party: str | None = None, level: int = 2, timeout: float = 30.0) -> dict[str, Any]:
-    """Run the deployment's step ``action`` (``fit``, ``predict`` or ``revoke``) once every role
-    answers (within ``timeout`` seconds); returns what the step returns."""
-    if action not in ("fit", "predict", "revoke"):
-        raise ParameterError(f"the operator's steps are fit, predict and revoke, not {action!r}")
+    """Run the deployment's step ``action`` (``fit``, ``resume``, ``predict`` or ``revoke``) once every
+    role answers (within ``timeout`` seconds); returns what the step returns.  ``resume`` finishes an
+    interrupted fit from the parties' checkpoints (a deployment with a ``resume`` step)."""
+    if action not in ("fit", "resume", "predict", "revoke"):
+        raise ParameterError(f"the operator's steps are fit, resume, predict and revoke, not {action!r}")
     module = job_module(config)
     step = getattr(module, action, None)
     if not callable(step):
@@ -133,10 +134,10 @@ def run_step(config: RunConfig, action: str, passphrase_file: str | Path | None,
     if action == "revoke" and party is None:
         raise ParameterError("revoke needs the participant that leaves (--party)")
     with connect(config, read_passphrase(config.operator, passphrase_file), config.roles, timeout) as operator:
-        if action != "fit":
+        if action not in ("fit", "resume"):
             check_fitted(operator, config, config.roles)
         _log.info("%s: %s on %s", config.operator, action, config.protocol)
-        if action == "fit":
+        if action in ("fit", "resume"):
             result: dict[str, Any] = step(operator, config)
         elif action == "predict":
             result = step(operator, config, method)
