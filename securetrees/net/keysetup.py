@@ -41,12 +41,12 @@ class PaillierHolder:
     public_parameter: str | None
     """The ``[protocol]`` key its public key goes under (``None``: the protocol sends it in-band only)."""
     checkpoints: bool = False
-    """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest)."""
+    """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest, SecureBoost)."""
 
 
 PAILLIER_HOLDERS: Final[Mapping[str, PaillierHolder]] = {
     "federated-forest": PaillierHolder("client", "label_public_key", checkpoints=True),
-    "secureboost": PaillierHolder("active", "active_public_key"),
+    "secureboost": PaillierHolder("active", "active_public_key", checkpoints=True),
     "hybridtree": PaillierHolder("host", "host_public_key"),
 }
 
@@ -79,7 +79,8 @@ def paillier_keys(protocol: str, party: str, out: str | Path, passphrase: bytes,
     (with a fresh 32-byte ``checkpoint_key`` when asked and the protocol checkpoints); returns the
     public ``[protocol]`` parameters (the public key in hex under the protocol's key, ``key_bits``,
     and ``allow_insecure`` for a key under 2048 bits).  ``paillier=False`` writes the checkpoint key
-    alone (a Federated Forest party that holds no labels)."""
+    alone (a party that holds no Paillier key: a Federated Forest client without labels, a SecureBoost
+    passive party)."""
     holder = PAILLIER_HOLDERS.get(protocol)
     if holder is None:
         raise ParameterError(f"{protocol!r} has no Paillier key set-up; the protocols that do: "
