@@ -82,7 +82,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
 
     keys = step("keys", "make a party's protocol key pair and seal it into its key file "
                         "(Federated Forest's label holder, SecureBoost's active party, HybridTree's host)")
-    keys.add_argument("protocol", help="federated-forest, secureboost or hybridtree")
+    keys.add_argument("protocol", help="federated-forest, secureboost or hybridtree (histogram-forest: a checkpoint "
+                      "key alone, --no-paillier --checkpoint-key)")
     keys.add_argument("--party", required=True, help="the party's name")
     keys.add_argument("--out", required=True, help="its key file (e.g. keys/NAME.keys)")
     keys.add_argument("--public-out", help="where to write the public [protocol] parameters "
