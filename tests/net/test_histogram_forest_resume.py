@@ -1,7 +1,7 @@
 """The histogram forest deployed with checkpoints (secure aggregation, fixed bins, no noise: the run is
 deterministic given ``random_state``): a client's process is killed mid-fit (after its checkpoint of
 the first tree), the operator's fit fails with ``PartyUnavailable`` (the connection is gone: a type,
-not a wall-clock bound), the client is started again, ``resume`` finishes the fit (the restarted
+not a wall-clock bound), the client is started again, ``securetrees operator resume`` finishes the fit (the restarted
 client restores its agreement key, so the masks still cancel) and every client's predictions equal the
 one-process facade's on the same rows, bit for bit.
 """
@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
+from securetrees import cli
 from securetrees.datasets import load_adult
 from securetrees.errors import PartyUnavailable, PeerTimeout
 from securetrees.net.config import load_config, read_passphrase
@@ -35,7 +36,8 @@ SETTINGS: dict[str, Any] = {"n_estimators": 6, "max_depth": 4, "random_state": 5
 CLIENTS = ["client0", "client1", "client2"]
 
 
-def test_a_killed_client_restarts_from_its_checkpoint_and_the_fit_resumes(tmp_path: Path) -> None:
+def test_a_killed_client_restarts_from_its_checkpoint_and_the_fit_resumes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = load_adult()
     X, y = data.X_train[:600], np.where(data.y_train[:600] == 1, ">50K", "<=50K")
     splits = stratified_clients(X, y, 3, seed=0)
@@ -77,7 +79,10 @@ def test_a_killed_client_restarts_from_its_checkpoint_and_the_fit_resumes(tmp_pa
 
             procs["client1"] = spawn_role(config, "client1", pki / "client1.pass", tmp_path / "client1.restart.log")
             await_roles(net, {"client1": procs["client1"]}, 60)
-            info = deploy.resume(op, config)
+            capsys.readouterr()
+            assert cli.main(["operator", "resume", "--config", str(cfg),
+                             "--passphrase-file", str(pki / "operator.pass")]) == 0
+            resumed = capsys.readouterr().out
             deploy.predict(op, config)
             op.control_many(config.roles, "shutdown")
     finally:
@@ -85,7 +90,7 @@ def test_a_killed_client_restarts_from_its_checkpoint_and_the_fit_resumes(tmp_pa
             if p.poll() is None:
                 p.kill()
             p.wait(timeout=10)
-    assert info["trees"] == "6" and float(info["epsilon_spent"]) == 0.0
+    assert "resume: trees 6, epsilon_spent 0.0" in resumed
     clf, pooled = fit_tables(cfg)
     out = tmp_path / "out"
     for c in CLIENTS:
