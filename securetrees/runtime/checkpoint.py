@@ -19,7 +19,8 @@ source, then AES-256-GCM under the party's key of the state message's encoding
 ``b"securetrees/<protocol>/checkpoint/v<version>/" + [slot + "/"] + party name``.  Opening never
 unpickles; a wrong key, another party's or protocol's file, another slot's file, or any modified
 byte raises :class:`DecodeError`, and so does a state of another message class than expected.
-Writes are atomic (a temporary file, then ``os.replace``) and private to the owner (0600).
+Writes are atomic and durable (:func:`securetrees.files.write_private`: a private temporary file,
+fsync, then a rename) and private to the owner (0600).
 """
 
 from __future__ import annotations
@@ -131,12 +132,12 @@ class CheckpointStore:
 
     # -- the main checkpoint -----------------------------------------------------------------------
     def save(self, state: Message) -> None:
-        """Write ``state`` atomically as the latest checkpoint, keeping the one before."""
-        tmp = self.directory / f"{self.party}.ckpt.tmp"
-        write_private(tmp, self.seal(state))
+        """Write ``state`` as the latest checkpoint, keeping the one before (a crash between the two
+        renames leaves the one before as the latest, which :meth:`latest` then returns)."""
+        blob = self.seal(state)
         if self.current.exists():
             os.replace(self.current, self.previous)
-        os.replace(tmp, self.current)
+        write_private(self.current, blob)
 
     def latest(self, expect: type[S], accept: Callable[[S], bool] | None = None) -> S | None:
         """The latest checkpoint (or, with ``accept``, the latest of the current and previous one
@@ -151,10 +152,7 @@ class CheckpointStore:
     # -- side slots (a record kept apart from the state: a journal, the aligned rows) --------------
     def save_side(self, slot: str, state: Message) -> None:
         """Replace slot ``slot`` atomically with ``state``."""
-        path = self.side(slot)
-        tmp = path.with_name(path.name + ".tmp")
-        write_private(tmp, self.seal(state, slot=slot))
-        os.replace(tmp, path)
+        write_private(self.side(slot), self.seal(state, slot=slot))
 
     def load_side(self, slot: str, expect: type[S]) -> S | None:
         """Slot ``slot``'s state, or ``None`` when this party has not written it."""
