@@ -9,7 +9,7 @@ demo function takes the remaining command-line arguments and returns an exit
 status.
 
 ``securetrees party`` serves one role of a networked run; ``securetrees operator
-{status,fit,predict,revoke,stop}`` drives the running roles from the operator's machine
+{status,fit,resume,predict,revoke,stop}`` drives the running roles from the operator's machine
 (:mod:`securetrees.net.operate`); ``securetrees federation init|launch`` makes and runs a trial
 with every role on this machine.  ``securetrees setup ...`` (:mod:`securetrees.setup_command`) makes
 a real run's files, one organisation's step per command: the CA, keys and certificates, protocol
@@ -93,9 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     op = sub.add_parser("operator", parents=[logs], help="drive a running federation (needs the net extra)",
                         description="As the run's operator, act on the roles started by 'securetrees party' "
-                                    "on each machine: status, fit, predict (to --out as CSV), revoke (RevFRF), "
+                                    "on each machine: status, fit, resume (finish an interrupted fit from the parties' "
+                                    "checkpoints), predict (to --out as CSV), revoke (RevFRF), "
                                     "stop (every role shuts down).")
-    op.add_argument("action", choices=["status", "fit", "predict", "revoke", "stop"])
+    op.add_argument("action", choices=["status", "fit", "resume", "predict", "revoke", "stop"])
     op.add_argument("--config", required=True, help="the run's TOML configuration")
     op.add_argument("--passphrase-file", help="file holding the passphrase of the operator's key "
                     "(else $SECURETREES_PASSPHRASE, else a prompt)")

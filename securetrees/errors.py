@@ -197,6 +197,12 @@ class TableError(ParameterError):
     under the schema (``securetrees.net.tables``)."""
 
 
+class DataChangedError(TableError):
+    """A restarted party's data file is not the one its rows were aligned on: the file's SHA-256
+    differs from the digest in its checkpoint (the message names the file); the run cannot resume
+    on it (``specs/deployment.md``, "Resume")."""
+
+
 class PointRefusedError(ProtocolError):
     """A group element from a peer is refused: a non-canonical encoding, or a point libsodium
     refuses (of small order: an all-zero X25519 result); the run aborts, nothing is dropped."""

@@ -82,7 +82,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
 
     keys = step("keys", "make a party's protocol key pair and seal it into its key file "
                         "(Federated Forest's label holder, SecureBoost's active party, HybridTree's host)")
-    keys.add_argument("protocol", help="federated-forest, secureboost or hybridtree")
+    keys.add_argument("protocol", help="federated-forest, secureboost or hybridtree (histogram-forest: a checkpoint "
+                      "key alone, --no-paillier --checkpoint-key)")
     keys.add_argument("--party", required=True, help="the party's name")
     keys.add_argument("--out", required=True, help="its key file (e.g. keys/NAME.keys)")
     keys.add_argument("--public-out", help="where to write the public [protocol] parameters "
@@ -90,7 +91,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     keys.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits (default 2048)")
     keys.add_argument("--insecure-1024", action="store_true",
                       help="a 1024-bit key (about 80-bit security; a trial only): sets allow_insecure")
-    keys.add_argument("--checkpoint-key", action="store_true", help="add a checkpoint key (Federated Forest)")
+    keys.add_argument("--checkpoint-key", action="store_true",
+                      help="add a checkpoint key (Federated Forest, SecureBoost)")
     keys.add_argument("--no-paillier", action="store_true", help="no Paillier key (a checkpoint key alone)")
     keys.add_argument("--force", action="store_true", help="replace existing files")
     passphrase(keys, "the party's")

@@ -1,10 +1,10 @@
 """Resumable training: each party's own state, sealed at rest, pickle-free
 (``specs/federated_forest.md``, "Checkpoints"; the paper's "recovered from the break point").
 
-File format, version 1: ``b"FFCK"``, the version byte ``0x01``, a 12-byte nonce, then
-AES-256-GCM under the party's 32-byte key, with associated data
-``b"securetrees/federated_forest/checkpoint/v1/" + party name``, of one state message
-encoded by the runtime's strict codec (:mod:`securetrees.runtime.codec`).  Loading never
+File format, version 1 (the shared store's, :mod:`securetrees.runtime.checkpoint`): ``b"FFCK"``,
+the version byte ``0x01``, a 12-byte nonce, then AES-256-GCM under the party's 32-byte key, with
+associated data ``b"securetrees/federated_forest/checkpoint/v1/" + party name``, of one state
+message encoded by the runtime's strict codec (:mod:`securetrees.runtime.codec`).  Loading never
 unpickles; a wrong key, another party's file or any modified byte raises ``DecodeError``.
 
 State is the progress marker ``(tree, layer)`` (``layer == 0``: tree ``tree`` not yet
@@ -27,22 +27,22 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from securetrees.errors import DecodeError, ParameterError, ProtocolError
 from securetrees.protocols.federated_forest.messages import ScoreRequest
 from securetrees.protocols.federated_forest.skeleton import LayerState, TreeSkeleton
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Message, decode, encode, message
+from securetrees.runtime import Message, message
+from securetrees.runtime.checkpoint import CheckpointFormat
+from securetrees.runtime.checkpoint import CheckpointStore as SealedStore
 from securetrees.trees import Tree
 
-__all__ = ["CheckpointStore", "ClientState", "MasterState", "ScoreJournal", "SentScore", "TreeState", "WorkState"]
+__all__ = ["FORMAT", "CheckpointStore", "ClientState", "MasterState", "ScoreJournal", "SentScore", "TreeState",
+           "WorkState"]
 
-MAGIC = b"FFCK"
-VERSION = 1
-_AD = b"securetrees/federated_forest/checkpoint/v1/"
-_JOURNAL_AD = _AD + b"journal/"
+FORMAT = CheckpointFormat(b"FFCK", "federated_forest")
+"""Federated Forest's checkpoint format (version 1, unchanged since before the shared store)."""
+_JOURNAL = "journal"
 S = TypeVar("S", bound=Message)
 
 
@@ -168,82 +168,31 @@ def set_rng_state(g: np.random.Generator, s: tuple[int, int, int, int]) -> None:
                              "has_uint32": s[2], "uinteger": s[3]}
 
 
-class CheckpointStore:
-    """``<directory>/<party>.ckpt`` and the previous one, ``<party>.prev.ckpt``, sealed under ``key``."""
+class CheckpointStore(SealedStore):
+    """``<directory>/<party>.ckpt``, the previous one ``<party>.prev.ckpt`` and the journal
+    ``<party>.journal.ckpt``, sealed under ``key`` (the shared store,
+    :class:`securetrees.runtime.checkpoint.CheckpointStore`, in Federated Forest's format)."""
 
     def __init__(self, directory: str | os.PathLike[str], party: str, key: bytes, *,
                  rng: RandomSource = SYSTEM_RANDOM) -> None:
-        if not isinstance(key, bytes) or len(key) != 32:
-            raise ParameterError("a checkpoint key is 32 bytes")
-        self.directory = Path(directory)
-        self.party = party
-        self._aead = AESGCM(key)
-        self._rng = rng
-        self._ad = _AD + party.encode("utf-8")
-        self._journal_ad = _JOURNAL_AD + party.encode("utf-8")
-
-    def __repr__(self) -> str:
-        return f"CheckpointStore({str(self.directory)!r}, {self.party!r}, key=<hidden>)"
-
-    @property
-    def current(self) -> Path:
-        return self.directory / f"{self.party}.ckpt"
-
-    @property
-    def previous(self) -> Path:
-        return self.directory / f"{self.party}.prev.ckpt"
+        super().__init__(directory, party, key, FORMAT, rng=rng)
 
     @property
     def journal(self) -> Path:
-        return self.directory / f"{self.party}.journal.ckpt"
-
-    def seal(self, state: Message, *, journal: bool = False) -> bytes:
-        nonce = self._rng.token_bytes(12)
-        ad = self._journal_ad if journal else self._ad
-        return MAGIC + bytes([VERSION]) + nonce + self._aead.encrypt(nonce, encode(state), ad)
-
-    def open(self, blob: bytes, expect: type[S], *, journal: bool = False) -> S:
-        if len(blob) < 5 + 12 + 16 or blob[:4] != MAGIC:
-            raise DecodeError("not a Federated Forest checkpoint")
-        if blob[4] != VERSION:
-            raise DecodeError(f"unsupported checkpoint version {blob[4]}")
-        try:
-            data = self._aead.decrypt(blob[5:17], blob[17:], self._journal_ad if journal else self._ad)
-        except InvalidTag as exc:
-            raise DecodeError("checkpoint does not open under this key and party (or was modified)") from exc
-        state = decode(data)
-        if not isinstance(state, expect):
-            raise DecodeError(f"checkpoint holds {state.wire_type}, expected {expect.wire_type}")
-        return state
-
-    def save(self, state: Message) -> None:
-        """Write ``state`` atomically, keeping the previous checkpoint."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / f"{self.party}.ckpt.tmp"
-        tmp.write_bytes(self.seal(state))
-        if self.current.exists():
-            os.replace(self.current, self.previous)
-        os.replace(tmp, self.current)
+        return self.side(_JOURNAL)
 
     def save_journal(self, state: Message) -> None:
         """Replace the journal atomically (it is written before the message it records leaves)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / f"{self.party}.journal.ckpt.tmp"
-        tmp.write_bytes(self.seal(state, journal=True))
-        os.replace(tmp, self.journal)
+        self.save_side(_JOURNAL, state)
 
     def load_journal(self, expect: type[S]) -> S | None:
         """The journal, or None when this party has not written one."""
-        if not self.journal.exists():
-            return None
-        return self.open(self.journal.read_bytes(), expect, journal=True)
+        return self.load_side(_JOURNAL, expect)
 
     def load(self, expect: type[S], marker: tuple[int, int] | None = None) -> S:
         """The latest checkpoint, or the one (current or previous) with progress ``marker``."""
-        for path in (self.current, self.previous):
-            if not path.exists():
-                continue
-            state = self.open(path.read_bytes(), expect)
-            if marker is None or (getattr(state, "tree", None), getattr(state, "layer", None)) == marker:
-                return state
-        raise ProtocolError(f"{self.party} has no checkpoint" + (f" at {marker}" if marker else ""))
+        state = self.latest(expect, None if marker is None else
+                            lambda s: (getattr(s, "tree", None), getattr(s, "layer", None)) == marker)
+        if state is None:
+            raise ProtocolError(f"{self.party} has no checkpoint" + (f" at {marker}" if marker else ""))
+        return state

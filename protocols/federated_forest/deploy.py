@@ -81,7 +81,7 @@ from securetrees.runtime.network import Network
 
 __all__ = ["PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "RELEASES", "ROLES",
            "ClientPart", "DeployedClient", "DeployedMaster", "check_release", "classes", "fit", "make_role",
-           "predict", "prepare", "releases_predictions", "run_job"]
+           "predict", "prepare", "releases_predictions", "resume", "run_job"]
 
 FloatArray = npt.NDArray[np.float64]
 _FOREST_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf", "max_features",
@@ -348,8 +348,9 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         return _predicting_client(role, config, network, secrets, passphrase)
     train, test = party_tables(config.party(role))
     feature_ids = _feature_ids(config, role, train.X.shape[1])  # a layout mismatch stops it before the alignment
-    if alignment_mode(config) == "psi":
-        train, test = align_party(config, role, network, alignment_plan(config), train, test)
+    store = _store(config, role, secrets)
+    if alignment_mode(config) == "psi":  # restarted with a checkpoint: its recorded rows, no alignment phase
+        train, test = align_party(config, role, network, alignment_plan(config), train, test, store)
         ids, test_ids = [f"row-{j}" for j in range(len(train))], [f"test-{j}" for j in range(len(test or ()))]
         id_key = secrets.get("id_key", POSITION_KEY)
     else:  # hmac-trusted: every client holds the same ids and a shared key (specs/deployment.md)
@@ -371,8 +372,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
                            frac_bits=int(p.get("frac_bits", 32)))
         if n_classes:
             classes = tuple(str(c) for c in np.unique(np.asarray(train.labels).astype(str)))
-    client = _client(role, config, network, train.X, ids, feature_ids, id_key, train, labels,
-                     _store(config, role, secrets))
+    client = _client(role, config, network, train.X, ids, feature_ids, id_key, train, labels, store)
     client.classes = classes
     if test is not None:
         client._test, client._own_test_ids = (test.X, test_ids), test.ids
@@ -468,6 +468,17 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
         info = dict(operator.control("master", "fit").info)
     model_id = save_models(operator, ["master", *[str(c) for c in config.params["clients"]]])
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
+
+
+def resume(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Finish an interrupted fit from the parties' checkpoints (``securetrees operator resume``): the
+    master's ``resume`` (restarted clients took their aligned rows from their checkpoints, with
+    ``psi``), then every party saves its model part as after :func:`fit`."""
+    refuse_training(config)
+    with operator.step("resume"):
+        info = dict(operator.control("master", "resume").info)
+    model_id = save_models(operator, ["master", *[str(c) for c in config.params["clients"]]])
+    return {**info, "model_id": model_id}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:

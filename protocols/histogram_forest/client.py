@@ -10,18 +10,20 @@ when those are configured.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 import numpy.typing as npt
 
-from securetrees.errors import EncodingOverflowError, ParameterError, ProtocolError, UnexpectedMessage
+from securetrees.errors import DecodeError, EncodingOverflowError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.protocols.histogram_forest.accountant import (
     PrivacyAccountant,
     Release,
     budget_split,
     layer_sensitivity,
 )
+from securetrees.protocols.histogram_forest.checkpoint import JOURNAL, ClientState, Ledger, ReplyJournal, SentReply
 from securetrees.protocols.histogram_forest.mechanisms import (
     check_epsilon,
     geometric_noise,
@@ -32,6 +34,7 @@ from securetrees.protocols.histogram_forest.messages import (
     TASKS,
     Ack,
     BinsReply,
+    Checkpoint,
     CountsReply,
     EdgesNotice,
     GridRequest,
@@ -39,6 +42,7 @@ from securetrees.protocols.histogram_forest.messages import (
     LayerRequest,
     RangesReply,
     RangesRequest,
+    Resume,
     SetupReply,
     SetupRequest,
 )
@@ -47,7 +51,8 @@ from securetrees.protocols.histogram_forest.sampling import RowLaw, dp_row_law
 from securetrees.protocols.histogram_forest.schema import fixed_mapper, mapper_from_edges
 from securetrees.protocols.histogram_forest.streaming import sorted_node_bins
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Message, Network, Party, handles
+from securetrees.runtime import Message, Network, Party, decode, encode, handles
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.secagg.keyagree import AgreementKey
 from securetrees.secagg.masker import PairwiseMasker
 from securetrees.trees.binning import BinMapper
@@ -119,8 +124,16 @@ class Client(Party):
         max_epsilon: float | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
         task: str = "classification",
+        checkpoint: CheckpointStore | None = None,
     ) -> None:
         super().__init__(name, network)
+        self._store = checkpoint
+        self._journal: dict[int, SentReply] = {}
+        """Layer replies sent since the checkpoint before last, by step (with a checkpoint store)."""
+        self._marks: list[int] = []
+        """The steps of the last two checkpoints."""
+        self._edges: list[FloatArray] = []
+        self._peers: dict[str, bytes] = {}
         Xa = np.asarray(X, dtype=np.float64)
         ya = np.asarray(y)
         if Xa.ndim != 2 or Xa.shape[0] == 0 or Xa.shape[1] == 0:
@@ -223,25 +236,30 @@ class Client(Party):
             self._X, self._y = perturb_inputs(
                 self._X, self._y, msg.categories, msg.n_classes, msg.low, msg.high, msg.input_epsilon, rng=self._rng
             )
-        if msg.histogram == "fixed":
-            if msg.low.size == 0:
-                raise ProtocolError("fixed bins need ranges")
-            if not msg.grid_cells:
-                self._mapper = fixed_mapper(msg.categories, msg.low, msg.high, msg.n_bins)
-                self._binned = self._mapper.transform(self._X)
-        if msg.epsilon is not None:
-            self._row_law = dp_row_law(msg.sampling, msg.subsample_fraction, msg.max_multiplicity)
-            self._accountant = PrivacyAccountant(msg.epsilon)
-            self._eps_grid, self._eps_release = budget_split(
-                msg.epsilon, msg.n_trees, msg.max_depth, grid=msg.grid_cells > 0
-            )
-        self._generators = tree_generators(self._seed, msg.n_trees)
+        if msg.histogram == "fixed" and msg.low.size == 0:
+            raise ProtocolError("fixed bins need ranges")
+        self._adopt(msg, [])
         public = b""
         if msg.secure:
             self._key = AgreementKey.generate(rng=self._rng)
             public = self._key.public
-        self._setup = msg
         return SetupReply(n_features=self._X.shape[1], public_key=public)
+
+    def _adopt(self, msg: SetupRequest, edges: list[FloatArray], releases: list[Release] | None = None) -> None:
+        """The session's bins (fixed: from the ranges, or the agreed ``edges`` of a grid round),
+        row law, privacy accountant (with ``releases`` already charged) and tree generators."""
+        if msg.histogram == "fixed" and (not msg.grid_cells or edges):
+            self._mapper = (mapper_from_edges(msg.categories, edges, msg.n_bins) if msg.grid_cells
+                            else fixed_mapper(msg.categories, msg.low, msg.high, msg.n_bins))
+            self._binned = self._mapper.transform(self._X)
+        if msg.epsilon is not None:
+            self._row_law = dp_row_law(msg.sampling, msg.subsample_fraction, msg.max_multiplicity)
+            self._accountant = PrivacyAccountant(msg.epsilon, list(releases or []))
+            self._eps_grid, self._eps_release = budget_split(
+                msg.epsilon, msg.n_trees, msg.max_depth, grid=msg.grid_cells > 0
+            )
+        self._generators = tree_generators(self._seed, msg.n_trees)
+        self._setup = msg
 
     def _check_regression(self, msg: SetupRequest) -> None:
         """Regression setup: fixed bins, no DP (not implemented for sums, spec "Regression"), targets
@@ -268,6 +286,7 @@ class Client(Party):
             raise ProtocolError("the key directory does not hold this client's own public key")
         peers = {name: key for name, key in msg.public_keys.items() if name != self.name}
         self._masker = PairwiseMasker(self.name, self._key, peers, session=self._setup.session)
+        self._peers = peers
         return Ack()
 
     @handles(GridRequest)
@@ -306,6 +325,7 @@ class Client(Party):
         except ParameterError as exc:
             raise ProtocolError(f"unusable bin edges: {exc}") from exc
         self._binned = self._mapper.transform(self._X)
+        self._edges = list(msg.edges)
         return Ack()
 
     def _seal(self, flat: IntArray, *, round: int, purpose: str) -> CountsReply:
@@ -341,27 +361,123 @@ class Client(Party):
         per_node = msg.features.sum(axis=1)
         if per_node.min() < 1 or per_node.max() > setup.features_per_node:
             raise ProtocolError(f"each node must ask for 1..{setup.features_per_node} features")
+        sent = self._sent_before(msg)
         if msg.layer == 0:
             if msg.tree != self._tree + 1 or msg.tree >= setup.n_trees:
                 raise UnexpectedMessage(f"tree {msg.tree} cannot start after tree {self._tree}")
-            self._start_tree(msg.tree)
+            self._start_tree(msg.tree, None if sent is None else sent.weights)
         else:
             if msg.tree != self._tree or msg.layer != self._layer + 1:
                 raise UnexpectedMessage("layers of a tree arrive in order")
             self._route(msg)
         self._last_step, self._tree, self._layer = msg.step, msg.tree, msg.layer
         self._n_kept = int(msg.keep.size)
-        if setup.histogram == "streaming":
-            return self._streaming_reply(msg)
-        return self._counts_reply(msg)
+        if sent is not None:  # a resumed server repeats the request: the same release, not a new one
+            if setup.histogram == "fixed":
+                self._charge(msg)
+            return self._kept_reply(sent)
+        reply: Message = self._streaming_reply(msg) if setup.histogram == "streaming" else self._counts_reply(msg)
+        self._journal_reply(msg, reply)
+        return reply
 
-    def _start_tree(self, tree: int) -> None:
+    # -- checkpoints (``specs/histogram_forest.md``, "Checkpoints") --------------------------------
+
+    def _sent_before(self, msg: LayerRequest) -> SentReply | None:
+        """The journaled reply to this very request (step and SHA-256), or None if this step was
+        never answered; another request for an answered step is refused (one release per step)."""
+        sent = self._journal.get(msg.step)
+        if sent is None:
+            return None
+        if sent.digest != hashlib.sha256(encode(msg)).digest():
+            raise UnexpectedMessage(f"{self.name} already answered step {msg.step} with another request")
+        return sent
+
+    def _kept_reply(self, sent: SentReply) -> Message:
+        reply = decode(sent.reply)
+        if not isinstance(reply, CountsReply | BinsReply):
+            raise DecodeError("a journaled reply is not a histogram")
+        return reply
+
+    def _journal_reply(self, msg: LayerRequest, reply: Message) -> None:
+        """Journal the reply before it leaves (with the tree's row weights at layer 0)."""
+        if self._store is None:
+            return
+        weights = self._weights.copy() if msg.layer == 0 else np.zeros(0, dtype=np.int64)
+        self._journal[msg.step] = SentReply(msg.step, hashlib.sha256(encode(msg)).digest(), weights, encode(reply))
+        self._store.save_side(JOURNAL, ReplyJournal(tuple(self._journal.values())))
+
+    @handles(Checkpoint)
+    def on_checkpoint(self, sender: str, msg: Checkpoint) -> Ack:
+        """Save this client's state with ``trees`` trees answered, before step ``step`` (local); the
+        journal keeps the replies since the checkpoint before this one (a server that dies before
+        saving its own resumes from that one)."""
+        setup = self._setup
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        if setup is None or msg.trees != self._tree + 1 or msg.step != self._last_step + 1:
+            raise UnexpectedMessage("a checkpoint marker that does not match this client's progress")
+        noisy_inputs = setup.input_epsilon is not None
+        self._store.save(ClientState(
+            msg.trees, msg.step, setup, self._key.secret() if self._key is not None else b"", dict(self._peers),
+            list(self._edges), self._X if noisy_inputs else np.zeros((0, 0)),
+            self._y if noisy_inputs else np.zeros(0, dtype=np.int64),
+            None if self._accountant is None else Ledger.of(self._accountant.releases), self._grid_done,
+            self._ranges_sent))
+        self._marks = [*self._marks[-1:], msg.step]
+        self._journal = {k: v for k, v in self._journal.items() if k >= self._marks[0]}
+        self._store.save_side(JOURNAL, ReplyJournal(tuple(self._journal.values())))
+        return Ack()
+
+    @handles(Resume)
+    def on_resume(self, sender: str, msg: Resume) -> Ack:
+        """Restore the checkpoint with the server's marker (current or previous file) and the journal
+        of sent replies (local)."""
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        saved = self._store.latest(ClientState, lambda s: (s.trees, s.step) == (msg.trees, msg.step))
+        if saved is None:
+            raise ProtocolError(f"{self.name} has no checkpoint at {msg.trees} trees, step {msg.step}")
+        journal = self._store.load_side(JOURNAL, ReplyJournal)
+        self._journal = {e.step: e for e in journal.sent} if journal is not None else {}
+        self._restore(saved)
+        return Ack()
+
+    def _restore(self, saved: ClientState) -> None:
+        setup = saved.setup
+        if setup.n_features != self._X.shape[1] or setup.task != self._task:
+            raise ProtocolError("the checkpoint does not belong to this client's run")
+        if setup.input_epsilon is not None:
+            X, y = np.asarray(saved.X), np.asarray(saved.y)
+            if X.shape != self._X.shape or y.shape != self._y.shape or X.dtype.kind != "f" or y.dtype.kind not in "iu":
+                raise DecodeError("the checkpoint's perturbed inputs do not fit this client's data")
+            self._X, self._y = X.astype(np.float64), y.astype(np.int64)
+        self._mapper = self._binned = None
+        self._adopt(setup, [np.asarray(e, dtype=np.float64) for e in saved.edges],
+                    None if saved.ledger is None else saved.ledger.releases())
+        self._key = AgreementKey.from_secret(saved.key_secret) if setup.secure else None
+        self._peers = dict(saved.peers)
+        self._masker = (PairwiseMasker(self.name, self._key, self._peers, session=setup.session)
+                        if self._key is not None and self._peers else None)
+        self._edges = list(saved.edges)
+        self._grid_done, self._ranges_sent = bool(saved.grid_done), bool(saved.ranges_sent)
+        self._last_step, self._tree, self._layer = saved.step - 1, saved.trees - 1, -1
+        self._weights = np.zeros(0, dtype=np.int64)
+        self._pos = np.zeros(0, dtype=np.int64)
+        self._n_kept = 0
+        self._columns = {}
+
+    def _start_tree(self, tree: int, kept: IntArray | None = None) -> None:
+        """The tree's row weights (``kept``: those journaled with the tree's first reply)."""
         setup = self._setup
         if setup is None:  # pragma: no cover - checked by the caller
             raise UnexpectedMessage("no setup")
         n = self._X.shape[0]
         gen = self._generators[tree]
-        if self._row_law is not None:  # DP: independent per-row weights from the cryptographic source
+        if kept is not None:
+            if kept.shape != (n,) or kept.dtype.kind != "i":
+                raise DecodeError("journaled row weights do not fit this client's data")
+            w = kept.astype(np.int64)
+        elif self._row_law is not None:  # DP: independent per-row weights from the cryptographic source
             w = self._row_law.draw(n, self._rng)
         elif setup.sampling == "bootstrap":
             w = TreeDraws(gen, n, setup.n_features, bootstrap=True).sample_weight.astype(np.int64)
@@ -470,16 +586,21 @@ class Client(Party):
             used = np.flatnonzero(msg.features.any(axis=0)).astype(np.int64)
             hist = build_histograms(binned[rows], self._pos[rows], stats, int(msg.keep.size), mapper.max_bins, used)
             counts = np.rint(hist[node, feature]).astype(np.int64)  # (pairs, slots + 1, classes)
-        eps = self._eps_release
-        if eps is not None and self._accountant is not None:
-            if self._row_law is None:  # pragma: no cover - set with the accountant in on_setup
-                raise ProtocolError("a DP session without its row law")
-            delta = layer_sensitivity(self._row_law.max_weight, setup.features_per_node)
-            self._accountant.charge(
-                Release(msg.tree, msg.layer, int(msg.keep.size), setup.features_per_node, delta, eps)
-            )
-            counts = counts + geometric_noise(counts.shape, eps, delta, rng=self._rng)
+        charged = self._charge(msg)
+        if charged is not None:
+            counts = counts + geometric_noise(counts.shape, charged[0], charged[1], rng=self._rng)
         return self._seal(counts.reshape(-1), round=msg.step, purpose=MASK_PURPOSE)
+
+    def _charge(self, msg: LayerRequest) -> tuple[float, int] | None:
+        """Charge this layer's release to the privacy accountant (DP): its ε and sensitivity."""
+        setup, eps = self._setup, self._eps_release
+        if setup is None or eps is None or self._accountant is None:
+            return None
+        if self._row_law is None:  # pragma: no cover - set with the accountant in on_setup
+            raise ProtocolError("a DP session without its row law")
+        delta = layer_sensitivity(self._row_law.max_weight, setup.features_per_node)
+        self._accountant.charge(Release(msg.tree, msg.layer, int(msg.keep.size), setup.features_per_node, delta, eps))
+        return eps, delta
 
 
     def _sum_histograms(

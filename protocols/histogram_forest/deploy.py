@@ -54,10 +54,17 @@ import numpy.typing as npt
 from securetrees.errors import ParameterError, TableError
 from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import FIT_ONCE, Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, output_path, prediction_score, save_predictions
+from securetrees.net.deployment import (
+    check_protocol_keys,
+    checkpoint_store,
+    output_path,
+    prediction_score,
+    save_predictions,
+)
 from securetrees.net.models import SavesModel, SchemaState, check_models, load_model, refuse_training, save_models
 from securetrees.net.tables import PartyTable, TableOptions, read_table
-from securetrees.net.trial import TrialPlan, table_frame, write_trial
+from securetrees.net.trial import Secret, TrialPlan, table_frame, write_trial
+from securetrees.protocols.histogram_forest.checkpoint import FORMAT
 from securetrees.protocols.histogram_forest.classifier import HistogramForestClassifier
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.facade import HistogramForestBase, Part
@@ -67,20 +74,22 @@ from securetrees.protocols.histogram_forest.server import Server
 from securetrees.psi.roles import random_permutation
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, message
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.runtime.network import Network
 from securetrees.schema import TabularSchema
 from securetrees.trees import persistence
 from securetrees.trees.forest import Forest
+from securetrees.trees.tree import Tree
 
 __all__ = ["PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "ROLES",
            "ClientPart", "DeployedClient", "DeployedServer", "ServerPart",
-           "declared_schema", "estimator_from", "fit", "label_values", "make_role", "predict", "prepare", "run_job",
-           "trial"]
+           "declared_schema", "estimator_from", "fit", "label_values", "make_role", "predict", "prepare", "resume",
+           "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 _ESTIMATORS: dict[str, type[HistogramForestBase]] = {
     "classification": HistogramForestClassifier, "regression": HistogramForestRegressor}
-_RUN_KEYS = ("task", "clients", "columns")
+_RUN_KEYS = ("task", "clients", "columns", "checkpoint_dir")
 _NOT_SETTINGS = ("progress", "client_column", "n_clients", "categorical_features", "categories")
 """Facade parameters that are no ``[protocol]`` setting: how one table is dealt to simulated clients,
 progress bars, and the categorical columns and their code counts (declared by ``categories``' names)."""
@@ -217,7 +226,17 @@ class DeployedServer(SavesModel, Controllable, Server):
         refuse_training(self.run)
         if self.forest is not None:  # the clients' setup is done once: a second fit fails inside the protocol
             raise ParameterError(f"this run has trained already: {FIT_ONCE}")
-        trees = self.train(progress=True)  # trees done of total in its log and its status
+        return self._grown(self.train(progress=True))  # trees done of total in its log and its status
+
+    def control_resume(self, args: dict[str, str]) -> ControlReply:
+        """Finish an interrupted fit from the parties' checkpoints (``Server.resume``)."""
+        refuse_training(self.run)
+        if self.forest is not None:
+            raise ParameterError(f"this run has trained already: {FIT_ONCE}")
+        return self._grown(self.resume(progress=True))
+
+    def _grown(self, trees: list[Tree]) -> ControlReply:
+        """Keep and save the forest grown; its size and the ε spent."""
         self.forest = self.estimator._forest(tuple(trees))
         path = output_path(self.run, self.name, "model.json")
         persistence.save(self.forest, path)
@@ -316,7 +335,9 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     if role == "server":
         est._numeric_table(d)
         forest_config = est.forest_config(d, est._schema(d, None), est._task_config([], [0] * len(clients)))
-        party = DeployedServer(role, network, clients, forest_config, random_state=server_seed)
+        party = DeployedServer(role, network, clients, forest_config, random_state=server_seed,
+                               checkpoint=None if config.job == "predict" else
+                               checkpoint_store(config, role, secrets, FORMAT))
         party.estimator = est
         if config.job == "predict":
             part = load_model(config, role, Server.role, passphrase, ServerPart)
@@ -337,7 +358,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         party.test, party.schema = test, body.schema
         party.loaded(part)
     elif role in clients:
-        party = _training_client(role, config, network, est, declared, client_seeds[clients.index(role)])
+        party = _training_client(role, config, network, est, declared, client_seeds[clients.index(role)],
+                                 checkpoint_store(config, role, secrets, FORMAT))
     else:
         raise ParameterError(f"{role!r} is not a role of this histogram forest run")
     party.run, party.passphrase = config, passphrase
@@ -345,7 +367,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
 
 
 def _training_client(role: str, config: RunConfig, network: Network, est: HistogramForestBase,
-                     declared: TabularSchema, seed: int) -> DeployedClient:
+                     declared: TabularSchema, seed: int, store: CheckpointStore | None) -> DeployedClient:
     """A client of a fit run: its table read by the declared columns (its own order, no column
     missing or added, no undeclared category) and its labels checked against the declared ones."""
     party = config.party(role)
@@ -359,7 +381,7 @@ def _training_client(role: str, config: RunConfig, network: Network, est: Histog
     est._check_parts([(train.X, y)])
     est._task_config([y], [train.X.shape[0]])  # the client's labels or targets against the declared ones
     client = DeployedClient(role, network, train.X, est._client_targets(y), seed=seed,
-                            max_epsilon=est.client_max_epsilon, task=est.task)
+                            max_epsilon=est.client_max_epsilon, task=est.task, checkpoint=store)
     client.test, client.schema = _test_rows(party, options, train.schema), SchemaState.of(train.schema)
     return client
 
@@ -370,6 +392,15 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
     refuse_training(config)
     with operator.step("fit"):
         info = dict(operator.control("server", "fit").info)
+    return {**info, "model_id": save_models(operator, config.roles)}
+
+
+def resume(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Finish an interrupted fit (``securetrees operator resume``) from the parties' checkpoints, then
+    every role saves its model part as after :func:`fit`."""
+    refuse_training(config)
+    with operator.step("resume"):
+        info = dict(operator.control("server", "resume").info)
     return {**info, "model_id": save_models(operator, config.roles)}
 
 
@@ -428,6 +459,8 @@ def prepare(out_dir: str | Path, parts: Sequence[Part], *, tests: Sequence[Part]
     pairwise mask keys are agreed during the run."""
     if tests is not None and len(tests) != len(parts):
         raise ParameterError("one test part per client (or none)")
+    run_keys = {k: params[k] for k in ("checkpoint_dir",) if k in params}
+    params = {k: v for k, v in params.items() if k not in run_keys}
     refused = sorted(set(params) & {"categorical_features", "categories", "columns", "clients", "n_features"})
     if refused:
         raise ParameterError(f"prepare declares {refused} itself (a categorical column is named in categories)")
@@ -445,15 +478,18 @@ def prepare(out_dir: str | Path, parts: Sequence[Part], *, tests: Sequence[Part]
         {"y_range": est.y_range_} if isinstance(est, HistogramForestRegressor) else {}
     clients = [f"client{i}" for i in range(len(Xs))]
     settings = _toml_settings({**params, **declared, "clients": clients, "columns": cols,
-                               **({"categories": cats} if cats else {})})
+                               **({"categories": cats} if cats else {})}) | run_keys
     estimator_from(settings)  # what the roles will read back
     plan = TrialPlan(protocol="histogram-forest", params=settings)
-    plan.add("server", role=Server.role)
+    def keys() -> dict[str, Secret] | None:  # with checkpoints: a key file holding the party's checkpoint key
+        return {"checkpoint_key": SYSTEM_RANDOM.token_bytes(32)} if run_keys else None
+
+    plan.add("server", role=Server.role, secrets=keys())
     for i, name in enumerate(clients):
         tables = {"data": _client_frame(name, "", parts[i], cols, cats, shuffle, rng)}
         if tests is not None:
             tables["test_data"] = _client_frame(name, "test-", tests[i], cols, cats, shuffle, rng)
-        plan.add(name, role=Client.role, tables=tables, options={"label": "label"})
+        plan.add(name, role=Client.role, tables=tables, options={"label": "label"}, secrets=keys())
     return write_trial(out_dir, plan, base_port=base_port)
 
 

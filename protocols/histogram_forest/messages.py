@@ -17,6 +17,7 @@ from securetrees.runtime import Message, message
 __all__ = [
     "Ack",
     "BinsReply",
+    "Checkpoint",
     "CountsReply",
     "EdgesNotice",
     "GridRequest",
@@ -24,6 +25,7 @@ __all__ = [
     "LayerRequest",
     "RangesReply",
     "RangesRequest",
+    "Resume",
     "SetupReply",
     "SetupRequest",
 ]
@@ -38,7 +40,8 @@ def _check_array(name: str, a: np.ndarray, kind: str, ndim: int) -> None:
         raise ParameterError(f"{name} must be a {ndim}-d array of kind {kind!r}")
 
 
-@message("histogram_forest.ack", reply_to=("histogram_forest.keys", "histogram_forest.edges"))
+@message("histogram_forest.ack", reply_to=("histogram_forest.keys", "histogram_forest.edges",
+                                           "histogram_forest.checkpoint", "histogram_forest.resume"))
 @dataclass(frozen=True)
 class Ack(Message):
     """An empty acknowledgement."""
@@ -260,3 +263,22 @@ class CountsReply(Message):
     def __post_init__(self) -> None:
         if not isinstance(self.counts, np.ndarray) or self.counts.ndim != 1 or self.counts.dtype.kind not in "iu":
             raise ParameterError("counts must be a flat integer array")
+
+
+@message("histogram_forest.checkpoint", sender="server", receiver="client")
+@dataclass(frozen=True)
+class Checkpoint(Message):
+    """Server → client, after the setup and after each tree (``specs/histogram_forest.md``,
+    "Checkpoints"): save your state with ``trees`` trees grown, before step ``step``.  Reveals nothing."""
+
+    trees: int
+    step: int
+
+
+@message("histogram_forest.resume", sender="server", receiver="client")
+@dataclass(frozen=True)
+class Resume(Message):
+    """Server → client, on ``resume``: restore your checkpoint with this marker."""
+
+    trees: int
+    step: int

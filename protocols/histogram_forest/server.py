@@ -22,9 +22,11 @@ from securetrees.protocols.histogram_forest.accountant import (
     budget_split,
     layer_sensitivity,
 )
+from securetrees.protocols.histogram_forest.checkpoint import Ledger, ServerState, TreeState
 from securetrees.protocols.histogram_forest.messages import (
     Ack,
     BinsReply,
+    Checkpoint,
     CountsReply,
     EdgesNotice,
     GridRequest,
@@ -32,6 +34,7 @@ from securetrees.protocols.histogram_forest.messages import (
     LayerRequest,
     RangesReply,
     RangesRequest,
+    Resume,
     SetupReply,
     SetupRequest,
 )
@@ -46,6 +49,7 @@ from securetrees.protocols.histogram_forest.schema import (
 from securetrees.protocols.histogram_forest.streaming import group_bins
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.secagg.masker import check_party_count
 from securetrees.trees.binning import BinMapper
 from securetrees.trees.criteria import Criterion, make_criterion
@@ -118,8 +122,12 @@ class Server(Party):
         *,
         random_state: int | None = None,
         rng: RandomSource = SYSTEM_RANDOM,
+        checkpoint: CheckpointStore | None = None,
     ) -> None:
         super().__init__(name, network)
+        self._store = checkpoint
+        self._request: SetupRequest | None = None
+        self._edges: list[FloatArray] = []
         if len(clients) < 1 or len(set(clients)) != len(clients):
             raise ParameterError("the server needs at least one client, each named once")
         if config.secure:
@@ -201,6 +209,7 @@ class Server(Party):
             y_bits=cfg.y_bits,
             n_clients=len(self.clients) if cfg.task == "regression" else 0,
         )
+        self._request = request
         replies = self.call_many({c: request for c in self.clients}, expect=SetupReply)
         for name, reply in replies.items():
             if reply.n_features != cfg.n_features:
@@ -236,19 +245,67 @@ class Server(Party):
         for j, f in enumerate(numeric):
             edges[f] = grid_quantile_edges(grid, sums[j].astype(np.float64), f, cfg.n_bins)
         self.call_many({c: EdgesNotice(edges=edges) for c in self.clients}, expect=Ack)
+        self._edges = edges
         return mapper_from_edges(cfg.categories, edges, cfg.n_bins)
 
     # -- training ------------------------------------------------------------------------------
 
     def train(self, *, progress: bool = False) -> list[Tree]:
-        """Algorithm 1: set up, then grow ``n_trees`` trees layer by layer."""
+        """Algorithm 1: set up, then grow ``n_trees`` trees layer by layer (with a checkpoint store:
+        a checkpoint after the setup and after every tree)."""
         self.setup()
         self.logger.info("set up with %d clients; growing %d trees", len(self.clients), self.config.n_trees)
+        self._checkpoint([])
+        return self._grow_from([], progress)
+
+    def resume(self, *, progress: bool = False) -> list[Tree]:
+        """Finish an interrupted :meth:`train` from this server's latest checkpoint: restore the
+        setup's outcome (session, ranges, edges, privacy ledger), have every client restore the same
+        marker, grow the remaining trees.  Clients answer repeated requests from their journals, so
+        no release is drawn or charged twice and the forest equals an uninterrupted run's."""
+        if self._store is None:
+            raise ParameterError("this server keeps no checkpoints")
+        saved = self._store.latest(ServerState)
+        if saved is None:
+            raise ProtocolError("no checkpoint: the run stopped during its setup; start it again with every party")
+        cfg, req = self.config, saved.setup
+        trees = [t.tree() for t in saved.grown]
+        if (req.n_features != cfg.n_features or tuple(req.categories) != tuple(cfg.categories)
+                or req.n_trees != cfg.n_trees or req.epsilon != cfg.epsilon or req.histogram != cfg.histogram
+                or req.grid_cells != cfg.grid_cells or len(trees) != saved.trees or saved.trees > cfg.n_trees
+                or any(t.n_features != cfg.n_features for t in trees)):
+            raise ProtocolError("the checkpoint does not belong to this run")
+        self._request, self._edges = req, [np.asarray(e, dtype=np.float64) for e in saved.edges]
+        self.low, self.high = np.asarray(req.low, np.float64), np.asarray(req.high, np.float64)
+        if cfg.epsilon is not None:
+            self.accountant = PrivacyAccountant(cfg.epsilon, [] if saved.ledger is None else saved.ledger.releases())
+        if cfg.histogram == "fixed":
+            self.mapper = (mapper_from_edges(cfg.categories, self._edges, cfg.n_bins) if cfg.grid_cells
+                           else fixed_mapper(cfg.categories, self.low, self.high, cfg.n_bins))
+        self._step = saved.step
+        self.call_many({c: Resume(saved.trees, saved.step) for c in self.clients}, expect=Ack)
+        return self._grow_from(trees, progress)
+
+    def _grow_from(self, trees: list[Tree], progress: bool) -> list[Tree]:
+        """The trees after ``trees``, each followed by a checkpoint."""
         generators = tree_generators(self._random_state, self.config.n_trees)
-        return [
-            self._grow_tree(t, gen)
-            for t, gen in progress_bar(enumerate(generators), desc="trees", total=len(generators), enabled=progress)
-        ]
+        for t in progress_bar(range(len(trees), len(generators)), desc="trees", total=len(generators) - len(trees),
+                              enabled=progress):
+            trees.append(self._grow_tree(t, generators[t]))
+            self._checkpoint(trees)
+        return trees
+
+    def _checkpoint(self, trees: list[Tree]) -> None:
+        """Every client saves its state under ``(trees, next step)``, then the server saves its own
+        (so no client checkpoint is behind the server's).  Reveals nothing."""
+        if self._store is None:
+            return
+        if self._request is None:  # pragma: no cover - set by setup()
+            raise ProtocolError("not set up")
+        self.call_many({c: Checkpoint(len(trees), self._step) for c in self.clients}, expect=Ack)
+        self._store.save(ServerState(len(trees), self._step, tuple(TreeState.of(t) for t in trees), self._request,
+                                     list(self._edges),
+                                     None if self.accountant is None else Ledger.of(self.accountant.releases)))
 
     def _draw_features(self, draws: TreeDraws, count: int) -> BoolArray:
         mask = np.zeros((count, self.config.n_features), dtype=bool)

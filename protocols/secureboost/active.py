@@ -11,7 +11,7 @@ active party's trees hold those nodes as withheld, with the owner's record id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -24,9 +24,11 @@ from securetrees.paillier.batch import decrypt_residues, encrypt_to_bytes, owner
 from securetrees.paillier.prefill import BackgroundPool, role_pool
 from securetrees.progress import phase
 from securetrees.protocols.secureboost.buckets import expand_buckets
+from securetrees.protocols.secureboost.checkpoint import ActiveState
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
     Ack,
+    Checkpoint,
     End,
     Gradients,
     HistogramReply,
@@ -34,6 +36,7 @@ from securetrees.protocols.secureboost.messages import (
     NodeJob,
     PredictReply,
     PredictRequest,
+    Resume,
     Setup,
     SetupReply,
     SplitOrder,
@@ -45,6 +48,7 @@ from securetrees.protocols.secureboost.packing import PackingLayout, quantize
 from securetrees.protocols.secureboost.params import SecureBoostParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Network, Party
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.trees import (
     BinMapper,
     GradientGain,
@@ -109,8 +113,10 @@ class ActiveParty(Party):
         params: SecureBoostParams, keypair: tuple[PublicKey, PrivateKey],
         categorical: tuple[bool, ...] | None = None, rng: RandomSource = SYSTEM_RANDOM,
         executor: Executor | None = None, trusted_workers: bool = False, background_pool: bool = False,
+        checkpoint: CheckpointStore | None = None,
     ) -> None:
         super().__init__(name, network)
+        self._store = checkpoint
         self.executor = executor
         self.trusted_workers = bool(trusted_workers)
         self.background_pool = bool(background_pool)
@@ -162,6 +168,21 @@ class ActiveParty(Party):
     # -- the boosting loop ----------------------------------------------------------------------
     def fit(self) -> SecureBoostModel:
         """Every round: gradients at the current scores, one tree per output (S1-S4)."""
+        return self._pooled(self._boost)
+
+    def resume(self) -> SecureBoostModel:
+        """Finish an interrupted fit from this party's latest checkpoint (or from the start without
+        one): repeat the setup (deterministic in the data), have every passive party restore the
+        same number of trees, then the remaining rounds.  The model equals an uninterrupted fit's."""
+        if self._store is None:
+            raise ParameterError("this active party keeps no checkpoints")
+        saved = self._store.latest(ActiveState)
+        self.setup()
+        self.call_many({q: Resume(0 if saved is None else saved.trees) for q in self.passives}, expect=Ack)
+        return self._pooled(lambda: self._boost(saved))
+
+    def _pooled(self, boost: Callable[[], SecureBoostModel]) -> SecureBoostModel:
+        """``boost`` with the background pool of obfuscators (when enabled)."""
         key = self._sk if self.params.encryption == "key-owner" else self._pk
         # The first tree's obfuscators, shared with the worker (they are needed after setup),
         # and the second's at once: the worker goes on to them without waiting for a request;
@@ -172,13 +193,13 @@ class ActiveParty(Party):
                        trusted_workers=self.trusted_workers, rng=self._rng) as prefill:  # from S0 on
             self._prefill = prefill
             try:
-                return self._boost()
+                return boost()
             finally:
                 self._prefill = None
                 self.prefill_seconds = prefill.worker_seconds if prefill is not None else 0.0
 
-    def _boost(self) -> SecureBoostModel:
-        """The rounds of :meth:`fit`."""
+    def _boost(self, saved: ActiveState | None = None) -> SecureBoostModel:
+        """The rounds of :meth:`fit` (from ``saved``'s on a resume), a checkpoint after each."""
         if not self._schema:
             self.setup()
         p = self.params
@@ -198,9 +219,13 @@ class ActiveParty(Party):
                 base = np.log(prior) if p.base_score == "prior" else np.zeros(p.n_classes)
         raw = np.tile(base, (n, 1))
         trees: list[TreeRecord] = []
-        self._trees_left = p.n_estimators * base.size
-        with phase("SecureBoost trees", total=self._trees_left, enabled=self.progress) as shown:
-            for _ in range(p.n_estimators):
+        if saved is not None:
+            trees, raw = self._restore_state(saved, base)
+        first = len(trees) // base.size
+        self._trees_left = (p.n_estimators - first) * base.size
+        with phase("SecureBoost trees", total=p.n_estimators * base.size, enabled=self.progress) as shown:
+            shown.advance_to(len(trees))
+            for _ in range(first, p.n_estimators):
                 grad, hess = _gradients(raw, target, p.loss)
                 for j in range(base.size):
                     shown.advance_to(len(trees), f"growing tree {len(trees) + 1}")
@@ -208,9 +233,31 @@ class ActiveParty(Party):
                     raw[:, j] += p.learning_rate * rec.tree.value[self._train_leaf, 0]
                     trees.append(rec)
                     shown.advance_to(len(trees))
+                self._checkpoint(trees, raw, base)
         self.call_many({q: End() for q in self.passives}, expect=Ack)
         self.model = SecureBoostModel(tuple(trees), base, float(p.learning_rate), int(base.size))
         return self.model
+
+    # -- checkpoints (``specs/secureboost.md``, "Checkpoints") ------------------------------------
+    def _checkpoint(self, trees: Sequence[TreeRecord], raw: FloatArray, base: FloatArray) -> None:
+        """After a round: every passive party saves its state, then this party saves its own (so a
+        passive checkpoint is never behind the active one).  Reveals the round count only."""
+        if self._store is None:
+            return
+        self.call_many({q: Checkpoint(len(trees)) for q in self.passives}, expect=Ack)
+        self._store.save(ActiveState(len(trees), self._model_doc(trees, base, float(self.params.learning_rate)),
+                                     raw.copy()))
+
+    def _restore_state(self, saved: ActiveState, base: FloatArray) -> tuple[list[TreeRecord], FloatArray]:
+        """The trees and raw scores of a checkpoint; :class:`ProtocolError` unless it is this run's."""
+        trees, saved_base, rate = self._records(saved.model)
+        raw = np.asarray(saved.raw)
+        p = self.params
+        if (len(trees) != saved.trees or saved.trees % base.size or saved.trees > p.n_estimators * base.size
+                or raw.dtype != np.float64 or raw.shape != (self._X.shape[0], base.size)
+                or not np.array_equal(saved_base, base) or rate != float(p.learning_rate)):
+            raise ProtocolError("the checkpoint does not belong to this run")
+        return trees, raw.copy()
 
     # -- the model part (a predict-only run restores it instead of training) -------------------
     def model_state(self) -> ActiveModel:
@@ -220,17 +267,25 @@ class ActiveParty(Party):
         m = self.model
         if m is None:
             raise NotFittedError("the active party has no model yet")
+        return self._model_doc(m.trees, m.base_score, m.learning_rate)
+
+    def _model_doc(self, trees: Sequence[TreeRecord], base: FloatArray, rate: float) -> ActiveModel:
         p = self.params
         classes = np.arange(p.n_classes, dtype=np.int64) if p.loss == "logistic" else None
-        forest = BoostedForest(tuple(r.tree for r in m.trees), p.loss, m.base_score, m.learning_rate, classes)
-        nodes = tuple(np.asarray(sorted(r.records), dtype=np.int64) for r in m.trees)
-        records = tuple(np.asarray([r.records[k] for k in sorted(r.records)], dtype=np.int64) for r in m.trees)
+        forest = BoostedForest(tuple(r.tree for r in trees), p.loss, base, rate, classes)
+        nodes = tuple(np.asarray(sorted(r.records), dtype=np.int64) for r in trees)
+        records = tuple(np.asarray([r.records[k] for k in sorted(r.records)], dtype=np.int64) for r in trees)
         return ActiveModel(persistence.dumps(forest), nodes, records, int(self._X.shape[1]))
 
     def restore_model(self, state: ActiveModel) -> None:
         """Adopt a saved model instead of training (local).  :class:`DecodeError` unless it fits
         this party: its loss and outputs, its column count, its passive parties, and exactly one
         record id per withheld split."""
+        trees, base, rate = self._records(state)
+        self.model = SecureBoostModel(tuple(trees), base, rate, self._outputs)
+
+    def _records(self, state: ActiveModel) -> tuple[list[TreeRecord], FloatArray, float]:
+        """:meth:`restore_model`'s trees, base score and learning rate, checked."""
         forest = persistence.loads(state.forest)
         p = self.params
         outputs = self._outputs
@@ -251,8 +306,7 @@ class ActiveParty(Party):
                     or np.any(tree.provider[own] != 0) or np.any(tree.feature[own] >= state.n_own)):
                 raise DecodeError("a saved SecureBoost tree does not fit this run's parties")
             trees.append(TreeRecord(tree, dict(zip(nodes.tolist(), recs.tolist(), strict=True))))
-        self.model = SecureBoostModel(tuple(trees), np.asarray(forest.base_score, dtype=np.float64),
-                                      float(forest.learning_rate), outputs)
+        return trees, np.asarray(forest.base_score, dtype=np.float64), float(forest.learning_rate)
 
     # -- S1 -------------------------------------------------------------------------------------
     def layout_for(self, g_fixed: IntArray, h_fixed: IntArray) -> PackingLayout:

@@ -59,6 +59,7 @@ from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import (
     check_own_key,
     check_protocol_keys,
+    checkpoint_store,
     open_paillier,
     pinned_key,
     save_predictions,
@@ -69,6 +70,7 @@ from securetrees.net.tables import PartyTable, party_tables, test_table
 from securetrees.net.trial import Secret, TrialPlan, deal_rows, vertical_tables, write_trial
 from securetrees.paillier import PrivateKey, PublicKey, generate_keypair
 from securetrees.protocols.secureboost.active import ActiveParty
+from securetrees.protocols.secureboost.checkpoint import FORMAT
 from securetrees.protocols.secureboost.estimators import (
     _PARAM_NAMES,
     SecureBoostClassifier,
@@ -86,7 +88,8 @@ from securetrees.runtime.network import Network
 
 __all__ = ["ACTIVE", "PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "ROLES",
            "ActivePart", "DeployedActive", "DeployedPassive", "PassivePart",
-           "alignment_plan", "estimator_from", "fit", "make_role", "predict", "prepare", "run_job", "trial"]
+           "alignment_plan", "estimator_from", "fit", "make_role", "predict", "prepare", "resume", "run_job",
+           "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 ACTIVE = "active"
@@ -94,7 +97,7 @@ ACTIVE = "active"
 
 _ESTIMATORS: dict[str, type[_SecureBoost]] = {"classification": SecureBoostClassifier,
                                               "regression": SecureBoostRegressor}
-_RUN_KEYS = ("task", "passives", "active_public_key")
+_RUN_KEYS = ("task", "passives", "active_public_key", "checkpoint_dir")
 _NOT_SETTINGS = ("partition", "keypair", "record_payloads", "categorical_features", "rng", "executor")
 """Facade parameters that are no run parameter (the layout is each party's table; objects)."""
 _SETTINGS = tuple(n for n in _PARAM_NAMES if n not in _NOT_SETTINGS)
@@ -200,6 +203,13 @@ class DeployedActive(SavesModel, Controllable, ActiveParty):
         self.logger.info("%s trained %d trees (%d passive splits)", self.name, len(model.trees), splits)
         return ControlReply(info={"trees": str(len(model.trees)), "passive_splits": str(splits)})
 
+    def control_resume(self, args: dict[str, str]) -> ControlReply:
+        """Finish an interrupted fit from the parties' checkpoints (``ActiveParty.resume``)."""
+        refuse_training(self.run)
+        model = self.resume()
+        return ControlReply(info={"trees": str(len(model.trees)),
+                                  "passive_splits": str(sum(len(r.records) for r in model.trees))})
+
     def control_predict(self, args: dict[str, str]) -> ControlReply:
         """The inference protocol on the aligned test rows; the predictions stay in this party's
         own files, beside its own ids of the rows (it is the party entitled to them)."""
@@ -291,7 +301,8 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         _labels(train, task)  # a bad label column is refused before the alignment phase
     elif train.labels is not None:
         raise ParameterError(f"{role} is a passive party: it names no label column")
-    train, test = align_party(config, role, network, plan, train, test)
+    store = checkpoint_store(config, role, secrets, FORMAT)  # restarted with one: its recorded rows, no phase
+    train, test = align_party(config, role, network, plan, train, test, store)
     categorical = tuple(train.schema.categorical_mask())
     X_test = test.X if test is not None else None
     if keypair is not None:
@@ -299,12 +310,12 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
         params = est._params(int(classes.size) if classes is not None else 0)
         party = DeployedActive(role, network, X=train.X, y=y, passives=passives, params=params, keypair=keypair,
                                categorical=categorical, executor=process_pool(est.n_jobs),
-                               trusted_workers=check_trusted(est.trusted_workers))
+                               trusted_workers=check_trusted(est.trusted_workers), checkpoint=store)
         party.classes, party.test = classes, X_test
         party.test_ids = test.ids if test is not None else ()
     else:
         party = DeployedPassive(role, network, X=train.X, categorical=categorical, active_key=pinned,
-                                allow_insecure=insecure, executor=process_pool(est.n_jobs))
+                                allow_insecure=insecure, executor=process_pool(est.n_jobs), checkpoint=store)
         party.test = X_test
     party.schema = SchemaState.of(train.schema)
     party.run, party.passphrase = config, passphrase
@@ -358,6 +369,17 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
         info = dict(operator.control(ACTIVE, "fit").info)
     model_id = save_models(operator, [ACTIVE, *_passives(config.params)])
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
+
+
+def resume(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Finish an interrupted fit (``securetrees operator resume``): the active party resumes from the
+    parties' checkpoints (a restarted party took its aligned rows from its own), then every party
+    saves its model part as after :func:`fit`."""
+    refuse_training(config)
+    with operator.step("resume"):
+        info = dict(operator.control(ACTIVE, "resume").info)
+    model_id = save_models(operator, [ACTIVE, *_passives(config.params)])
+    return {**info, "model_id": model_id}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
@@ -417,9 +439,11 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     for name, part in zip(parties, partition, strict=True):
         tables, _ = vertical_tables(ids, test_ids, Xa, Xt, rows[name], test_rows[name], part, cols,
                                     categories=categories, labels=ya if name == ACTIVE else None)
-        items: dict[str, Secret] | None = {"paillier_key": seal_paillier(keys[1])} if name == ACTIVE else None
+        items: dict[str, Secret] = {"paillier_key": seal_paillier(keys[1])} if name == ACTIVE else {}
+        if "checkpoint_dir" in params:
+            items["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(32)
         plan.add(name, role=ActiveParty.role if name == ACTIVE else PassiveParty.role, tables=tables,
-                 secrets=items, options={"label": "label"} if name == ACTIVE else None)
+                 secrets=items or None, options={"label": "label"} if name == ACTIVE else None)
     return write_trial(out_dir, plan, base_port=base_port)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "BUCKET_REST",
     "BUCKET_SENT",
     "Ack",
+    "Checkpoint",
     "End",
     "Gradients",
     "HistogramReply",
@@ -27,6 +28,7 @@ __all__ = [
     "NodeJob",
     "PredictReply",
     "PredictRequest",
+    "Resume",
     "Setup",
     "SetupReply",
     "SplitOrder",
@@ -86,7 +88,8 @@ class Gradients(Message):
     ciphertexts: bytes
 
 
-@message("secureboost.ack", reply_to=("secureboost.gradients", "secureboost.end"))
+@message("secureboost.ack", reply_to=("secureboost.gradients", "secureboost.end", "secureboost.checkpoint",
+                                      "secureboost.resume"))
 @dataclass(frozen=True)
 class Ack(Message):
     """An empty acknowledgement."""
@@ -205,3 +208,21 @@ class PredictReply(Message):
 @dataclass(frozen=True)
 class End(Message):
     """Active → passive: training is over; drop the gradient ciphertexts and node caches."""
+
+
+@message("secureboost.checkpoint", sender="active", receiver="passive")
+@dataclass(frozen=True)
+class Checkpoint(Message):
+    """Active → passive, after each boosting round (``specs/secureboost.md``, "Checkpoints"): save
+    your state with the first ``trees`` trees finished.  Reveals nothing new (the round count)."""
+
+    trees: int
+
+
+@message("secureboost.resume", sender="active", receiver="passive")
+@dataclass(frozen=True)
+class Resume(Message):
+    """Active → passive, on ``resume``: restore your checkpoint with ``trees`` trees finished
+    (``0``: none, an empty lookup table)."""
+
+    trees: int

@@ -8,6 +8,7 @@ rows of that node) and, for the splits it owns, the record ids it hands out.
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from securetrees._nt import mpz
-from securetrees.errors import DecodeError, ParameterError, ProtocolError
+from securetrees.errors import DecodeError, ParameterError, ProtocolError, UnexpectedMessage
 from securetrees.paillier import Ciphertext, PublicKey
 from securetrees.paillier.batch import ciphertext_values, ciphertext_values_from_bytes, obfuscators
 from securetrees.paillier.ciphertext import _make
@@ -27,9 +28,11 @@ from securetrees.protocols.secureboost.buckets import (
     direct_sums,
     sibling_sums,
 )
+from securetrees.protocols.secureboost.checkpoint import JOURNAL, PassiveState, QueryJournal, ServedQuery
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
     Ack,
+    Checkpoint,
     End,
     Gradients,
     HistogramReply,
@@ -37,6 +40,7 @@ from securetrees.protocols.secureboost.messages import (
     NodeJob,
     PredictReply,
     PredictRequest,
+    Resume,
     Setup,
     SetupReply,
     SplitOrder,
@@ -46,7 +50,8 @@ from securetrees.protocols.secureboost.messages import (
 from securetrees.protocols.secureboost.model import PassiveModel
 from securetrees.protocols.secureboost.packing import PackingLayout, pack_ciphertexts
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Network, Party, handles
+from securetrees.runtime import Message, Network, Party, encode, handles
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.trees import BinMapper
 
 __all__ = ["LookupRecord", "PassiveParty"]
@@ -81,10 +86,13 @@ class PassiveParty(Party):
     def __init__(
         self, name: str, network: Network, *, X: npt.ArrayLike, categorical: tuple[bool, ...] | None = None,
         active_key: PublicKey | None = None, allow_insecure: bool = False, rng: RandomSource = SYSTEM_RANDOM,
-        executor: Executor | None = None,
+        executor: Executor | None = None, checkpoint: CheckpointStore | None = None,
     ) -> None:
         super().__init__(name, network)
         self.executor = executor
+        self._store = checkpoint
+        self._served: dict[tuple[int, int, int], bytes] = {}
+        """Answered histogram (kind 0) and split (kind 1) requests: (kind, tree, index) → SHA-256."""
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
             raise ParameterError("a passive party holds a non-empty two-dimensional table")
@@ -224,6 +232,7 @@ class PassiveParty(Party):
         ciphertext, each packed ciphertext re-randomised before it leaves."""
         if msg.tree != self._tree or self._layout is None or self._codes is None:
             raise ProtocolError("a histogram request for a tree whose gradients were not received")
+        self.answer_once(0, msg.tree, msg.layer, msg)
         sums, counts = self._sums_and_counts(msg.jobs)
         kinds = np.concatenate([bucket_kinds(c, self._widths) for c in counts]) if msg.jobs else np.zeros(
             0, dtype=np.uint8)
@@ -255,6 +264,7 @@ class PassiveParty(Party):
         space the active party needs to continue)."""
         if msg.tree != self._tree:
             raise ProtocolError("a split order for another tree")
+        self.answer_once(1, msg.tree, min((o.node for o in msg.orders), default=-1), msg)
         records: list[int] = []
         lefts: list[IntArray] = []
         for order in msg.orders:
@@ -271,6 +281,51 @@ class PassiveParty(Party):
     @handles(End)
     def on_end(self, sender: str, msg: End) -> Ack:
         self._vals, self._cache, self._counts, self._node_ids = [], {}, {}, {}
+        return Ack()
+
+    # -- single-use requests and checkpoints (``specs/secureboost.md``, "Checkpoints") ------------
+    def answer_once(self, kind: int, tree: int, index: int, msg: Message) -> None:
+        """Admit a histogram or split request once per tree and layer (or nodes): the same request
+        again (a resumed active party repeats it byte for byte) passes, any other is refused with
+        :class:`UnexpectedMessage`.  Journaled before the reply leaves, so a restart remembers it."""
+        digest = hashlib.sha256(encode(msg)).digest()
+        known = self._served.get((kind, tree, index))
+        if known == digest:
+            return
+        if known is not None:
+            raise UnexpectedMessage(f"{self.name} already answered another request for tree {tree} at {index}")
+        self._served[(kind, tree, index)] = digest
+        if self._store is not None:
+            self._store.save_side(JOURNAL, QueryJournal(tuple(ServedQuery(k, t, i, d)
+                                                              for (k, t, i), d in self._served.items())))
+
+    @handles(Checkpoint)
+    def on_checkpoint(self, sender: str, msg: Checkpoint) -> Ack:
+        """Save the lookup table with ``msg.trees`` trees finished (local)."""
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        if msg.trees != self._tree + 1:
+            raise UnexpectedMessage("a checkpoint marker that is not the tree just finished")
+        self._store.save(PassiveState(msg.trees, self.model_state()))
+        return Ack()
+
+    @handles(Resume)
+    def on_resume(self, sender: str, msg: Resume) -> Ack:
+        """Restore the lookup table of the checkpoint with ``msg.trees`` trees (current or previous
+        file; ``0``: empty) and the journal of answered requests (local)."""
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        journal = self._store.load_side(JOURNAL, QueryJournal)
+        for q in journal.served if journal is not None else ():
+            self._served.setdefault((q.kind, q.tree, q.index), q.digest)
+        if msg.trees:
+            saved = self._store.latest(PassiveState, lambda s: s.trees == msg.trees)
+            if saved is None:
+                raise ProtocolError(f"{self.name} has no checkpoint after {msg.trees} trees")
+            self.restore_model(saved.table)
+        else:
+            self.table = []
+        self._tree, self._vals, self._cache, self._counts, self._node_ids = -1, [], {}, {}, {}
         return Ack()
 
     # -- the model part (a predict-only run restores it instead of training) -------------------

@@ -8,12 +8,16 @@ phase*: the same certificate, address and operator, but the run's roster gives t
 PSI per id set (``train``, then ``test`` for the rows to predict), then tells every data holder
 ``align_done``: each reorders its tables to the agreed order, writes its row indices to
 ``out/NAME.rows.npz`` on its own machine, stops the phase's server and starts its protocol role
-on the same address.  No party ever receives another's ids; what each learns is in
+on the same address.  A party that keeps checkpoints also seals them, with the SHA-256 of its
+data files, into its checkpoint store's ``alignment`` slot (:class:`AlignmentRecord`): restarted,
+it skips the phase and takes its rows from there, after checking that its files are unchanged
+(:class:`~securetrees.errors.DataChangedError` otherwise).  No party ever receives another's ids; what each learns is in
 ``specs/deployment.md`` ("Your own data").
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import threading
 import time
@@ -25,6 +29,8 @@ from typing import Final
 import numpy as np
 
 from securetrees.errors import (
+    DataChangedError,
+    DecodeError,
     DuplicateIdError,
     ParameterError,
     PartyUnavailable,
@@ -39,15 +45,19 @@ from securetrees.net.tables import PartyTable, party_tables
 from securetrees.net.transport import GrpcNetwork, Peer
 from securetrees.psi.messages import LEADER_ROLE, MEMBER_ROLE, Result
 from securetrees.psi.roles import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_SET_SIZE, IntArray, PsiLeader, PsiMember
+from securetrees.runtime import Message, message
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.runtime.network import Network
 
 __all__ = [
     "ALIGNMENTS",
+    "ALIGNMENT_SLOT",
     "NO_COMMON_TEST_IDS",
     "PARAMETERS",
     "AlignLeader",
     "AlignMember",
     "AlignmentPlan",
+    "AlignmentRecord",
     "align",
     "align_party",
     "align_pending",
@@ -57,6 +67,8 @@ __all__ = [
     "check_test_rows",
     "finish_alignment",
     "in_alignment",
+    "record_alignment",
+    "resumed_alignment",
     "rows_path",
     "run_alignment",
     "serve_alignment",
@@ -304,15 +316,91 @@ def finish_alignment(operator: Operator, plan: AlignmentPlan, timeout: float = 6
 
 
 
+ALIGNMENT_SLOT = "alignment"
+"""The checkpoint store's slot of a party's :class:`AlignmentRecord`."""
+
+
+@message("securetrees.alignment.record")
+@dataclass(frozen=True)
+class AlignmentRecord(Message):
+    """What a party keeps of its alignment, sealed in its checkpoint store (never sent): its row
+    indices of each id set in the agreed order (``sets[i]`` → ``rows[i]``), and the SHA-256 of each
+    of its data files (``files[i]``, as ``run.toml`` names it, → ``digests[i]``)."""
+
+    sets: tuple[str, ...]
+    rows: tuple[np.ndarray, ...]
+    files: tuple[str, ...]
+    digests: tuple[bytes, ...]
+
+
+def _data_files(config: RunConfig, role: str) -> dict[str, Path]:
+    party = config.party(role)
+    return {str(p): p for p in (party.data, party.test_data) if p is not None}
+
+
+def _digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
+def record_alignment(store: CheckpointStore, config: RunConfig, role: str, rows: Mapping[str, IntArray]) -> None:
+    """Seal ``role``'s aligned rows and its data files' digests into its checkpoint store."""
+    files = _data_files(config, role)
+    store.save_side(ALIGNMENT_SLOT, AlignmentRecord(
+        tuple(rows), tuple(np.asarray(r, dtype=np.int64) for r in rows.values()), tuple(files),
+        tuple(_digest(p) for p in files.values())))
+
+
+def resumed_alignment(store: CheckpointStore | None, config: RunConfig, role: str) -> dict[str, IntArray] | None:
+    """The aligned rows of a restarted party (its checkpoint store's :class:`AlignmentRecord`), or
+    ``None`` when it has none (it then serves the alignment phase).  Refuses with
+    :class:`DataChangedError`, naming the file, a data file whose digest changed since."""
+    record = None if store is None else store.load_side(ALIGNMENT_SLOT, AlignmentRecord)
+    if record is None:
+        return None
+    if len(record.sets) != len(record.rows) or len(record.files) != len(record.digests):
+        raise DecodeError("a malformed alignment record in a checkpoint")
+    files = _data_files(config, role)
+    if sorted(record.files) != sorted(files):
+        raise DataChangedError(f"{role!r} was aligned on {sorted(record.files)}, but its configuration names "
+                               f"{sorted(files)}: the run cannot resume on other data files")
+    for name, digest in zip(record.files, record.digests, strict=True):
+        if _digest(files[name]) != digest:
+            raise DataChangedError(f"{name} changed since {role!r} aligned its rows (its SHA-256 is not the one in "
+                                   "its checkpoint): the run cannot resume on it")
+    rows = {}
+    for name, r in zip(record.sets, record.rows, strict=True):
+        if r.ndim != 1 or r.dtype.kind not in "iu":
+            raise DecodeError("a malformed alignment record in a checkpoint")
+        rows[name] = np.asarray(r, dtype=np.int64)
+    return rows
+
+
 def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentPlan, train: PartyTable,
-                test: PartyTable | None) -> tuple[PartyTable, PartyTable | None]:
-    """Party ``role``'s tables in the agreed order (the alignment phase, :func:`serve_alignment`)."""
-    sets: dict[str, Sequence[str]] = {"train": train.ids}
-    if role in plan.sets.get("test", ()):
-        if test is None:
-            raise ParameterError(f"{role!r} aligns test rows but names no test_data")
-        sets["test"] = test.ids
-    rows = serve_alignment(config, role, network, plan, sets)
+                test: PartyTable | None, store: CheckpointStore | None = None
+                ) -> tuple[PartyTable, PartyTable | None]:
+    """Party ``role``'s tables in the agreed order (the alignment phase, :func:`serve_alignment`).
+    With a checkpoint ``store``: restarted, the rows it recorded (:func:`resumed_alignment`, no
+    phase); otherwise it records them once aligned (:func:`record_alignment`)."""
+    rows = resumed_alignment(store, config, role)
+    if rows is None:
+        sets: dict[str, Sequence[str]] = {"train": train.ids}
+        if role in plan.sets.get("test", ()):
+            if test is None:
+                raise ParameterError(f"{role!r} aligns test rows but names no test_data")
+            sets["test"] = test.ids
+        rows = serve_alignment(config, role, network, plan, sets)
+        if store is not None:
+            record_alignment(store, config, role, rows)
+    for name, table in (("train", train), ("test", test)):
+        r = rows.get(name)
+        if table is not None and r is not None and r.size and (r.min() < 0 or r.max() >= len(table)):
+            raise DecodeError(f"{role!r}'s recorded {name} rows do not fit its data")
+    if "train" not in rows:
+        raise DecodeError(f"{role!r}'s recorded rows hold no training rows")
     return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows else None)
 
 

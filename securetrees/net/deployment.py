@@ -23,6 +23,7 @@ from securetrees.errors import KeyMismatchError, MissingParameterError, Paramete
 from securetrees.files import private_dir, write_private
 from securetrees.net.config import RunConfig, check_keys
 from securetrees.paillier import PrivateKey, PublicKey
+from securetrees.runtime.checkpoint import CheckpointFormat, CheckpointStore
 
 __all__ = [
     "check_own_key",
@@ -186,3 +187,19 @@ def prediction_score(task: str, y: npt.ArrayLike, pred: npt.ArrayLike) -> float:
     ss_tot = float(np.sum((yf - yf.mean()) ** 2))
     ss_res = float(np.sum((yf - pa.astype(np.float64)) ** 2))
     return 1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0)
+
+
+def checkpoint_store(config: RunConfig, role: str, secrets: Mapping[str, bytes],
+                     fmt: CheckpointFormat) -> CheckpointStore | None:
+    """Party ``role``'s checkpoint store in its protocol's format ``fmt``: ``[protocol]
+    checkpoint_dir`` (relative to ``run.toml``) under the ``checkpoint_key`` of its key file, or
+    ``None`` when the run keeps no checkpoints (``specs/deployment.md``, "Resume")."""
+    directory = config.params.get("checkpoint_dir")
+    if directory is None:
+        return None
+    key = secrets.get("checkpoint_key")
+    if key is None:
+        raise MissingParameterError(f"{role} keeps checkpoints (checkpoint_dir) but its key file has no "
+                                    f"checkpoint_key: securetrees setup keys {config.protocol} --checkpoint-key",
+                                    ("checkpoint_key",))
+    return CheckpointStore(config.path.parent / str(directory), role, key, fmt)

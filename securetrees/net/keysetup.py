@@ -31,7 +31,8 @@ from securetrees.net.tls import check_name
 from securetrees.paillier import generate_keypair
 from securetrees.rand import SYSTEM_RANDOM
 
-__all__ = ["KGC_KEYS", "PAILLIER_HOLDERS", "PaillierHolder", "key_sources", "paillier_keys", "write_public"]
+__all__ = ["CHECKPOINT_ONLY", "KGC_KEYS", "PAILLIER_HOLDERS", "PaillierHolder", "key_sources", "paillier_keys",
+           "write_public"]
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,19 @@ class PaillierHolder:
     public_parameter: str | None
     """The ``[protocol]`` key its public key goes under (``None``: the protocol sends it in-band only)."""
     checkpoints: bool = False
-    """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest)."""
+    """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest, SecureBoost)."""
 
 
 PAILLIER_HOLDERS: Final[Mapping[str, PaillierHolder]] = {
     "federated-forest": PaillierHolder("client", "label_public_key", checkpoints=True),
-    "secureboost": PaillierHolder("active", "active_public_key"),
+    "secureboost": PaillierHolder("active", "active_public_key", checkpoints=True),
     "hybridtree": PaillierHolder("host", "host_public_key"),
 }
+
+
+CHECKPOINT_ONLY: Final = frozenset({"histogram-forest"})
+"""Protocols without a Paillier key whose parties' key files may still carry a ``checkpoint_key``
+(``securetrees setup keys histogram-forest --no-paillier --checkpoint-key``)."""
 
 
 KGC_KEYS: Final = ("directory", "verify_keys")
@@ -79,8 +85,11 @@ def paillier_keys(protocol: str, party: str, out: str | Path, passphrase: bytes,
     (with a fresh 32-byte ``checkpoint_key`` when asked and the protocol checkpoints); returns the
     public ``[protocol]`` parameters (the public key in hex under the protocol's key, ``key_bits``,
     and ``allow_insecure`` for a key under 2048 bits).  ``paillier=False`` writes the checkpoint key
-    alone (a Federated Forest party that holds no labels)."""
+    alone (a party that holds no Paillier key: a Federated Forest client without labels, a SecureBoost
+    passive party)."""
     holder = PAILLIER_HOLDERS.get(protocol)
+    if holder is None and protocol in CHECKPOINT_ONLY and not paillier:
+        holder = PaillierHolder("", None, checkpoints=True)  # a checkpoint key alone
     if holder is None:
         raise ParameterError(f"{protocol!r} has no Paillier key set-up; the protocols that do: "
                              f"{', '.join(sorted(PAILLIER_HOLDERS))} (RevFRF: securetrees setup kgc)")

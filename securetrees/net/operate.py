@@ -52,7 +52,7 @@ from securetrees.net.service import job_module, network_for
 __all__ = ["ACTIONS", "check_fitted", "class_names", "connect", "perform", "run_step", "status", "step_of", "stop",
            "watching", "write_csv"]
 
-ACTIONS: Final = ("fit", "predict", "revoke", "status", "stop")
+ACTIONS: Final = ("fit", "resume", "predict", "revoke", "status", "stop")
 
 PROGRESS_SECONDS: Final = 1.0
 """How often the operator asks the training role for its progress during ``fit``."""
@@ -140,9 +140,11 @@ def check_fitted(operator: Operator, config: RunConfig, roles: list[str]) -> Non
 
 
 def step_of(config: RunConfig, action: str, party: str | None) -> Callable[..., dict[str, Any]]:
-    """The deployment's step ``action``, refused before any connection when there is none."""
-    if action not in ("fit", "predict", "revoke"):
-        raise ParameterError(f"the operator's steps are fit, predict and revoke, not {action!r}")
+    """The deployment's step ``action`` (``fit``, ``resume``, ``predict`` or ``revoke``), refused before
+    any connection when there is none.  ``resume`` finishes an interrupted fit from the parties'
+    checkpoints (a deployment with a ``resume`` step)."""
+    if action not in ("fit", "resume", "predict", "revoke"):
+        raise ParameterError(f"the operator's steps are fit, resume, predict and revoke, not {action!r}")
     step = getattr(job_module(config), action, None)
     if not callable(step):
         raise UnsupportedActionError(f"the protocol {config.protocol!r} has no {action!r} step")
@@ -191,15 +193,15 @@ def watching(operator: Operator, role: str | None, show: Callable[[str], None], 
 def perform(operator: Operator, config: RunConfig, action: str, *, method: str | None = None,
             party: str | None = None, level: int = 2, on_progress: Callable[[str], None] | None = None
             ) -> dict[str, Any]:
-    """Run the deployment's step ``action`` (``fit``, ``predict`` or ``revoke``) over a connection
-    (:func:`connect`); returns what the step returns.  During ``fit`` the deployment's
+    """Run the deployment's step ``action`` (``fit``, ``resume``, ``predict`` or ``revoke``) over a
+    connection (:func:`connect`); returns what the step returns.  During ``fit`` and ``resume`` the deployment's
     ``PROGRESS_ROLE`` (the role that drives training) is polled (:func:`watching`): each change is
     logged and passed to ``on_progress``."""
     step = step_of(config, action, party)
-    if action != "fit":
+    if action not in ("fit", "resume"):
         check_fitted(operator, config, config.roles)
     _log.info("%s: %s on %s", config.operator, action, config.protocol)
-    if action == "fit":
+    if action in ("fit", "resume"):
         def show(line: str) -> None:
             _log.info("fit: %s", line)
             if on_progress is not None:

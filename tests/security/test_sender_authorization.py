@@ -76,6 +76,8 @@ MODULES = (
     securetrees.protocols.hybridtree.model, securetrees.protocols.histogram_forest.deploy,
     securetrees.protocols.hybridtree.deploy, securetrees.protocols.revfrf.model,
     securetrees.protocols.secureboost.model, securetrees.protocols.secureboost.deploy,
+    securetrees.protocols.secureboost.checkpoint, securetrees.net.alignment,
+    securetrees.protocols.histogram_forest.checkpoint,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -87,7 +89,9 @@ STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_for
           "hybridtree.deploy.host_part",
           "histogram_forest.model.server", "histogram_forest.model.client", "revfrf.model.cs",
           "revfrf.model.participant", "revfrf.model.revoked",
-          "secureboost.model.active_part", "secureboost.model.passive_part"}
+          "secureboost.model.active_part", "secureboost.model.passive_part", "securetrees.alignment.record",
+          "secureboost.state.active", "secureboost.state.passive", "secureboost.state.journal",
+          "histogram_forest.state.server", "histogram_forest.state.client", "histogram_forest.state.journal"}
 """Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",

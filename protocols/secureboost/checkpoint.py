@@ -1,0 +1,71 @@
+"""SecureBoost's checkpoints (``specs/secureboost.md``, "Checkpoints"): each party's own state
+after every boosting round, sealed in the shared store (:mod:`securetrees.runtime.checkpoint`,
+format ``b"SBCK"`` version 1, protocol ``secureboost``).
+
+* The active party (:class:`ActiveState`): the trees so far with their record ids (the model part
+  it would save, :class:`~securetrees.protocols.secureboost.model.ActiveModel`) and the raw scores
+  (margins) of the training rows after them.  Gradients follow from the scores and the labels, so
+  the next round needs nothing else; the Paillier key stays in the key file.
+* A passive party (:class:`PassiveState`): its lookup table after those trees (the model part it
+  would save, :class:`~securetrees.protocols.secureboost.model.PassiveModel`); and in the slot
+  ``journal`` (:class:`QueryJournal`) the SHA-256 of every histogram and split request it has
+  answered in the tree in progress, written before the reply leaves: the same request again is
+  answered, another one for the same tree and layer (or nodes) is refused, across restarts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from securetrees.protocols.secureboost.model import ActiveModel, PassiveModel
+from securetrees.runtime import Message, message
+from securetrees.runtime.checkpoint import CheckpointFormat
+
+__all__ = ["FORMAT", "JOURNAL", "ActiveState", "PassiveState", "QueryJournal", "ServedQuery"]
+
+FORMAT = CheckpointFormat(b"SBCK", "secureboost")
+"""SecureBoost's checkpoint format (version 1)."""
+JOURNAL = "journal"
+"""The passive party's slot of answered requests."""
+
+
+@message("secureboost.state.active")
+@dataclass(frozen=True)
+class ActiveState(Message):
+    """The active party after ``trees`` trees (whole boosting rounds): those trees and the raw
+    scores of the training rows, one column per output."""
+
+    trees: int
+    model: ActiveModel
+    raw: np.ndarray
+
+
+@message("secureboost.state.passive")
+@dataclass(frozen=True)
+class PassiveState(Message):
+    """A passive party after ``trees`` trees: its lookup table."""
+
+    trees: int
+    table: PassiveModel
+
+
+@message("secureboost.state.served")
+@dataclass(frozen=True)
+class ServedQuery(Message):
+    """One answered request: ``kind`` (0 histogram, 1 split), its tree, its index (the layer, or the
+    first node of the split orders) and the SHA-256 of its encoding."""
+
+    kind: int
+    tree: int
+    index: int
+    digest: bytes
+
+
+@message("secureboost.state.journal")
+@dataclass(frozen=True)
+class QueryJournal(Message):
+    """The requests a passive party answered since its last checkpoint."""
+
+    served: tuple[ServedQuery, ...]
