@@ -30,7 +30,7 @@ from securetrees.protocols.secureboost import SecureBoostClassifier
 from securetrees.protocols.secureboost.attack import IntervalLeak, active_view_intervals, interval_leak
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.paillier import small_keypair
-from suites.revfrf_codes import _skewed
+from suites.revfrf_codes import skewed
 
 BUCKETS = 32
 DEPTH = 3
@@ -56,7 +56,7 @@ def run(report: Report, quick: bool) -> None:
     kept = [c for c in range(len(names)) if names[c] != "native-country"]  # 41 codes: above 32 buckets
     cat = [k for k, c in enumerate(kept) if ad.categorical[c]]
     numeric = [k for k in range(len(kept)) if k not in cat]
-    Xs, ys, _, _ = _skewed(rows)
+    Xs, ys, _, _ = skewed(rows)
     cases = {
         "Adult": (ad.X_train[:rows][:, kept], ad.y_train[:rows], [cat, numeric], cat, [names[c] for c in kept]),
         "skewed": (Xs, ys, [[0, 1], list(range(2, 8))], [], [f"x{c}" for c in range(8)]),

@@ -34,6 +34,7 @@ from securetrees.net.tls import TlsIdentity
 from securetrees.net.transport import METHOD
 from securetrees.runtime import codec
 from securetrees.runtime.codec import _varint
+from securetrees.runtime.network import new_request_id
 
 __all__ = ["FrameSender", "SlowPeer", "in_round", "limit_frames", "nested_frames", "random_frames"]
 
@@ -42,6 +43,7 @@ _MSG: Final = 0x0A
 _NONE: Final = 0x00
 _RECEIVER_KEY: Final = "st-receiver"
 _ROUND_KEY: Final = "st-round"
+_REQUEST_KEY: Final = "st-request"
 
 
 def _bytes(seed: bytes, index: int, size: int) -> bytes:
@@ -98,8 +100,9 @@ class FrameSender:
 
     def send(self, calls: Iterable[tuple[bytes, str]], *, in_flight: int = 4,
              timeout: float = 120.0) -> Counter[grpc.StatusCode]:
-        """Send each ``(frame, round)`` (the round as the ``st-round`` metadata, any text), at most
-        ``in_flight`` calls open at once; the status code of every call."""
+        """Send each ``(frame, round)`` (the round as the ``st-round`` metadata, any text) with a fresh,
+        well-formed request id (``st-request``: the attacker knows the transport), at most ``in_flight``
+        calls open at once; the status code of every call."""
         codes: Counter[grpc.StatusCode] = Counter()
         pending: deque[grpc.Future] = deque()
 
@@ -111,7 +114,7 @@ class FrameSender:
                 codes[exc.code()] += 1
 
         for frame, round_ in calls:
-            metadata = ((_RECEIVER_KEY, self.target), (_ROUND_KEY, round_))
+            metadata = ((_RECEIVER_KEY, self.target), (_ROUND_KEY, round_), (_REQUEST_KEY, new_request_id().hex()))
             pending.append(self._stub.future(frame, timeout=timeout, metadata=metadata))
             if len(pending) >= in_flight:
                 settle(pending.popleft())
