@@ -9,10 +9,6 @@ Keys are 1024-bit (the size is not the point here), hence the insecure-key warni
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +27,7 @@ from securetrees.protocols.federated_forest import FederatedForestClassifier
 from securetrees.protocols.federated_forest import deploy as ff_deploy
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.alignment import joined_view
+from securetrees.testing.interrupt import end_roles, interrupt_fit, restart_role
 from securetrees.testing.paillier import small_keypair
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
@@ -59,42 +56,18 @@ def test_a_killed_client_resumes_on_its_aligned_rows_and_the_fit_finishes(tmp_pa
             op = Operator("operator", net)
             await_roles(net, procs, 60)
             align(op, ff_deploy.alignment_plan(config))
-            outcome: dict[str, BaseException | None] = {}
+            error = interrupt_fit(op, procs, driver="master", victim="client2",
+                                  checkpoint=tmp_path / "ckpt" / "client2.ckpt")
+            assert isinstance(error, PartyUnavailable) and not isinstance(error, PeerTimeout), error
+            assert "client2" in str(error)
 
-            def fit() -> None:
-                try:
-                    op.control("master", "fit")
-                    outcome["error"] = None
-                except BaseException as exc:
-                    outcome["error"] = exc
-
-            worker = threading.Thread(target=fit)
-            worker.start()
-            ckpt = tmp_path / "ckpt" / "client2.ckpt"
-            end = time.monotonic() + 120
-            while not ckpt.exists() and time.monotonic() < end:
-                time.sleep(0.005)
-            assert ckpt.exists(), "client2 wrote no checkpoint"
-            os.kill(procs["client2"].pid, signal.SIGSTOP)  # five more trees need it
-            os.kill(procs["client2"].pid, signal.SIGKILL)
-            procs["client2"].wait(timeout=30)
-            worker.join(timeout=60)
-            assert not worker.is_alive()
-            assert isinstance(outcome["error"], PartyUnavailable), outcome
-            assert not isinstance(outcome["error"], PeerTimeout), outcome
-            assert "client2" in str(outcome["error"])
-
-            procs["client2"] = spawn_role(config, "client2", pki / "client2.pass", tmp_path / "client2.restart.log")
-            await_roles(net, {"client2": procs["client2"]}, 60)
+            restart_role(config, procs, net, "client2", pki, tmp_path / "client2.restart.log")
             assert not in_alignment(op, "client2")  # its rows came from its checkpoint
             info = ff_deploy.resume(op, config)
             got = ff_deploy.predict(op, config)["output"]
             op.control_many(config.roles, "shutdown")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+        end_roles(procs)
     assert info["trees"] == "6"
     data = joined_view(config, ["client0", "client1", "client2"], part, d)
     ff = FederatedForestClassifier(6, max_depth=3, random_state=0, paillier_keys=keys,

@@ -8,10 +8,6 @@ one-process facade's on the same rows, bit for bit.
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +26,7 @@ from securetrees.protocols.histogram_forest import deploy
 from securetrees.protocols.histogram_forest.experiment import stratified_clients
 from securetrees.protocols.histogram_forest.testing import fit_tables
 from securetrees.rand import DeterministicRandom
+from securetrees.testing.interrupt import end_roles, interrupt_fit, restart_role
 
 SETTINGS: dict[str, Any] = {"n_estimators": 6, "max_depth": 4, "random_state": 5, "secure_aggregation": True,
                             "histogram": "fixed", "checkpoint_dir": "ckpt"}
@@ -51,34 +48,13 @@ def test_a_killed_client_restarts_from_its_checkpoint_and_the_fit_resumes(
         with network_for(config, "operator", read_passphrase("operator", pki / "operator.pass")) as net:
             op = Operator("operator", net)
             await_roles(net, procs, 60)
-            outcome: dict[str, BaseException | None] = {}
-
-            def fit() -> None:
-                try:
-                    op.control("server", "fit")
-                    outcome["error"] = None
-                except BaseException as exc:
-                    outcome["error"] = exc
-
-            worker = threading.Thread(target=fit)
-            worker.start()
-            second = tmp_path / "ckpt" / "client1.prev.ckpt"  # its second checkpoint: the first tree's
-            end = time.monotonic() + 120
-            while not second.exists() and time.monotonic() < end:
-                time.sleep(0.005)
-            assert second.exists(), "client1 wrote no checkpoint after its first tree"
+            error = interrupt_fit(op, procs, driver="server", victim="client1",
+                                  checkpoint=tmp_path / "ckpt" / "client1.prev.ckpt")
             # stopped at once (five more trees need its histograms), then killed
-            os.kill(procs["client1"].pid, signal.SIGSTOP)
-            os.kill(procs["client1"].pid, signal.SIGKILL)
-            procs["client1"].wait(timeout=30)
-            worker.join(timeout=60)
-            assert not worker.is_alive()
-            assert isinstance(outcome["error"], PartyUnavailable), outcome
-            assert not isinstance(outcome["error"], PeerTimeout), outcome
-            assert "client1" in str(outcome["error"])
+            assert isinstance(error, PartyUnavailable) and not isinstance(error, PeerTimeout), error
+            assert "client1" in str(error)
 
-            procs["client1"] = spawn_role(config, "client1", pki / "client1.pass", tmp_path / "client1.restart.log")
-            await_roles(net, {"client1": procs["client1"]}, 60)
+            restart_role(config, procs, net, "client1", pki, tmp_path / "client1.restart.log")
             capsys.readouterr()
             assert cli.main(["operator", "resume", "--config", str(cfg),
                              "--passphrase-file", str(pki / "operator.pass")]) == 0
@@ -86,10 +62,7 @@ def test_a_killed_client_restarts_from_its_checkpoint_and_the_fit_resumes(
             deploy.predict(op, config)
             op.control_many(config.roles, "shutdown")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+        end_roles(procs)
     assert "resume: trees 6, epsilon_spent 0.0" in resumed
     clf, pooled = fit_tables(cfg)
     out = tmp_path / "out"

@@ -9,10 +9,6 @@ Keys are 1024-bit (the size is not the point here), hence the insecure-key warni
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +27,7 @@ from securetrees.protocols.secureboost import SecureBoostClassifier, deploy
 from securetrees.protocols.secureboost.demo import MAX_BINS, adult_partition
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.alignment import joined_view
+from securetrees.testing.interrupt import end_roles, interrupt_fit, restart_role
 from securetrees.testing.paillier import small_keypair
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
@@ -53,44 +50,20 @@ def test_a_killed_passive_party_restarts_from_its_checkpoint_and_the_fit_resumes
             op = Operator("operator", net)
             await_roles(net, procs, 60)
             align(op, deploy.alignment_plan(config))
-            outcome: dict[str, BaseException | None] = {}
-
-            def fit() -> None:
-                try:
-                    op.control("active", "fit")
-                    outcome["error"] = None
-                except BaseException as exc:
-                    outcome["error"] = exc
-
-            worker = threading.Thread(target=fit)
-            worker.start()
-            ckpt = tmp_path / "ckpt" / "passive0.ckpt"
-            end = time.monotonic() + 120
-            while not ckpt.exists() and time.monotonic() < end:
-                time.sleep(0.005)
-            assert ckpt.exists(), "passive0 wrote no checkpoint"
+            error = interrupt_fit(op, procs, driver="active", victim="passive0",
+                                  checkpoint=tmp_path / "ckpt" / "passive0.ckpt")
             # stopped at once (the fit cannot finish without it: five more rounds need its answers),
             # then killed: the active party's call fails on the dropped connection
-            os.kill(procs["passive0"].pid, signal.SIGSTOP)
-            os.kill(procs["passive0"].pid, signal.SIGKILL)
-            procs["passive0"].wait(timeout=30)
-            worker.join(timeout=60)
-            assert not worker.is_alive()
-            assert isinstance(outcome["error"], PartyUnavailable), outcome
-            assert not isinstance(outcome["error"], PeerTimeout), outcome
-            assert "passive0" in str(outcome["error"])
+            assert isinstance(error, PartyUnavailable) and not isinstance(error, PeerTimeout), error
+            assert "passive0" in str(error)
 
-            procs["passive0"] = spawn_role(config, "passive0", pki / "passive0.pass", tmp_path / "passive0.restart.log")
-            await_roles(net, {"passive0": procs["passive0"]}, 60)
+            restart_role(config, procs, net, "passive0", pki, tmp_path / "passive0.restart.log")
             assert not in_alignment(op, "passive0")  # its rows came from its checkpoint
             info = deploy.resume(op, config)
             deploy.predict(op, config)
             op.control_many(config.roles, "shutdown")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+        end_roles(procs)
     part = adult_partition(2)
     data = joined_view(config, ["active", "passive0", "passive1"], part, adult.X_train.shape[1])
     clf = SecureBoostClassifier(part, **SETTINGS, keypair=keys,
