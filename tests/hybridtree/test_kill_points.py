@@ -1,9 +1,10 @@
 """Kill a HybridTree role at every message of one tree, restart it from its own checkpoint files
 only, resume: the same model and predictions, bit for bit (``specs/hybridtree.md``, "Checkpoints").
 
-Every delivery of the chosen tree (gradients, histogram requests, split decisions) is a kill
-point, twice over: the role dies before the message is handled (it is lost) or right after (the
-reply is lost); the role is the message's sender (the host) or its receiver (a guest).  With
+Every delivery of the chosen tree (gradients, histogram requests, split decisions, the checkpoint
+round that closes it) is a kill point, twice over: the role dies before the message is handled (it
+is lost) or right after (the reply is lost); the role is the message's sender (the host) or its
+receiver (a guest).  With
 ``min_guests`` guests a dead guest stops the run (too few guests remain).  The other roles keep
 what they hold in memory; the dead role is rebuilt from its checkpoint store, then the host
 resumes.
@@ -129,9 +130,10 @@ def test_kill_any_role_at_any_message_of_a_tree_and_resume(tmp_path: Path) -> No
     host, guests = _parties(net, tmp_path / "ref")
     _fit(host)
     want_host, want_guests, want_out = _model(host, guests)
-    window = [k for k, (_, _, msg) in enumerate(net.log) if getattr(msg, "tree", None) == 1]
+    window = [k for k, (_, _, msg) in enumerate(net.log)
+              if getattr(msg, "tree", None) == 1 or (isinstance(msg, m.Checkpoint) and msg.trees == 2)]
     kinds = {type(net.log[k][2]) for k in window}
-    assert {m.Gradients, m.HistogramRequest, m.SplitDecision} <= kinds, kinds
+    assert {m.Gradients, m.HistogramRequest, m.SplitDecision, m.Checkpoint} <= kinds, kinds
     kills = [Kill(k, who, after) for k in window for who in net.log[k][:2] for after in (False, True)]
     repeated = 0
     for n, kill in enumerate(kills):
