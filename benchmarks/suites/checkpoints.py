@@ -5,12 +5,15 @@
 * Histogram forest: three clients of 10 × (SecureBoost's rows) synthetic rows each (four numeric
   features in [0, 10], two classes), fixed bins, secure aggregation, a checkpoint after the setup and
   after each tree.
+* HybridTree: the synthetic hybrid rows of its tests (three host columns, three guest columns, as many
+  rows as SecureBoost's, spread over three guests), host depth 2, guest depth 2, the cached
+  1024-bit test key, a checkpoint per boosting round.
 
 Every party runs in this process on the in-process network; a fit with a checkpoint store per
-party (sealed files in a temporary folder, ``specs/secureboost.md`` and ``specs/histogram_forest.md``,
-"Checkpoints") and one without are interleaved so the machine's load hits both alike.  Reported:
-the median wall-clock and CPU time of each (CPU time: this process's, so not the encryption workers'
-SecureBoost's key-owner mode may start), their ratios, and each party's files after the fit.
+party (sealed files in a temporary folder, ``specs/secureboost.md``, ``specs/histogram_forest.md`` and
+``specs/hybridtree.md``, "Checkpoints") and one without are interleaved so the machine's load hits
+both alike.  Reported: the median wall-clock and CPU time of each (CPU time: this process's, so not
+the encryption workers SecureBoost's key-owner mode may start), their ratios, and each party's files after the fit.
 
 ``--quick``: 1000 rows, 3 rounds or trees, 3 repeats; else 4000 rows, 5 rounds or trees, 5 repeats.
 """
@@ -28,6 +31,11 @@ from securetrees.datasets import load_adult
 from securetrees.protocols.histogram_forest import checkpoint as hf_checkpoint
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.server import ForestConfig, Server
+from securetrees.protocols.hybridtree import Guest, Host, HybridTreeParams
+from securetrees.protocols.hybridtree import checkpoint as ht_checkpoint
+from securetrees.protocols.hybridtree.guest import agree_bins, guest_matrix
+from securetrees.protocols.hybridtree.host import owners
+from securetrees.protocols.hybridtree.testing import HybridData, hybrid_data
 from securetrees.protocols.secureboost import ActiveParty, PassiveParty, SecureBoostParams
 from securetrees.protocols.secureboost.checkpoint import FORMAT
 from securetrees.protocols.secureboost.demo import MAX_BINS, adult_partition
@@ -60,6 +68,22 @@ def _hf_fit(parts: list[tuple[np.ndarray, np.ndarray]], config: ForestConfig, fo
     for i, (name, (X, y)) in enumerate(zip(names, parts, strict=True)):
         Client(name, net, X, y, seed=i, checkpoint=store(name))
     Server("server", net, names, config, random_state=0, checkpoint=store("server")).train()
+
+
+def _ht_fit(data: HybridData, params: HybridTreeParams, rounds: int, keys: Any, folder: Path | None) -> None:
+    net = InProcessNetwork()
+    names = [f"guest{u}" for u in range(len(data.guest_rows))]
+
+    def store(name: str) -> CheckpointStore | None:
+        return None if folder is None else CheckpointStore(folder, name, bytes(32), ht_checkpoint.FORMAT)
+
+    gX = [guest_matrix(data.X[r], data.guest_features, data.guest_features) for r in data.guest_rows]
+    bins = agree_bins(gX, max_bins=params.max_bins, categorical=[False, False, True])
+    for name, rows, X in zip(names, data.guest_rows, gX, strict=True):
+        Guest(name, net, params=params, ids=rows, X=X, mapper=bins, host_key=keys[0], checkpoint=store(name))
+    Host("host", net, params=params, guests=names, X=data.X[:, data.host_features],
+         owner=owners(len(data.y), data.guest_rows), keypair=keys, checkpoint=store("host")).fit(
+        data.y, n_estimators=rounds)
 
 
 def _table(report: Report, title: str, times: dict[str, Any], sizes: dict[str, int], key: str) -> None:
@@ -108,3 +132,8 @@ def run(report: Report, quick: bool) -> None:
     times, sizes = _interleaved(lambda folder: _fit(X, y, part, params, keys, folder), repeats)
     _table(report, f"SecureBoost fit with and without checkpoints ({rows} rows, {rounds} rounds, 1024-bit key, "
            f"median of {repeats})", times, sizes, "secureboost")
+    hybrid = hybrid_data(rows, 3, seed=0)
+    ht_params = HybridTreeParams(host_depth=2, guest_depth=2, max_bins=16)
+    times, sizes = _interleaved(lambda folder: _ht_fit(hybrid, ht_params, rounds, keys, folder), repeats)
+    _table(report, f"HybridTree fit with and without checkpoints ({rows} rows, 3 guests, {rounds} rounds, "
+           f"1024-bit key, median of {repeats})", times, sizes, "hybridtree")

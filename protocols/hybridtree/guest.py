@@ -10,6 +10,7 @@ gradients (the authors' simulation).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -24,9 +25,11 @@ from securetrees.executors import scatter_products
 from securetrees.paillier import Mode, PublicKey
 from securetrees.paillier.batch import obfuscators
 from securetrees.paillier.wire import decode_public_key, key_id
+from securetrees.protocols.hybridtree.checkpoint import JOURNAL, GuestState, RequestJournal, ServedRequest
 from securetrees.protocols.hybridtree.coarsen import base_ends, check_grouping
 from securetrees.protocols.hybridtree.messages import (
     Ack,
+    Checkpoint,
     Directory,
     Gradients,
     HistogramRequest,
@@ -45,7 +48,8 @@ from securetrees.protocols.hybridtree.messages import (
 from securetrees.protocols.hybridtree.model import GuestModel, SplitState
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Network, Party, handles
+from securetrees.runtime import Network, Party, encode, handles
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree, persistence
 
@@ -177,12 +181,13 @@ class Guest(Party):
         self, name: str, network: Network, *, params: HybridTreeParams, ids: npt.ArrayLike,
         X: npt.ArrayLike, mapper: BinMapper, host: str = "host", host_key: PublicKey | None = None,
         allow_insecure: bool = False, rng: RandomSource = SYSTEM_RANDOM,
-        executor: Executor | None = None,
+        executor: Executor | None = None, checkpoint: CheckpointStore | None = None,
     ) -> None:
         super().__init__(name, network)
         self.params = params
         self.executor = executor
         self.host = host
+        self._store = checkpoint
         ids_arr = _sorted_ids(ids)
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape != (ids_arr.size, mapper.n_features):
@@ -209,7 +214,7 @@ class Guest(Party):
         self._tree = -1
         self._values: list[Any] = []  # per own instance: ciphertext (mpz) or plaintext int
         self._nodes: dict[int, IntArray] = {}  # node -> positions of own instances
-        self._answered: set[tuple[int, int, int]] = set()  # (tree, layer, attempt) masked once
+        self._answered: dict[tuple[int, int, int], bytes] = {}  # (tree, layer, attempt) -> request digest
         self.splits: dict[int, dict[int, GuestSplit]] = {}
         self.paper_trees: dict[tuple[int, int], Tree] = {}
         self._test_ids = np.zeros(0, dtype=np.int64)
@@ -217,6 +222,7 @@ class Guest(Party):
         #: Operation counts for the benchmark's floor: homomorphic additions, mask elements
         #: expanded (one per accumulator and peer), re-randomisations.
         self.op_counts = {"add": 0, "mask": 0, "rerandomize": 0}
+        self._restore()
 
     # -- local inputs ----------------------------------------------------------------------
     def load_test(self, ids: npt.ArrayLike, X: npt.ArrayLike) -> None:
@@ -238,6 +244,7 @@ class Guest(Party):
         if self.name not in msg.guests:
             raise ProtocolError("this guest is not on the roster")
         self._session = msg.session
+        self._tree = -1  # a resumed host may send the gradients of a tree again
         public = b""
         if self.params.mode == "secure":
             self._pk = self._load_key(msg.public_key)
@@ -286,6 +293,7 @@ class Guest(Party):
         self._tree = msg.tree
         self._values = [None] * self._ids.size
         self._nodes = {}
+        self.splits = {t: table for t, table in self.splits.items() if t < msg.tree}
         self.splits[msg.tree] = {}
         pk = self._pk
         for block in msg.blocks:
@@ -313,9 +321,7 @@ class Guest(Party):
             raise UnexpectedMessage("histogram request for another tree or layer")
         if self.name not in msg.peers or msg.n_sets < 1 or msg.n_sets > 1 << 16:
             raise ProtocolError("malformed histogram request")
-        if (msg.tree, msg.layer, msg.attempt) in self._answered:
-            raise ProtocolError("a histogram request is answered once: a repeat could unmask")
-        self._answered.add((msg.tree, msg.layer, msg.attempt))
+        self._answer_once(msg)
         length = msg.n_sets * self._n_acc
         pk = self._pk
         n2 = mpz(pk.n_square) if pk is not None else mpz(0)
@@ -368,6 +374,47 @@ class Guest(Party):
         else:
             out = tuple(int(a) for a in acc)
         return MaskedHistogram(msg.tree, msg.layer, msg.attempt, out)
+
+    def _answer_once(self, msg: HistogramRequest) -> None:
+        """Admit a histogram request once per ``(tree, layer, attempt)``: the same request again (a
+        resumed host repeats it byte for byte) passes, any other is refused (a second histogram
+        under the same mask could unmask).  Journaled before the reply leaves, so a restart
+        remembers it (``specs/hybridtree.md``, "Checkpoints")."""
+        key = (msg.tree, msg.layer, msg.attempt)
+        digest = hashlib.sha256(encode(msg)).digest()
+        known = self._answered.get(key)
+        if known == digest:
+            return
+        if known is not None:
+            raise ProtocolError("a histogram request is answered once: a repeat could unmask")
+        self._answered[key] = digest
+        if self._store is not None:
+            self._store.save_side(JOURNAL, RequestJournal(tuple(ServedRequest(t, layer, a, d)
+                                                                for (t, layer, a), d in self._answered.items())))
+
+    @handles(Checkpoint)
+    def on_checkpoint(self, sender: str, msg: Checkpoint) -> Ack:
+        """Save the splits of the ``msg.trees`` trees finished (local)."""
+        if self._store is None:
+            raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
+        if msg.trees != self._tree + 1:
+            raise UnexpectedMessage("a checkpoint marker that is not the tree just finished")
+        self._store.save(GuestState(msg.trees, self.model_state({})))
+        return Ack()
+
+    def _restore(self) -> None:
+        """Adopt this guest's latest checkpoint, if any: the splits of the trees before it and the
+        journal of answered histogram requests (local)."""
+        if self._store is None:
+            return
+        journal = self._store.load_side(JOURNAL, RequestJournal)
+        for q in journal.served if journal is not None else ():
+            self._answered.setdefault((q.tree, q.layer, q.attempt), q.digest)
+        saved = self._store.latest(GuestState)
+        if saved is not None:
+            self.restore_model(saved.model)
+            if any(t >= saved.trees for t in self.splits):
+                raise DecodeError("a HybridTree guest checkpoint with splits of later trees")
 
     def _groupings(self, feats: IntArray, groups: Sequence[Sequence[int]]) -> list[IntArray]:
         """The requested grouping of each feature, refused (:class:`ProtocolError`) unless it is
@@ -424,6 +471,7 @@ class Guest(Party):
         """Paper mode: grow own subtrees under each host leaf on plaintext gradients."""
         if self.params.mode != "paper":
             raise UnexpectedMessage("plain gradients are sent in paper mode only")
+        self._tree = msg.tree
         crit = GradientGain(self.params.reg_lambda, self.params.second_order)
         grow = GrowParams(max_depth=self.params.guest_depth,
                           min_samples_leaf=float(self.params.min_samples_leaf))

@@ -50,11 +50,13 @@ from securetrees.protocols.hybridtree.boosting import (
     softmax,
     targets,
 )
+from securetrees.protocols.hybridtree.checkpoint import HostState
 from securetrees.protocols.hybridtree.coarsen import base_ends, coarsen_hist, group_bounds, node_groups
 from securetrees.protocols.hybridtree.layout import SlotLayout
 from securetrees.protocols.hybridtree.messages import (
     Ack,
     BuildNode,
+    Checkpoint,
     Directory,
     GradientBlock,
     Gradients,
@@ -75,6 +77,7 @@ from securetrees.protocols.hybridtree.model import HostModel, RecordState
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, best_splits, grow_tree, persistence
 
 __all__ = ["ENCRYPT_CHUNK", "Host", "TreeRecord", "owners", "sigmoid", "softmax"]
@@ -207,9 +210,10 @@ class Host(Party):
         categorical: Sequence[bool] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None, rng: RandomSource = SYSTEM_RANDOM,
         executor: Executor | None = None, trusted_workers: bool = False, local_ids: bool = False,
-        background_pool: bool = False,
+        background_pool: bool = False, checkpoint: CheckpointStore | None = None,
     ) -> None:
         super().__init__(name, network)
+        self._store = checkpoint
         self.params = params
         self.executor = executor
         self.trusted_workers = bool(trusted_workers)
@@ -356,23 +360,68 @@ class Host(Party):
         if self.records:
             raise ParameterError("this host has already trained a model")
         t = targets(y, self._X.shape[0], loss, base_score)  # type: ignore[arg-type]
+        return self._run(t, loss, n_estimators, progress, None)
+
+    def resume(
+        self, y: npt.ArrayLike, *, n_estimators: int, loss: Loss = "logistic",
+        base_score: str = "prior", progress: ProgressCallback | None = None,
+    ) -> Host:
+        """Finish an interrupted :meth:`fit` (same arguments) from this host's latest checkpoint, or
+        from the start without one: set up again (a fresh session and fresh agreement keys), then
+        the remaining rounds.  The model equals an uninterrupted fit's (``specs/hybridtree.md``,
+        "Checkpoints")."""
+        if self._store is None:
+            raise ParameterError("this host keeps no checkpoints")
+        if isinstance(n_estimators, bool) or not isinstance(n_estimators, int) or n_estimators < 1:
+            raise ParameterError("n_estimators must be a positive integer")
+        t = targets(y, self._X.shape[0], loss, base_score)  # type: ignore[arg-type]
+        saved = self._store.latest(HostState)
+        self.records, self._set_up = [], False
+        return self._run(t, loss, n_estimators, progress, saved)
+
+    def _run(self, t: Targets, loss: Loss, n_estimators: int, progress: ProgressCallback | None,
+             saved: HostState | None) -> Host:
         self._progress = progress
         try:
             with self._role_pool() as self._prefill:
                 if not self._set_up:
                     self.setup()
-                self._trees_left = n_estimators * t.n_outputs
-                self._boost(t, loss, n_estimators)
+                raw = np.tile(t.base, (self._X.shape[0], 1))
+                if saved is not None:
+                    raw = self._restore_state(saved, t, loss, n_estimators)
+                self._trees_left = n_estimators * t.n_outputs - len(self.records)
+                self._boost(t, loss, n_estimators, raw)
         finally:
             self._progress = None
             self._prefill = None
         self._targets, self._loss = t, loss
         return self
 
-    def _boost(self, t: Targets, loss: Loss, n_estimators: int) -> None:
+    # -- checkpoints (``specs/hybridtree.md``, "Checkpoints") -------------------------------------
+    def _checkpoint(self, t: Targets, loss: Loss, raw: FloatArray) -> None:
+        """After a round: every active guest saves its state, then the host its own (so a guest's
+        checkpoint is never behind the host's).  Reveals the round count only."""
+        if self._store is None:
+            return
+        self.call_many({g: Checkpoint(len(self.records)) for g in sorted(self._active)}, expect=Ack)
+        self._targets, self._loss = t, loss
+        self._store.save(HostState(len(self.records), self.model_state(), raw.copy()))
+
+    def _restore_state(self, saved: HostState, t: Targets, loss: Loss, n_estimators: int) -> FloatArray:
+        """Adopt a checkpoint's trees and active guests; its scores.  :class:`ProtocolError` unless
+        it belongs to this run."""
+        self.restore_model(saved.model)
+        raw = np.asarray(saved.raw)
         k = t.n_outputs
-        raw = np.tile(t.base, (self._X.shape[0], 1))
-        for r in range(n_estimators):
+        if (len(self.records) != saved.trees or saved.trees % k or saved.trees > n_estimators * k
+                or saved.model.loss != loss or raw.dtype != np.float64 or raw.shape != (self._X.shape[0], k)
+                or not np.array_equal(np.asarray(saved.model.base), t.base)):
+            raise ProtocolError("the checkpoint does not belong to this run")
+        return np.array(raw, dtype=np.float64)
+
+    def _boost(self, t: Targets, loss: Loss, n_estimators: int, raw: FloatArray) -> None:
+        k = t.n_outputs
+        for r in range(len(self.records) // k, n_estimators):
             grad, hess = gradients(raw, t.target, loss)
             for j in range(k):
                 self._position = (r * k + j, n_estimators * k)
@@ -382,6 +431,7 @@ class Host(Party):
                 self.records.append(rec)
                 raw[:, j] += self.params.learning_rate * values
                 self._report("tree done")
+            self._checkpoint(t, loss, raw)
 
     # -- training --------------------------------------------------------------------------
     def grow(self, tree_index: int, g: FloatArray, h: FloatArray) -> tuple[TreeRecord, FloatArray]:

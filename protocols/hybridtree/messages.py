@@ -16,6 +16,7 @@ from securetrees.runtime import Message, message
 __all__ = [
     "Ack",
         "BuildNode",
+    "Checkpoint",
     "Directory",
     "GradientBlock",
     "Gradients",
@@ -82,7 +83,16 @@ class Directory(Message):
             raise ParameterError("one public key per guest")
 
 
-@message("hybridtree.ack", reply_to=("hybridtree.directory", "hybridtree.gradients"))
+@message("hybridtree.checkpoint", sender="host", receiver="guest")
+@dataclass(frozen=True)
+class Checkpoint(Message):
+    """Host → guests, after a boosting round when the host keeps checkpoints: save your state with
+    ``trees`` trees finished (``specs/hybridtree.md``, "Checkpoints")."""
+
+    trees: int
+
+
+@message("hybridtree.ack", reply_to=("hybridtree.directory", "hybridtree.gradients", "hybridtree.checkpoint"))
 @dataclass(frozen=True)
 class Ack(Message):
     """An empty acknowledgement."""
