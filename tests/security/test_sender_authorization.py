@@ -35,6 +35,7 @@ import securetrees.protocols.federated_forest.model
 import securetrees.protocols.histogram_forest.deploy
 import securetrees.protocols.histogram_forest.facade as hf_facade
 import securetrees.protocols.histogram_forest.messages
+import securetrees.protocols.hybridtree.checkpoint
 import securetrees.protocols.hybridtree.deploy
 import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
@@ -77,7 +78,7 @@ MODULES = (
     securetrees.protocols.hybridtree.deploy, securetrees.protocols.revfrf.model,
     securetrees.protocols.secureboost.model, securetrees.protocols.secureboost.deploy,
     securetrees.protocols.secureboost.checkpoint, securetrees.net.alignment,
-    securetrees.protocols.histogram_forest.checkpoint,
+    securetrees.protocols.histogram_forest.checkpoint, securetrees.protocols.hybridtree.checkpoint,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -91,7 +92,8 @@ STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_for
           "revfrf.model.participant", "revfrf.model.revoked",
           "secureboost.model.active_part", "secureboost.model.passive_part", "securetrees.alignment.record",
           "secureboost.state.active", "secureboost.state.passive", "secureboost.state.journal",
-          "histogram_forest.state.server", "histogram_forest.state.client", "histogram_forest.state.journal"}
+          "histogram_forest.state.server", "histogram_forest.state.client", "histogram_forest.state.journal",
+          "hybridtree.state.host", "hybridtree.state.guest", "hybridtree.state.journal"}
 """Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",
