@@ -82,7 +82,7 @@ class Run:
 def _model(cs: CentralServer, parts: dict[str, Participant]) -> list[Tree] | None:
     """Each tree in the clear: the CS's structure with every provider's thresholds (tests only);
     ``None`` when a provider lost a node."""
-    own = {key: node for p in parts.values() for key, node in p._nodes.items()}
+    own = {key: node for p in parts.values() for key, node in p.own_nodes().items()}
     trees = []
     for t in cs.trees:
         if any((t.index, n.id) not in own for n in t.internal()):
@@ -212,3 +212,17 @@ def _second_expansion_answered(tmp: Path, cls: type[Participant]) -> bool:
 def test_an_answered_round_is_not_answered_for_another_request(tmp_path: Path) -> None:
     assert not _second_expansion_answered(tmp_path / "journal", Participant)
     assert _second_expansion_answered(tmp_path / "forgetful", ForgetfulParticipant)  # planted companion
+
+
+def test_the_facade_with_a_checkpoint_folder_grows_the_same_forest(tmp_path: Path) -> None:
+    from securetrees.errors import ParameterError
+
+    from .helpers import classifier
+
+    plain = classifier(partition=PARTITION).fit(X, Y)
+    sealed = classifier(partition=PARTITION, checkpoint_dir=str(tmp_path)).fit(X, Y)
+    want, got = plain.plaintext_forest(), sealed.plaintext_forest()
+    assert all(a.same_as(b) for a, b in zip(want.trees, got.trees, strict=True))
+    assert {p.name for p in tmp_path.glob("*.ckpt")} >= {"cs.ckpt", "u1.ckpt", "u2.ckpt", "u3.ckpt"}
+    with pytest.raises(ParameterError, match="another fit"):
+        classifier(partition=PARTITION, checkpoint_dir=str(tmp_path)).fit(X, Y)
