@@ -256,6 +256,8 @@ class Participant(Party):
                 raise UnexpectedMessage(f"task for column {c} which {self.name} does not own")
             x = self._X[samples[offsets[k]:offsets[k + 1]], self._col[c]]
             sets.append(self._proposer.propose(c, x, self._ml))
+        for old in [r for r in self._pending if r < msg.round]:  # never asked for: the CS moved on
+            del self._pending[old], self._pending_cols[old]
         self._pending[msg.round] = sets
         self._pending_cols[msg.round] = np.asarray(msg.task_column, dtype=np.int64)
         codes = np.concatenate([s.codes for s in sets]) if sets else np.zeros(0, dtype=np.uint16)
