@@ -98,19 +98,25 @@ def _same(got: list[Tree] | None, want: list[Tree] | None) -> bool:
         a.same_as(b) and np.array_equal(a.apply(X), b.apply(X)) for a, b in zip(got, want, strict=True))
 
 
-def _reference(d: Path) -> tuple[list[Tree] | None, KillNet]:
+def _uploads(cs: CentralServer) -> list[tuple[int, int, int, int, bytes]]:
+    """Every split the CS holds as uploaded: ``[[s]]`` and the provider's signature."""
+    return sorted((t.index, n.id, int(n.split.t1), int(n.split.t2), n.signature)
+                  for t in cs.trees for n in t.internal() if n.split is not None)
+
+
+def _reference(d: Path) -> tuple[list[Tree] | None, list[tuple[int, int, int, int, bytes]], KillNet]:
     net = KillNet()
     parts = {u: _participant(net, d, i) for i, u in enumerate(NAMES)}
     run = Run(net, d)
     layers = run.resume()
     assert layers == 4  # depth 3, then a pass over the leaves that splits nothing
-    return _model(run.cs, parts), net
+    return _model(run.cs, parts), _uploads(run.cs), net
 
 
 def _kill_everywhere(tmp: Path, cls: type[Participant] = Participant) -> tuple[list[bool], int]:
     """Per kill point of layer 2 (round 1): whether the resumed run gave the reference forest
     (every participant a ``cls``); and how many resumes repeated an answered request."""
-    want, ref = _reference(tmp / "ref")
+    want, uploads, ref = _reference(tmp / "ref")
     assert want is not None
     window = [k for k, (_, _, msg) in enumerate(ref.log)
               if isinstance(msg, ExpandRequest | SplitRequest) and msg.round == 1]
@@ -134,7 +140,9 @@ def _kill_everywhere(tmp: Path, cls: type[Participant] = Participant) -> tuple[l
         except UnexpectedMessage:
             same.append(False)
             continue
-        same.append(_same(_model(run.cs, parts), want))
+        # a restarted CS gets every split back as first uploaded (participants reply from their
+        # journal, their encryption randomness untouched); a restarted participant draws afresh
+        same.append(_same(_model(run.cs, parts), want) and (kill.victim != "cs" or _uploads(run.cs) == uploads))
         asked = {(r, msg.round) for _, r, msg in net.log[:start] if isinstance(msg, ExpandRequest)}
         repeated += any(isinstance(msg, ExpandRequest) and (r, msg.round) in asked for _, r, msg in net.log[start:])
     return same, repeated
@@ -155,13 +163,16 @@ class LateParticipant(Participant):
 
 
 def test_a_checkpoint_written_after_the_send_changes_the_forest(tmp_path: Path) -> None:
-    """Planted companion: the same kills with participants that checkpoint after sending."""
-    same, _ = _kill_everywhere(tmp_path, LateParticipant)
+    """Planted companions: the same kills with participants that checkpoint after sending, and
+    with participants that ignore their journal (a repeated request is encrypted afresh)."""
+    same, _ = _kill_everywhere(tmp_path / "late", LateParticipant)
+    assert not all(same)
+    same, _ = _kill_everywhere(tmp_path / "forgetful", ForgetfulParticipant)
     assert not all(same)
 
 
 def test_resume_without_a_checkpoint_starts_over(tmp_path: Path) -> None:
-    want, _ = _reference(tmp_path / "ref")
+    want, _, _ = _reference(tmp_path / "ref")
     net = KillNet(Kill(0, "u1", after=False))
     parts = {u: _participant(net, tmp_path, i) for i, u in enumerate(NAMES)}
     run = Run(net, tmp_path)
@@ -187,7 +198,7 @@ def _second_expansion_answered(tmp: Path, cls: type[Participant]) -> bool:
     """``u1`` is killed right after answering its expansion request of round 1 and restarted; the
     CS then asks it for round 1 over another sample selection (what a curious CS would ask to
     learn more candidate codes)."""
-    _, ref = _reference(tmp / "ref")
+    _, _, ref = _reference(tmp / "ref")
     first = next(k for k, (_, r, msg) in enumerate(ref.log)
                  if r == "u1" and isinstance(msg, ExpandRequest) and msg.round == 1)
     net = KillNet(Kill(first, "u1", after=True))
