@@ -688,11 +688,18 @@ def issue_keys(kgc: KGC, participants: Sequence[str], requesters: Sequence[str]
     return public, secrets
 
 
+def _add_checkpoint_keys(secrets: dict[str, dict[str, bytes]], participants: Sequence[str]) -> None:
+    """A fresh 32-byte ``checkpoint_key`` for the CS and each participant (the roles that checkpoint)."""
+    for name in ["cs", *participants]:
+        secrets[name]["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(KEY_BYTES)
+
+
 def write_key_files(out_dir: str | Path, participants: Sequence[str], requesters: Sequence[str],
-                    passphrases: Mapping[str, bytes], *, key_bits: int = 2048, allow_insecure: bool = False
-                    ) -> dict[str, Any]:
+                    passphrases: Mapping[str, bytes], *, key_bits: int = 2048, allow_insecure: bool = False,
+                    checkpoint_key: bool = False) -> dict[str, Any]:
     """``securetrees setup kgc``: a fresh KGC's set-up (:func:`issue_keys`), each party's items sealed
-    under its own passphrase into ``out_dir/NAME.keys``; returns the public ``[protocol]`` parameters
+    under its own passphrase into ``out_dir/NAME.keys`` (with ``checkpoint_key``, the CS's and each
+    participant's a ``checkpoint_key`` too: ``--checkpoint-key``); returns the public ``[protocol]`` parameters
     (with ``participants``, ``requesters`` and, for keys under 2048 bits, ``allow_insecure``)."""
     names = [*participants, *requesters]
     for name in names:
@@ -703,6 +710,8 @@ def write_key_files(out_dir: str | Path, participants: Sequence[str], requesters
         raise ParameterError("RevFRF needs at least one participant")
     kgc = KGC.setup(key_bits, allow_insecure=allow_insecure)
     public, secrets = issue_keys(kgc, participants, requesters)
+    if checkpoint_key:
+        _add_checkpoint_keys(secrets, participants)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, items in secrets.items():
@@ -740,8 +749,7 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     kgc = kgc if kgc is not None else KGC.setup(key_bits, allow_insecure=allow_insecure)
     public, secrets = issue_keys(kgc, names_, ["requester"])
     if "checkpoint_dir" in settings:
-        for name in ["cs", *names_]:
-            secrets[name]["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(KEY_BYTES)
+        _add_checkpoint_keys(secrets, names_)
     ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
     rows = deal_rows(Xa.shape[0], [*names_, "cs"], lacking=lacking, rng=rng)
     spare = (Xt.shape[0] - 1) // len(names_)

@@ -95,3 +95,15 @@ def test_a_killed_participant_restarts_from_its_checkpoint_and_the_fit_resumes(t
                            **{k: v for k, v in SETTINGS.items() if k != "n_classes"}).fit(data.X, data.y)
     assert info["trees"] == str(SETTINGS["n_estimators"])
     np.testing.assert_array_equal(got["vertical"], clf.predict_proba(data.X_test))
+
+
+def test_setup_kgc_writes_checkpoint_keys_for_the_roles_that_checkpoint(tmp_path: Path) -> None:
+    from securetrees.net.keyfile import open_key_file
+
+    names = ["cs", "cc", "kgc", "u1", "requester"]
+    passphrases = {n: f"{n}-passphrase".encode() for n in names}
+    deploy.write_key_files(tmp_path, ["u1"], ["requester"], passphrases, key_bits=1024, allow_insecure=True,
+                           checkpoint_key=True)
+    keys = {n: open_key_file(tmp_path / f"{n}.keys", n, passphrases[n]) for n in names}
+    assert {n for n, items in keys.items() if "checkpoint_key" in items} == {"cs", "u1"}
+    assert len(keys["cs"]["checkpoint_key"]) == 32 and keys["cs"]["checkpoint_key"] != keys["u1"]["checkpoint_key"]
