@@ -19,7 +19,7 @@ from securetrees.protocols.revfrf.forest import Node
 from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.trees import TreeDraws
 
-__all__ = ["grow_with_checkpoints", "resume_forest", "server_state"]
+__all__ = ["grow_with_checkpoints", "restore_server", "resume_forest", "server_state"]
 
 
 def server_state(cs: CSState, layers: int, frontier: Sequence[TreeNode], draws: Sequence[TreeDraws]) -> ServerState:
