@@ -108,6 +108,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     kgc.add_argument("--public-out", help="the public [protocol] parameters (default revfrf.public.toml in --out)")
     kgc.add_argument("--key-bits", type=int, default=2048, help="DT-PKC modulus bits (default 2048)")
     kgc.add_argument("--insecure-1024", action="store_true", help="1024-bit keys (a trial only)")
+    kgc.add_argument("--checkpoint-key", action="store_true",
+                     help="a checkpoint_key in the CS's and each participant's key file ([protocol] checkpoint_dir)")
     kgc.add_argument("--force", action="store_true", help="replace existing files")
     kgc.set_defaults(func=_kgc)
 
@@ -232,7 +234,7 @@ def _kgc(args: argparse.Namespace) -> int:
         raise OutputExistsError(f"refusing to overwrite {', '.join(taken)} (--force replaces them)")
     passphrases = {n: read_passphrase(n, Path(args.passphrase_dir) / f"{n}.pass") for n in names}
     params = setup_keys(out, list(args.participants), list(args.requesters), passphrases, key_bits=bits,
-                        allow_insecure=args.insecure_1024)
+                        allow_insecure=args.insecure_1024, checkpoint_key=args.checkpoint_key)
     write_public(public_out, params, force=True)
     print(f"wrote {len(names)} sealed key files into {out} (hand each party its own) and {public_out} (public)")
     return 0

@@ -8,12 +8,15 @@
 * HybridTree: the synthetic hybrid rows of its tests (three host columns, three guest columns, as many
   rows as SecureBoost's, spread over three guests), host depth 2, guest depth 2, the cached
   1024-bit test key, a checkpoint per boosting round.
+* RevFRF: the same Adult rows split over three participants, 512-bit test DT-PKC keys, the
+  facade's ``checkpoint_dir`` (the CS after every layer, each participant before each reply).
 
 Every party runs in this process on the in-process network; a fit with a checkpoint store per
-party (sealed files in a temporary folder, ``specs/secureboost.md``, ``specs/histogram_forest.md`` and
-``specs/hybridtree.md``, "Checkpoints") and one without are interleaved so the machine's load hits
-both alike.  Reported: the median wall-clock and CPU time of each (CPU time: this process's, so not
-the encryption workers SecureBoost's key-owner mode may start), their ratios, and each party's files after the fit.
+party (sealed files in a temporary folder, ``specs/secureboost.md``, ``specs/histogram_forest.md``,
+``specs/hybridtree.md`` and ``specs/revfrf.md``, "Checkpoints") and one without are interleaved so the
+machine's load hits both alike.  Reported: the median wall-clock and CPU time of each (CPU time: this
+process's, so not the encryption workers SecureBoost's key-owner mode may start), their ratios, and each
+party's files after the fit.
 
 ``--quick``: 1000 rows, 3 rounds or trees, 3 repeats; else 4000 rows, 5 rounds or trees, 5 repeats.
 """
@@ -36,11 +39,13 @@ from securetrees.protocols.hybridtree import checkpoint as ht_checkpoint
 from securetrees.protocols.hybridtree.guest import agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import owners
 from securetrees.protocols.hybridtree.testing import HybridData, hybrid_data
+from securetrees.protocols.revfrf import RevFRFClassifier
 from securetrees.protocols.secureboost import ActiveParty, PassiveParty, SecureBoostParams
 from securetrees.protocols.secureboost.checkpoint import FORMAT
 from securetrees.protocols.secureboost.demo import MAX_BINS, adult_partition
 from securetrees.runtime import InProcessNetwork
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.testing.dtpkc import dtpkc_test_kgc
 from securetrees.testing.paillier import small_keypair
 
 
@@ -137,3 +142,14 @@ def run(report: Report, quick: bool) -> None:
     times, sizes = _interleaved(lambda folder: _ht_fit(hybrid, ht_params, rounds, keys, folder), repeats)
     _table(report, f"HybridTree fit with and without checkpoints ({rows} rows, 3 guests, {rounds} rounds, "
            f"1024-bit key, median of {repeats})", times, sizes, "hybridtree")
+    clf = RevFRFClassifier(n_estimators=rounds, max_depth=4, random_state=0, kgc_factory=lambda: dtpkc_test_kgc(512),
+                           partition=[[0, 3, 6, 9, 12], [1, 4, 7, 10, 13], [2, 5, 8, 11]])
+
+    def rev_fit(folder: Path | None) -> None:
+        for old in folder.glob("*.ckpt") if folder is not None else ():
+            old.unlink()  # the facade's checkpoint folder holds one fit
+        clf.set_params(checkpoint_dir=None if folder is None else str(folder)).fit(X, y)
+
+    times, sizes = _interleaved(rev_fit, repeats)
+    _table(report, f"RevFRF fit with and without checkpoints ({rows} rows, 3 participants, {rounds} trees of "
+           f"depth 4, 512-bit test keys, median of {repeats})", times, sizes, "revfrf")

@@ -20,7 +20,9 @@ by the first participant (``securetrees.net.alignment``, ``specs/deployment.md``
 Control actions (``securetrees.net.control``), sent by the operator:
 
 * ``align_use`` / ``align_run`` / ``align_done`` (the CS and participants): the alignment phase;
-* ``fit`` (cs): plant and grow the forest (FLE-Expan / FOS-Find layer by layer);
+* ``fit`` (cs): plant and grow the forest (FLE-Expan / FOS-Find layer by layer), with
+  ``checkpoint_dir`` sealing every role's state (``specs/revfrf.md``, "Checkpoints");
+* ``resume`` (cs): restore its latest checkpoint and grow the rest;
 * ``load`` / ``drop`` (each participant): its columns of the test rows as batch ``batch``;
 * ``predict`` (cs): ``method`` = ``vertical`` or ``test`` (FRF-Test) on batch ``batch``;
 * ``predict`` (requester): FRF-Predict on each of its own rows;
@@ -72,7 +74,13 @@ from securetrees.net.alignment import (
 )
 from securetrees.net.config import RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
-from securetrees.net.deployment import check_protocol_keys, save_output, save_predictions, save_test_rows
+from securetrees.net.deployment import (
+    check_protocol_keys,
+    checkpoint_store,
+    save_output,
+    save_predictions,
+    save_test_rows,
+)
 from securetrees.net.keyfile import write_key_file
 from securetrees.net.models import (
     ModelFile,
@@ -89,7 +97,9 @@ from securetrees.net.trial import TrialPlan, deal_rows, table_frame, vertical_ta
 from securetrees.progress import phase
 from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
 from securetrees.protocols.revfrf.cc import ComputationServer
+from securetrees.protocols.revfrf.checkpoint import FORMAT
 from securetrees.protocols.revfrf.cs import CentralServer
+from securetrees.protocols.revfrf.cs_resume import grow_with_checkpoints, resume_forest
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
 from securetrees.protocols.revfrf.kgc import KeyCentre
 from securetrees.protocols.revfrf.messages import ExpandReply, ExpandRequest, RevokeReply, RevokeRequest
@@ -106,6 +116,7 @@ from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Party, handles
+from securetrees.runtime.checkpoint import KEY_BYTES, CheckpointStore
 from securetrees.runtime.network import Network
 from securetrees.schema import TabularSchema
 from securetrees.signing import SigningKey, make_roster
@@ -114,7 +125,7 @@ from securetrees.trees.train import regression_stats
 
 __all__ = ["PARAMETERS", "PREDICT_ONLY", "ROLES",
            "check_parameters", "classes", "fit", "issue_keys", "make_role", "model_roles", "predict",
-           "prepare", "revoke", "run_job", "trial", "write_key_files"]
+           "prepare", "resume", "revoke", "run_job", "trial", "write_key_files"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -124,7 +135,8 @@ ROLES: Mapping[str, str | None] = {"cs": "cs", "cc": "cc", "kgc": "kgc", "partic
 a single-party role mapped to the name its party carries (``securetrees.net.config.check_roles``)."""
 
 PARAMETERS = frozenset({*_SETTINGS, *alignment.PARAMETERS, "task", "n_classes", "participants", "columns",
-                        "requesters", "n_features", "allow_insecure", "directory", "verify_keys", "n_jobs"})
+                        "requesters", "n_features", "allow_insecure", "directory", "verify_keys", "n_jobs",
+                        "checkpoint_dir"})
 """The ``[protocol]`` keys of a RevFRF run: the facade's public settings, the alignment's and the run's layout,
 and ``n_jobs`` (each participant's HoEnc batches on a process pool of that many workers; no role has a
 secret-key step on an executor, so there is no ``trusted_workers``)."""
@@ -151,6 +163,7 @@ def _keep(party: SavesModel, config: RunConfig, passphrase: bytes) -> None:
 
 class DeployedCS(SavesModel, Controllable, CentralServer):
     _draws: list[Any]
+    _store: CheckpointStore | None = None
     classes: tuple[str, ...] = ()
     """The class names the label codes stand for (classification), for the predictions file."""
 
@@ -160,10 +173,21 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
     def control_fit(self, args: dict[str, str]) -> ControlReply:
         refuse_training(self.run)
         frontier = self.plant([dr.sample_weight for dr in self._draws])
+        if self._store is not None:
+            grow_with_checkpoints(self, self._store, frontier, self._draws)
+            return ControlReply(info={"trees": str(len(self.trees))})
         depth = self.grow.max_depth  # layers, at most (in its log and its status)
         with phase(f"RevFRF forest of {len(self.trees)} trees, layers", total=depth) as shown:
             self.grow_forest(frontier, lambda tree: self._draws[tree.index].node_features(),
                              on_layer=lambda splits: shown.advance_to(shown.done + 1, f"{splits} splits in the last"))
+        return ControlReply(info={"trees": str(len(self.trees))})
+
+    def control_resume(self, args: dict[str, str]) -> ControlReply:
+        """Finish an interrupted fit from the CS's latest checkpoint (:func:`resume_forest`)."""
+        refuse_training(self.run)
+        if self._store is None:
+            raise UnsupportedActionError("resume needs checkpoint_dir in [protocol]")
+        resume_forest(self, self._store, self._draws, [dr.sample_weight for dr in self._draws])
         return ControlReply(info={"trees": str(len(self.trees))})
 
     def control_classes(self, args: dict[str, str]) -> ControlReply:
@@ -451,7 +475,8 @@ def _cs(config: RunConfig, network: Network, secrets: dict[str, bytes], director
         plan = plan_run(p, 1, d)
         stats = [np.zeros((0, k)) for _ in plan.draws]
     else:
-        train, _ = align_party(config, "cs", network, alignment_plan(config), *party_tables(config.party("cs")))
+        store = checkpoint_store(config, "cs", secrets, FORMAT)  # restarted with one: its recorded rows, no phase
+        train, _ = align_party(config, "cs", network, alignment_plan(config), *party_tables(config.party("cs")), store)
         plan = plan_run(p, len(train), d)
         if task == "classification":
             y = encode_labels(train, k)
@@ -468,6 +493,8 @@ def _cs(config: RunConfig, network: Network, secrets: dict[str, bytes], director
         verify_keys=verify_keys, session=secrets.get("session", b""), n_features=d, max_features=plan.max_features,
         voting=str(p.get("voting", "soft")), ml_seed=plan.ml_seed, holt_params=plan.holt)
     cs._draws, cs.classes = plan.draws, classes
+    if config.job != "predict":
+        cs._store = store
     _keep(cs, config, passphrase)
     if config.job == "predict":
         cs.restore_model(load_model(config, "cs", CentralServer.role, passphrase, CSPart))
@@ -492,7 +519,7 @@ def _participant(role: str, config: RunConfig, network: Network, secrets: dict[s
     a process pool of its own for the life of the process; a task carries public values and
     exponents only (``specs/batch_executors.md``)."""
     p = config.params
-    part = None
+    part, store = None, None
     if config.job == "predict":
         part = load_model(config, role, Participant.role, passphrase, ParticipantPart)
         schema = part.body.schema.schema()  # type: ignore[attr-defined]
@@ -504,7 +531,9 @@ def _participant(role: str, config: RunConfig, network: Network, secrets: dict[s
         proposer: Proposer = _NoGrowth()
         run = plan_run(p, 1, int(p["n_features"]))
     else:
-        train, test = align_party(config, role, network, alignment_plan(config), *party_tables(config.party(role)))
+        store = checkpoint_store(config, role, secrets, FORMAT)  # restarted with one: its rows, no phase
+        train, test = align_party(config, role, network, alignment_plan(config), *party_tables(config.party(role)),
+                                  store)
         X, schema, proposer = train.X, train.schema, make_proposer(p, train.X, columns[role])
         run = plan_run(p, len(train), int(p["n_features"]))
     if X.shape[1] != len(columns[role]) or schema.n_columns != len(columns[role]):
@@ -515,7 +544,7 @@ def _participant(role: str, config: RunConfig, network: Network, secrets: dict[s
         role, network, columns=columns[role], X_own=X, weak_key=_weak(secrets, directory, role),
         signing_key=SigningKey.from_seed(secrets["signing_seed"]), session=secrets.get("session", b""),
         verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer, ml_seed=run.ml_seed + 1 + i,
-        codec=run.codec, holt_params=run.holt, executor=process_pool(p.get("n_jobs")))
+        codec=run.codec, holt_params=run.holt, executor=process_pool(p.get("n_jobs")), checkpoint=store)
     if dp.executor is not None:
         dp.logger.info("%s: HoEnc batches on a pool of %d worker processes (n_jobs)", role, p["n_jobs"])
     dp.schema = SchemaState.of(schema)
@@ -552,6 +581,17 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
         info = dict(operator.control("cs", "fit").info)
     model_id = save_models(operator, model_roles(config))
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
+
+
+def resume(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Finish an interrupted fit (``securetrees operator resume``): the CS resumes from its latest
+    checkpoint (a restarted party took its aligned rows from its own), then every party saves its
+    model part as after :func:`fit`."""
+    refuse_training(config)
+    with operator.step("resume"):
+        info = dict(operator.control("cs", "resume").info)
+    model_id = save_models(operator, model_roles(config))
+    return {**info, "model_id": model_id}
 
 
 def _align_new_rows(operator: Operator, config: RunConfig) -> None:
@@ -648,11 +688,18 @@ def issue_keys(kgc: KGC, participants: Sequence[str], requesters: Sequence[str]
     return public, secrets
 
 
+def _add_checkpoint_keys(secrets: dict[str, dict[str, bytes]], participants: Sequence[str]) -> None:
+    """A fresh 32-byte ``checkpoint_key`` for the CS and each participant (the roles that checkpoint)."""
+    for name in ["cs", *participants]:
+        secrets[name]["checkpoint_key"] = SYSTEM_RANDOM.token_bytes(KEY_BYTES)
+
+
 def write_key_files(out_dir: str | Path, participants: Sequence[str], requesters: Sequence[str],
-                    passphrases: Mapping[str, bytes], *, key_bits: int = 2048, allow_insecure: bool = False
-                    ) -> dict[str, Any]:
+                    passphrases: Mapping[str, bytes], *, key_bits: int = 2048, allow_insecure: bool = False,
+                    checkpoint_key: bool = False) -> dict[str, Any]:
     """``securetrees setup kgc``: a fresh KGC's set-up (:func:`issue_keys`), each party's items sealed
-    under its own passphrase into ``out_dir/NAME.keys``; returns the public ``[protocol]`` parameters
+    under its own passphrase into ``out_dir/NAME.keys`` (with ``checkpoint_key``, the CS's and each
+    participant's a ``checkpoint_key`` too: ``--checkpoint-key``); returns the public ``[protocol]`` parameters
     (with ``participants``, ``requesters`` and, for keys under 2048 bits, ``allow_insecure``)."""
     names = [*participants, *requesters]
     for name in names:
@@ -663,6 +710,8 @@ def write_key_files(out_dir: str | Path, participants: Sequence[str], requesters
         raise ParameterError("RevFRF needs at least one participant")
     kgc = KGC.setup(key_bits, allow_insecure=allow_insecure)
     public, secrets = issue_keys(kgc, participants, requesters)
+    if checkpoint_key:
+        _add_checkpoint_keys(secrets, participants)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, items in secrets.items():
@@ -699,6 +748,8 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, partition: 
     cats = {k: [str(v) for v in vs] for k, vs in (categories or {}).items()}
     kgc = kgc if kgc is not None else KGC.setup(key_bits, allow_insecure=allow_insecure)
     public, secrets = issue_keys(kgc, names_, ["requester"])
+    if "checkpoint_dir" in settings:
+        _add_checkpoint_keys(secrets, names_)
     ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
     rows = deal_rows(Xa.shape[0], [*names_, "cs"], lacking=lacking, rng=rng)
     spare = (Xt.shape[0] - 1) // len(names_)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,13 +31,16 @@ from securetrees.executors import role_executor
 from securetrees.progress import phase, tracked
 from securetrees.protocols.revfrf.candidates import CoarseCodes, Proposer, QuantileBins, RandomRange
 from securetrees.protocols.revfrf.cc import ComputationServer
+from securetrees.protocols.revfrf.checkpoint import FORMAT
 from securetrees.protocols.revfrf.cs import CentralServer
+from securetrees.protocols.revfrf.cs_resume import grow_with_checkpoints
 from securetrees.protocols.revfrf.kgc import KeyCentre
 from securetrees.protocols.revfrf.participant import Participant
 from securetrees.protocols.revfrf.requester import Requester
 from securetrees.protocols.revfrf.revocation import RevocationRecord
 from securetrees.rand import SYSTEM_RANDOM
 from securetrees.runtime import InProcessNetwork, Transcript
+from securetrees.runtime.checkpoint import KEY_BYTES, CheckpointStore
 from securetrees.schema import ColumnRef
 from securetrees.signing import make_roster
 from securetrees.trees import (
@@ -139,7 +143,9 @@ class _RevFRF(Estimator):
         progress: bool = False,
         executor: Executor | None = None,
         n_jobs: int | None = None,
+        checkpoint_dir: str | None = None,
     ) -> None:
+        self.checkpoint_dir = checkpoint_dir
         self.partition = partition
         self.executor = executor
         self.n_jobs = n_jobs
@@ -217,6 +223,7 @@ class _RevFRF(Estimator):
         )
         self.cc_ = ComputationServer("cc", net, share=s2, weak_key=weak["cc"], directory=directory,
                                      verify_keys=verify_keys, session=session, holt_params=holt)
+        stores = _stores(self.checkpoint_dir, ["cs", *names])
         with role_executor(self.executor, self.n_jobs) as ex:
             self.participants_: dict[str, Participant] = {}
             for i, (u, cols) in enumerate(zip(names, parts, strict=True)):
@@ -224,7 +231,7 @@ class _RevFRF(Estimator):
                 self.participants_[u] = Participant(
                     u, net, columns=cols, X_own=Xa[:, list(cols)], weak_key=weak[u], signing_key=signing[u],
                     session=session, verify_keys=verify_keys, cs_key=directory["cs"], proposer=proposer,
-                    ml_seed=seed + 1 + i, codec=codec, holt_params=holt, executor=ex,
+                    ml_seed=seed + 1 + i, codec=codec, holt_params=holt, executor=ex, checkpoint=stores.get(u),
                 )
             self.network_ = net
             self.partition_ = parts
@@ -234,9 +241,12 @@ class _RevFRF(Estimator):
 
             t_grow, c_grow = time.perf_counter(), time.thread_time()
             frontier = self.cs_.plant([dr.sample_weight for dr in draws])
-            with phase("RevFRF layers", total=self.max_depth, enabled=self.progress) as bar:
-                self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(),
-                                     on_layer=lambda _splits: bar.update())
+            if "cs" in stores:
+                grow_with_checkpoints(self.cs_, stores["cs"], frontier, draws)
+            else:
+                with phase("RevFRF layers", total=self.max_depth, enabled=self.progress) as bar:
+                    self.cs_.grow_forest(frontier, lambda tree: draws[tree.index].node_features(),
+                                         on_layer=lambda _splits: bar.update())
         for part in self.participants_.values():  # an owned pool is shut down here
             part.executor = self.executor
         self.timings_ = {"setup": t_grow - t_start, "grow": time.perf_counter() - t_grow,
@@ -318,6 +328,17 @@ class _RevFRF(Estimator):
         trees = tuple(t.to_tree(self.n_features_in_, providers,
                                 {n.id: thr[(t.index, n.id)] for n in t.internal()}) for t in cs.trees)
         return Forest(trees, self._task, getattr(self, "classes_", None))
+
+
+def _stores(folder: str | None, names: Sequence[str]) -> dict[str, CheckpointStore]:
+    """Each role's checkpoint store in ``folder`` under a fresh key of this fit (``{}``: none).
+    The keys are not kept: the facade's files measure the cost of checkpoints; a resume runs the
+    roles themselves (:func:`~securetrees.protocols.revfrf.cs_resume.resume_forest`)."""
+    if folder is None:
+        return {}
+    if any(Path(folder).glob("*.ckpt")):
+        raise ParameterError(f"checkpoint_dir {folder!r} holds another fit's checkpoints")
+    return {n: CheckpointStore(folder, n, SYSTEM_RANDOM.token_bytes(KEY_BYTES), FORMAT) for n in names}
 
 
 def _defaults() -> dict[str, Any]:

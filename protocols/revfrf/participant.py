@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import NamedTuple
+from hashlib import sha256
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +26,15 @@ from securetrees.dtpkc.twoserver import HoLTParams
 from securetrees.encoding import FixedPoint
 from securetrees.errors import ParameterError, RevokedError, UnexpectedMessage
 from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
+from securetrees.protocols.revfrf.checkpoint import (
+    EXPAND,
+    SPLIT,
+    ParticipantState,
+    Pending,
+    SentReply,
+    generator,
+    generator_state,
+)
 from securetrees.protocols.revfrf.defaults import DEFAULT_CODEC, DEFAULT_HOLT
 from securetrees.protocols.revfrf.errors import ConsentRefused, RevocationRefused, StaleEpochError
 from securetrees.protocols.revfrf.messages import (
@@ -48,12 +58,23 @@ from securetrees.protocols.revfrf.missing import threshold_plaintext, value_plai
 from securetrees.protocols.revfrf.signing import node_message, revocation_message, verify_revocation
 from securetrees.protocols.revfrf.thresholds import ColumnGrid
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Network, Party, handles
+from securetrees.runtime import Message, Network, Party, handles
+from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.runtime.codec import decode, encode
 from securetrees.signing import SigningKey, verify
 
 __all__ = ["BatchValues", "OwnNode", "Participant"]
 
 FloatArray = npt.NDArray[np.float64]
+R = TypeVar("R", bound=Message)
+
+
+def _replayed(data: bytes, cls: type[R]) -> R:
+    """A journalled reply, decoded and checked to be a ``cls``."""
+    reply = decode(data)
+    if not isinstance(reply, cls):
+        raise UnexpectedMessage(f"the journal holds {reply.wire_type}, expected {cls.wire_type}")
+    return reply
 
 
 @dataclass(frozen=True)
@@ -101,6 +122,7 @@ class Participant(Party):
         cs: str = "cs",
         rng: RandomSource = SYSTEM_RANDOM,
         executor: Executor | None = None,
+        checkpoint: CheckpointStore | None = None,
     ) -> None:
         X = np.asarray(X_own, dtype=np.float64)
         cols = tuple(int(c) for c in columns)
@@ -134,6 +156,13 @@ class Participant(Party):
         self._pending_cols: dict[int, npt.NDArray[np.int64]] = {}
         self._nodes: dict[tuple[int, int], OwnNode] = {}
         self._batches: dict[str, FloatArray] = {}
+        #: Sealed state written before each construction reply leaves (``None``: no checkpoints).
+        self.checkpoint = checkpoint
+        self._journal: list[SentReply] = []
+        if checkpoint is not None:
+            state = checkpoint.latest(ParticipantState)
+            if state is not None:
+                self._restore(state)
 
     @property
     def public_key(self) -> PublicKey:
@@ -143,6 +172,67 @@ class Participant(Party):
         if self.revoked:
             raise RevokedError(f"participant {self.name!r} has been revoked")
 
+    # ------------------------------------------------------------------ checkpoints
+
+    def _state(self) -> ParticipantState:
+        keys = sorted(self._nodes)
+        pending = []
+        for rnd in sorted(self._pending):
+            sets = self._pending[rnd]
+            pending.append(Pending(
+                rnd, self._pending_cols[rnd],
+                np.cumsum([0] + [s.thresholds.size for s in sets]).astype(np.int64),
+                np.concatenate([s.thresholds for s in sets]) if sets else np.zeros(0),
+                np.cumsum([0] + [s.codes.size for s in sets]).astype(np.int64),
+                np.concatenate([s.codes for s in sets]) if sets else np.zeros(0, dtype=np.uint16)))
+        return ParticipantState(
+            self.epoch, generator_state(self._ml), np.array(keys, dtype=np.int64).reshape(-1, 2),
+            np.array([self._nodes[k].column for k in keys], dtype=np.int64),
+            np.array([self._nodes[k].threshold for k in keys], dtype=np.float64),
+            np.array([self._nodes[k].missing_left for k in keys], dtype=bool),
+            tuple(pending), tuple(self._journal))
+
+    def _restore(self, state: ParticipantState) -> None:
+        """This participant as its checkpoint left it (its own file: data and keys are its inputs)."""
+        keys = np.asarray(state.node_keys)
+        if keys.ndim != 2 or keys.shape[1:] != (2,) or not (
+                keys.shape[0] == np.asarray(state.node_columns).size == np.asarray(state.node_thresholds).size
+                == np.asarray(state.node_missing_left).size):
+            raise UnexpectedMessage("a malformed participant checkpoint")
+        self.epoch = state.epoch
+        self._ml = generator(state.generator)
+        self._nodes = {(int(t), int(n)): OwnNode(int(c), float(thr), bool(ml)) for (t, n), c, thr, ml in zip(
+            keys.tolist(), np.asarray(state.node_columns).tolist(), np.asarray(state.node_thresholds).tolist(),
+            np.asarray(state.node_missing_left).tolist(), strict=True)}
+        self._pending, self._pending_cols = {}, {}
+        for p in state.pending:
+            to, co = np.asarray(p.threshold_offsets), np.asarray(p.code_offsets)
+            self._pending[p.round] = [CandidateSet(np.asarray(p.thresholds)[to[i]:to[i + 1]],
+                                                   np.asarray(p.codes)[co[i]:co[i + 1]])
+                                      for i in range(to.size - 1)]
+            self._pending_cols[p.round] = np.asarray(p.columns, dtype=np.int64)
+        self._journal = list(state.journal)
+
+    def _answered(self, kind: int, rnd: int, msg: Message) -> bytes | None:
+        """The journalled reply to ``msg`` if this request was answered before; a different
+        request of the same kind and round is refused (a single-use query stays single-use)."""
+        digest = sha256(encode(msg)).digest()
+        for sent in self._journal:
+            if sent.kind == kind and sent.round == rnd:
+                if sent.digest != digest:
+                    raise UnexpectedMessage(f"round {rnd} was answered for another request")
+                return sent.reply
+        return None
+
+    def _journal_reply(self, kind: int, rnd: int, msg: Message, reply: Message) -> None:
+        """Record the reply and write the checkpoint before the reply leaves; the journal keeps
+        the current round only (an older round is never asked again: the CS resumes at its layer)."""
+        if self.checkpoint is None:
+            return
+        self._journal = [s for s in self._journal if s.round >= rnd]
+        self._journal.append(SentReply(kind, rnd, sha256(encode(msg)).digest(), encode(reply)))
+        self.checkpoint.save(self._state())
+
     # ------------------------------------------------------------------ construction
 
     @handles(ExpandRequest)
@@ -150,6 +240,9 @@ class Participant(Party):
         """FLE-Expan lines 7-11 for every task: candidates from the node's own values, and
         each sample's candidate code.  Learns: μ of the nodes its columns were drawn for."""
         self._check_active()
+        done = self._answered(EXPAND, msg.round, msg)
+        if done is not None:
+            return _replayed(done, ExpandReply)
         offsets = np.asarray(msg.offsets, dtype=np.int64)
         samples = np.asarray(msg.samples, dtype=np.int64)
         n_nodes = int(np.asarray(msg.node).size)
@@ -163,10 +256,14 @@ class Participant(Party):
                 raise UnexpectedMessage(f"task for column {c} which {self.name} does not own")
             x = self._X[samples[offsets[k]:offsets[k + 1]], self._col[c]]
             sets.append(self._proposer.propose(c, x, self._ml))
+        for old in [r for r in self._pending if r < msg.round]:  # never asked for: the CS moved on
+            del self._pending[old], self._pending_cols[old]
         self._pending[msg.round] = sets
         self._pending_cols[msg.round] = np.asarray(msg.task_column, dtype=np.int64)
         codes = np.concatenate([s.codes for s in sets]) if sets else np.zeros(0, dtype=np.uint16)
-        return ExpandReply(msg.round, codes, np.array([s.n_codes for s in sets], dtype=np.int64))
+        reply = ExpandReply(msg.round, codes, np.array([s.n_codes for s in sets], dtype=np.int64))
+        self._journal_reply(EXPAND, msg.round, msg, reply)
+        return reply
 
     def _sign_node(self, tree: int, node: int, epoch: int, c: Ciphertext) -> bytes:
         return self._sign.sign(node_message(self._session, tree, node, epoch, int(c.t1), int(c.t2)))
@@ -181,6 +278,9 @@ class Participant(Party):
         self._check_active()
         if msg.epoch != self.epoch:
             raise StaleEpochError("split request for another epoch")
+        done = self._answered(SPLIT, msg.round, msg)
+        if done is not None:
+            return _replayed(done, SplitReply)
         sets = self._pending.pop(msg.round, None)
         cols = self._pending_cols.pop(msg.round, None)
         if sets is None or cols is None:
@@ -201,7 +301,9 @@ class Participant(Party):
                                              missing_left.tolist(), cts, strict=True):
             self._nodes[(tree, node)] = OwnNode(int(cols[t]), thr, bool(ml))
             sig.append(self._sign_node(tree, node, msg.epoch, c))
-        return SplitReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts), tuple(sig))
+        reply = SplitReply(tuple(int(c.t1) for c in cts), tuple(int(c.t2) for c in cts), tuple(sig))
+        self._journal_reply(SPLIT, msg.round, msg, reply)
+        return reply
 
     # ------------------------------------------------------------------ serving nodes
 
