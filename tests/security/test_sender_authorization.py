@@ -40,6 +40,7 @@ import securetrees.protocols.hybridtree.deploy
 import securetrees.protocols.hybridtree.estimators as ht_estimators
 import securetrees.protocols.hybridtree.messages
 import securetrees.protocols.hybridtree.model
+import securetrees.protocols.revfrf.checkpoint
 import securetrees.protocols.revfrf.messages
 import securetrees.protocols.revfrf.model
 import securetrees.protocols.secureboost.deploy
@@ -79,6 +80,7 @@ MODULES = (
     securetrees.protocols.secureboost.model, securetrees.protocols.secureboost.deploy,
     securetrees.protocols.secureboost.checkpoint, securetrees.net.alignment,
     securetrees.protocols.histogram_forest.checkpoint, securetrees.protocols.hybridtree.checkpoint,
+    securetrees.protocols.revfrf.checkpoint,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -93,7 +95,8 @@ STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_for
           "secureboost.model.active_part", "secureboost.model.passive_part", "securetrees.alignment.record",
           "secureboost.state.active", "secureboost.state.passive", "secureboost.state.journal",
           "histogram_forest.state.server", "histogram_forest.state.client", "histogram_forest.state.journal",
-          "hybridtree.state.host", "hybridtree.state.guest", "hybridtree.state.journal"}
+          "hybridtree.state.host", "hybridtree.state.guest", "hybridtree.state.journal",
+          "revfrf.state.server", "revfrf.state.participant"}
 """Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
 RUN_OF = {"revfrf": "revfrf", "dtpkc": "revfrf", "federated_forest": "federated_forest", "hybridtree": "hybridtree",
