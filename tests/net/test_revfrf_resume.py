@@ -9,10 +9,6 @@ Keys are 1024-bit (the size is not the point here), hence the insecure-key warni
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +26,7 @@ from securetrees.net.service import await_roles, network_for, spawn_role
 from securetrees.protocols.revfrf import RevFRFClassifier, deploy
 from securetrees.rand import DeterministicRandom
 from securetrees.testing.alignment import joined_view
+from securetrees.testing.interrupt import end_roles, interrupt_fit, restart_role
 
 pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
 
@@ -52,44 +49,19 @@ def test_a_killed_participant_restarts_from_its_checkpoint_and_the_fit_resumes(t
             op = Operator("operator", net)
             await_roles(net, procs, 60)
             align(op, deploy.alignment_plan(config))
-            outcome: dict[str, BaseException | None] = {}
-
-            def fit() -> None:
-                try:
-                    op.control("cs", "fit")
-                    outcome["error"] = None
-                except BaseException as exc:
-                    outcome["error"] = exc
-
-            worker = threading.Thread(target=fit)
-            worker.start()
-            ckpt = tmp_path / "ckpt" / "u1.ckpt"
-            end = time.monotonic() + 120
-            while not ckpt.exists() and time.monotonic() < end:
-                time.sleep(0.005)
-            assert ckpt.exists(), "u1 wrote no checkpoint"
+            error = interrupt_fit(op, procs, driver="cs", victim="u1", checkpoint=tmp_path / "ckpt" / "u1.ckpt")
             # stopped at once (every layer asks every participant whose columns were drawn), then
             # killed: the CS's call fails on the dropped connection
-            os.kill(procs["u1"].pid, signal.SIGSTOP)
-            os.kill(procs["u1"].pid, signal.SIGKILL)
-            procs["u1"].wait(timeout=30)
-            worker.join(timeout=60)
-            assert not worker.is_alive()
-            assert isinstance(outcome["error"], PartyUnavailable), outcome
-            assert not isinstance(outcome["error"], PeerTimeout), outcome
-            assert "u1" in str(outcome["error"])
+            assert isinstance(error, PartyUnavailable) and not isinstance(error, PeerTimeout), error
+            assert "u1" in str(error)
 
-            procs["u1"] = spawn_role(config, "u1", pki / "u1.pass", tmp_path / "u1.restart.log")
-            await_roles(net, {"u1": procs["u1"]}, 60)
+            restart_role(config, procs, net, "u1", pki, tmp_path / "u1.restart.log")
             assert not in_alignment(op, "u1")  # its rows came from its checkpoint
             info = deploy.resume(op, config)
             got = deploy.predict(op, config, "vertical")
             op.control_many(config.roles, "shutdown")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+        end_roles(procs)
     data = joined_view(config, [*PARTICIPANTS, "cs"], PARTITION, D)
     clf = RevFRFClassifier(key_bits=1024, allow_insecure=True, partition=PARTITION,
                            **{k: v for k, v in SETTINGS.items() if k != "n_classes"}).fit(data.X, data.y)
