@@ -9,11 +9,12 @@ version 1, protocol ``hybridtree``).
 * A guest (:class:`GuestState`): when the gradients of tree ``t`` arrive, before it acknowledges
   them, its split tables of the trees before ``t`` (the model part it would save,
   :class:`~securetrees.protocols.hybridtree.model.GuestModel`, without bins).  And in the slot
-  ``journal`` (:class:`RequestJournal`) the SHA-256 of every histogram request it has answered,
-  written before the reply leaves: the same request again (a resumed host repeats it byte for
-  byte) is answered, any other request for an answered ``(tree, layer, attempt)`` is refused,
-  across restarts.  A resumed run sets up again (a fresh session, fresh agreement keys), so no mask
-  is ever applied to two different histograms.
+  ``journal`` (a :class:`~securetrees.runtime.journal.SingleUseJournal`, slots ``(tree, layer,
+  attempt)``) the SHA-256 of every histogram request it has answered, written before the reply
+  leaves: the same request again (a resumed host repeats it byte for byte) is answered, any other
+  request for an answered ``(tree, layer, attempt)`` is refused, across restarts.  A resumed run
+  sets up again (a fresh session, fresh agreement keys), so no mask is ever applied to two
+  different histograms.
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ from securetrees.protocols.hybridtree.model import GuestModel, HostModel
 from securetrees.runtime import Message, message
 from securetrees.runtime.checkpoint import CheckpointFormat
 
-__all__ = ["FORMAT", "JOURNAL", "GuestState", "HostState", "RequestJournal", "ServedRequest"]
+__all__ = ["FORMAT", "GuestState", "HostState"]
 
 FORMAT = CheckpointFormat(b"HTCK", "hybridtree")
 """HybridTree's checkpoint format (version 1)."""
-JOURNAL = "journal"
-"""A guest's slot of answered histogram requests."""
 
 
 @message("hybridtree.state.host")
@@ -53,21 +52,3 @@ class GuestState(Message):
     trees: int
     model: GuestModel
 
-
-@message("hybridtree.state.served")
-@dataclass(frozen=True)
-class ServedRequest(Message):
-    """One answered histogram request: its tree, layer, attempt and the SHA-256 of its encoding."""
-
-    tree: int
-    layer: int
-    attempt: int
-    digest: bytes
-
-
-@message("hybridtree.state.journal")
-@dataclass(frozen=True)
-class RequestJournal(Message):
-    """The histogram requests a guest has answered."""
-
-    served: tuple[ServedRequest, ...]

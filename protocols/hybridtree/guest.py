@@ -10,7 +10,6 @@ gradients (the authors' simulation).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from securetrees.executors import scatter_products
 from securetrees.paillier import Mode, PublicKey
 from securetrees.paillier.batch import obfuscators
 from securetrees.paillier.wire import decode_public_key, key_id
-from securetrees.protocols.hybridtree.checkpoint import JOURNAL, GuestState, RequestJournal, ServedRequest
+from securetrees.protocols.hybridtree.checkpoint import GuestState
 from securetrees.protocols.hybridtree.coarsen import base_ends, check_grouping
 from securetrees.protocols.hybridtree.messages import (
     Ack,
@@ -48,8 +47,9 @@ from securetrees.protocols.hybridtree.messages import (
 from securetrees.protocols.hybridtree.model import GuestModel, SplitState
 from securetrees.protocols.hybridtree.params import HybridTreeParams
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Network, Party, encode, handles
+from securetrees.runtime import Network, Party, handles
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.runtime.journal import SingleUseJournal
 from securetrees.secagg import ZN, AgreementKey, PairwiseMasker
 from securetrees.trees import BinMapper, GradientGain, GrowParams, Tree, grow_tree, persistence
 
@@ -214,7 +214,9 @@ class Guest(Party):
         self._tree = -1
         self._values: list[Any] = []  # per own instance: ciphertext (mpz) or plaintext int
         self._nodes: dict[int, IntArray] = {}  # node -> positions of own instances
-        self._answered: dict[tuple[int, int, int], bytes] = {}  # (tree, layer, attempt) -> request digest
+        #: The histogram requests answered, per (tree, layer, attempt).
+        self._journal = SingleUseJournal(
+            lambda slot: ProtocolError("a histogram request is answered once: a repeat could unmask"), store=checkpoint)
         self.splits: dict[int, dict[int, GuestSplit]] = {}
         self.paper_trees: dict[tuple[int, int], Tree] = {}
         self._test_ids = np.zeros(0, dtype=np.int64)
@@ -381,16 +383,8 @@ class Guest(Party):
         under the same mask could unmask).  Journaled before the reply leaves, so a restart
         remembers it (``specs/hybridtree.md``, "Checkpoints")."""
         key = (msg.tree, msg.layer, msg.attempt)
-        digest = hashlib.sha256(encode(msg)).digest()
-        known = self._answered.get(key)
-        if known == digest:
-            return
-        if known is not None:
-            raise ProtocolError("a histogram request is answered once: a repeat could unmask")
-        self._answered[key] = digest
-        if self._store is not None:
-            self._store.save_side(JOURNAL, RequestJournal(tuple(ServedRequest(t, layer, a, d)
-                                                                for (t, layer, a), d in self._answered.items())))
+        if self._journal.lookup(key, msg) is None:
+            self._journal.record(key, msg)
 
     @handles(Checkpoint)
     def on_checkpoint(self, sender: str, msg: Checkpoint) -> Ack:
@@ -407,9 +401,7 @@ class Guest(Party):
         journal of answered histogram requests (local)."""
         if self._store is None:
             return
-        journal = self._store.load_side(JOURNAL, RequestJournal)
-        for q in journal.served if journal is not None else ():
-            self._answered.setdefault((q.tree, q.layer, q.attempt), q.digest)
+        self._journal.reload()
         saved = self._store.latest(GuestState)
         if saved is not None:
             self.restore_model(saved.model)

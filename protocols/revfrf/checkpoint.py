@@ -9,10 +9,11 @@ the shared store (:mod:`securetrees.runtime.checkpoint`, format ``b"RFCK"`` vers
 * A participant (:class:`ParticipantState`): its epoch, the state of its candidate generator (the proposer's draws
   continue where they stopped), the nodes it provided (column, plaintext threshold, missing side),
   the candidate sets of the rounds whose split request is still to come, and its journal.
-* The journal (:class:`SentReply`): every expansion and split reply of the current CS round with
-  the SHA-256 of its request.  The same request again (a resumed CS repeats it byte for byte) gets
-  the same reply back, the same ciphertext and signature, never a fresh draw; another request of
-  the same kind for an answered round is refused.
+* The journal (a :class:`~securetrees.runtime.journal.SingleUseJournal`, slots ``(kind, round)``,
+  kinds :data:`EXPAND` and :data:`SPLIT`): every expansion and split reply of the current CS round
+  with the SHA-256 of its request.  The same request again (a resumed CS repeats it byte for byte)
+  gets the same reply back, the same ciphertext and signature, never a fresh draw; another request
+  of the same kind for an answered round is refused.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import numpy as np
 from securetrees.errors import DecodeError
 from securetrees.runtime import Message, message
 from securetrees.runtime.checkpoint import CheckpointFormat
+from securetrees.runtime.journal import JournalState
 
-__all__ = ["EXPAND", "FORMAT", "SPLIT", "NodeState", "ParticipantState", "Pending", "SentReply", "ServerState",
-           "generator", "generator_state"]
+__all__ = ["EXPAND", "FORMAT", "SPLIT", "NodeState", "ParticipantState", "Pending", "ServerState", "generator",
+           "generator_state"]
 
 FORMAT = CheckpointFormat(b"RFCK", "revfrf")
 """RevFRF's checkpoint format (version 1)."""
@@ -67,18 +69,6 @@ class Pending(Message):
     codes: np.ndarray
 
 
-@message("revfrf.state.sent_reply")
-@dataclass(frozen=True)
-class SentReply(Message):
-    """One reply as it left: its kind (:data:`EXPAND`, :data:`SPLIT`), round, the SHA-256 of the
-    request's encoding and the reply's encoding."""
-
-    kind: int
-    round: int
-    digest: bytes
-    reply: bytes
-
-
 @message("revfrf.state.participant")
 @dataclass(frozen=True)
 class ParticipantState(Message):
@@ -92,7 +82,7 @@ class ParticipantState(Message):
     node_thresholds: np.ndarray
     node_missing_left: np.ndarray
     pending: tuple[Pending, ...]
-    journal: tuple[SentReply, ...]
+    journal: JournalState
 
 
 @message("revfrf.state.node")

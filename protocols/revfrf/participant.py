@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from hashlib import sha256
 from typing import NamedTuple, TypeVar
 
 import numpy as np
@@ -31,7 +30,6 @@ from securetrees.protocols.revfrf.checkpoint import (
     SPLIT,
     ParticipantState,
     Pending,
-    SentReply,
     generator,
     generator_state,
 )
@@ -60,7 +58,8 @@ from securetrees.protocols.revfrf.thresholds import ColumnGrid
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
 from securetrees.runtime import Message, Network, Party, handles
 from securetrees.runtime.checkpoint import CheckpointStore
-from securetrees.runtime.codec import decode, encode
+from securetrees.runtime.codec import decode
+from securetrees.runtime.journal import SingleUseJournal
 from securetrees.signing import SigningKey, verify
 
 __all__ = ["BatchValues", "OwnNode", "Participant"]
@@ -158,7 +157,9 @@ class Participant(Party):
         self._batches: dict[str, FloatArray] = {}
         #: Sealed state written before each construction reply leaves (``None``: no checkpoints).
         self.checkpoint = checkpoint
-        self._journal: list[SentReply] = []
+        #: The construction replies of the current round, per (kind, round) (kept with checkpoints only).
+        self._journal = SingleUseJournal(
+            lambda slot: UnexpectedMessage(f"round {slot[1]} was answered for another request"))
         if checkpoint is not None:
             state = checkpoint.latest(ParticipantState)
             if state is not None:
@@ -190,7 +191,7 @@ class Participant(Party):
             np.array([self._nodes[k].column for k in keys], dtype=np.int64),
             np.array([self._nodes[k].threshold for k in keys], dtype=np.float64),
             np.array([self._nodes[k].missing_left for k in keys], dtype=bool),
-            tuple(pending), tuple(self._journal))
+            tuple(pending), self._journal.state())
 
     def _restore(self, state: ParticipantState) -> None:
         """This participant as its checkpoint left it (its own file: data and keys are its inputs)."""
@@ -211,26 +212,20 @@ class Participant(Party):
                                                    np.asarray(p.codes)[co[i]:co[i + 1]])
                                       for i in range(to.size - 1)]
             self._pending_cols[p.round] = np.asarray(p.columns, dtype=np.int64)
-        self._journal = list(state.journal)
+        self._journal.restore(state.journal)
 
     def _answered(self, kind: int, rnd: int, msg: Message) -> bytes | None:
         """The journalled reply to ``msg`` if this request was answered before; a different
         request of the same kind and round is refused (a single-use query stays single-use)."""
-        digest = sha256(encode(msg)).digest()
-        for sent in self._journal:
-            if sent.kind == kind and sent.round == rnd:
-                if sent.digest != digest:
-                    raise UnexpectedMessage(f"round {rnd} was answered for another request")
-                return sent.reply
-        return None
+        return self._journal.lookup((kind, rnd), msg)
 
     def _journal_reply(self, kind: int, rnd: int, msg: Message, reply: Message) -> None:
         """Record the reply and write the checkpoint before the reply leaves; the journal keeps
         the current round only (an older round is never asked again: the CS resumes at its layer)."""
         if self.checkpoint is None:
             return
-        self._journal = [s for s in self._journal if s.round >= rnd]
-        self._journal.append(SentReply(kind, rnd, sha256(encode(msg)).digest(), encode(reply)))
+        self._journal.prune(lambda slot: slot[1] >= rnd)
+        self._journal.record((kind, rnd), msg, reply)
         self.checkpoint.save(self._state())
 
     # ------------------------------------------------------------------ construction

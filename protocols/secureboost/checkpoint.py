@@ -8,9 +8,11 @@ format ``b"SBCK"`` version 1, protocol ``secureboost``).
   the next round needs nothing else; the Paillier key stays in the key file.
 * A passive party (:class:`PassiveState`): its lookup table after those trees (the model part it
   would save, :class:`~securetrees.protocols.secureboost.model.PassiveModel`); and in the slot
-  ``journal`` (:class:`QueryJournal`) the SHA-256 of every histogram and split request it has
-  answered in the tree in progress, written before the reply leaves: the same request again is
-  answered, another one for the same tree and layer (or nodes) is refused, across restarts.
+  ``journal`` (a :class:`~securetrees.runtime.journal.SingleUseJournal`, slots ``(kind, tree,
+  index)``: kind 0 a histogram request and its layer, 1 a split request and its first node) the
+  SHA-256 of every histogram and split request it has answered, written before the reply leaves:
+  the same request again is answered, another one for the same tree and layer (or nodes) is
+  refused, across restarts.
 """
 
 from __future__ import annotations
@@ -23,12 +25,10 @@ from securetrees.protocols.secureboost.model import ActiveModel, PassiveModel
 from securetrees.runtime import Message, message
 from securetrees.runtime.checkpoint import CheckpointFormat
 
-__all__ = ["FORMAT", "JOURNAL", "ActiveState", "PassiveState", "QueryJournal", "ServedQuery"]
+__all__ = ["FORMAT", "ActiveState", "PassiveState"]
 
 FORMAT = CheckpointFormat(b"SBCK", "secureboost")
 """SecureBoost's checkpoint format (version 1)."""
-JOURNAL = "journal"
-"""The passive party's slot of answered requests."""
 
 
 @message("secureboost.state.active")
@@ -50,22 +50,3 @@ class PassiveState(Message):
     trees: int
     table: PassiveModel
 
-
-@message("secureboost.state.served")
-@dataclass(frozen=True)
-class ServedQuery(Message):
-    """One answered request: ``kind`` (0 histogram, 1 split), its tree, its index (the layer, or the
-    first node of the split orders) and the SHA-256 of its encoding."""
-
-    kind: int
-    tree: int
-    index: int
-    digest: bytes
-
-
-@message("secureboost.state.journal")
-@dataclass(frozen=True)
-class QueryJournal(Message):
-    """The requests a passive party answered since its last checkpoint."""
-
-    served: tuple[ServedQuery, ...]

@@ -8,7 +8,6 @@ rows of that node) and, for the splits it owns, the record ids it hands out.
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from securetrees.protocols.secureboost.buckets import (
     direct_sums,
     sibling_sums,
 )
-from securetrees.protocols.secureboost.checkpoint import JOURNAL, PassiveState, QueryJournal, ServedQuery
+from securetrees.protocols.secureboost.checkpoint import PassiveState
 from securetrees.protocols.secureboost.messages import (
     BUCKET_SENT,
     Ack,
@@ -50,8 +49,9 @@ from securetrees.protocols.secureboost.messages import (
 from securetrees.protocols.secureboost.model import PassiveModel
 from securetrees.protocols.secureboost.packing import PackingLayout, pack_ciphertexts
 from securetrees.rand import SYSTEM_RANDOM, RandomSource
-from securetrees.runtime import Message, Network, Party, encode, handles
+from securetrees.runtime import Message, Network, Party, handles
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.runtime.journal import SingleUseJournal
 from securetrees.trees import BinMapper
 
 __all__ = ["LookupRecord", "PassiveParty"]
@@ -91,8 +91,9 @@ class PassiveParty(Party):
         super().__init__(name, network)
         self.executor = executor
         self._store = checkpoint
-        self._served: dict[tuple[int, int, int], bytes] = {}
-        """Answered histogram (kind 0) and split (kind 1) requests: (kind, tree, index) → SHA-256."""
+        self._journal = SingleUseJournal(lambda slot: UnexpectedMessage(
+            f"{self.name} already answered another request for tree {slot[1]} at {slot[2]}"), store=checkpoint)
+        """Answered histogram (kind 0) and split (kind 1) requests, per (kind, tree, index)."""
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
             raise ParameterError("a passive party holds a non-empty two-dimensional table")
@@ -288,16 +289,8 @@ class PassiveParty(Party):
         """Admit a histogram or split request once per tree and layer (or nodes): the same request
         again (a resumed active party repeats it byte for byte) passes, any other is refused with
         :class:`UnexpectedMessage`.  Journaled before the reply leaves, so a restart remembers it."""
-        digest = hashlib.sha256(encode(msg)).digest()
-        known = self._served.get((kind, tree, index))
-        if known == digest:
-            return
-        if known is not None:
-            raise UnexpectedMessage(f"{self.name} already answered another request for tree {tree} at {index}")
-        self._served[(kind, tree, index)] = digest
-        if self._store is not None:
-            self._store.save_side(JOURNAL, QueryJournal(tuple(ServedQuery(k, t, i, d)
-                                                              for (k, t, i), d in self._served.items())))
+        if self._journal.lookup((kind, tree, index), msg) is None:
+            self._journal.record((kind, tree, index), msg)
 
     @handles(Checkpoint)
     def on_checkpoint(self, sender: str, msg: Checkpoint) -> Ack:
@@ -315,9 +308,7 @@ class PassiveParty(Party):
         file; ``0``: empty) and the journal of answered requests (local)."""
         if self._store is None:
             raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
-        journal = self._store.load_side(JOURNAL, QueryJournal)
-        for q in journal.served if journal is not None else ():
-            self._served.setdefault((q.kind, q.tree, q.index), q.digest)
+        self._journal.reload()
         if msg.trees:
             saved = self._store.latest(PassiveState, lambda s: s.trees == msg.trees)
             if saved is None:

@@ -187,7 +187,7 @@ class ForgetfulGuest(Guest):
 
     def _restore(self) -> None:
         super()._restore()
-        self._answered = {}
+        self._journal.prune(lambda slot: False)
 
 
 class ProbeNet(KillNet):

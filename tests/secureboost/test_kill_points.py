@@ -174,7 +174,7 @@ class ForgetfulPassive(PassiveParty):
 
     def on_resume(self, sender: str, msg: m.Resume) -> m.Ack:
         ack = super().on_resume(sender, msg)
-        self._served = {}
+        self._journal.prune(lambda slot: False)
         return ack
 
 

@@ -48,6 +48,7 @@ import securetrees.protocols.secureboost.estimators as sb_estimators
 import securetrees.protocols.secureboost.messages
 import securetrees.protocols.secureboost.model
 import securetrees.psi.messages
+import securetrees.runtime.journal
 import securetrees.runtime.network as network_module
 import securetrees.secagg.messages
 from securetrees.errors import DecodeError, ParameterError, UnauthorizedSender, UnexpectedMessage
@@ -80,7 +81,7 @@ MODULES = (
     securetrees.protocols.secureboost.model, securetrees.protocols.secureboost.deploy,
     securetrees.protocols.secureboost.checkpoint, securetrees.net.alignment,
     securetrees.protocols.histogram_forest.checkpoint, securetrees.protocols.hybridtree.checkpoint,
-    securetrees.protocols.revfrf.checkpoint,
+    securetrees.protocols.revfrf.checkpoint, securetrees.runtime.journal,
 )
 _NAMES = {m.__name__ for m in MODULES}
 LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
@@ -93,9 +94,9 @@ STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_for
           "histogram_forest.model.server", "histogram_forest.model.client", "revfrf.model.cs",
           "revfrf.model.participant", "revfrf.model.revoked",
           "secureboost.model.active_part", "secureboost.model.passive_part", "securetrees.alignment.record",
-          "secureboost.state.active", "secureboost.state.passive", "secureboost.state.journal",
+          "secureboost.state.active", "secureboost.state.passive",
           "histogram_forest.state.server", "histogram_forest.state.client", "histogram_forest.state.journal",
-          "hybridtree.state.host", "hybridtree.state.guest", "hybridtree.state.journal",
+          "hybridtree.state.host", "hybridtree.state.guest", "securetrees.journal",
           "revfrf.state.server", "revfrf.state.participant"}
 """Written to disk, never sent (a key file, checkpoints, each party's model part and its bodies)."""
 
