@@ -15,7 +15,6 @@ leak (a label holder that forgets its answers when it resumes) shows the check f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ from securetrees.protocols.federated_forest import messages as m
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
 from securetrees.rand import DeterministicRandom
-from securetrees.runtime import InProcessNetwork, Message, Party, encode
+from securetrees.runtime import Message, encode
+from securetrees.testing.kill_points import Kill, KillNet
 
 X, Y, CAT = mixed_data(80, seed=5)
 X_TEST = mixed_data(30, seed=6)[0]
@@ -38,37 +38,6 @@ ID_KEY = b"k" * 32
 KEYS = {"master": b"m" * 32, "c0": b"a" * 32, "c1": b"b" * 32}
 OPTS = small_key_options()
 
-
-@dataclass(frozen=True)
-class Kill:
-    at: int  # index of the delivery in the run
-    victim: str
-    after: bool  # False: before the receiver handles it; True: after (the reply is lost)
-
-
-class KillNet(InProcessNetwork):
-    """An in-process network whose ``kill`` makes a role die at one delivery; a role built
-    again under a name already registered replaces the dead one (its restarted process)."""
-
-    def __init__(self, kill: Kill | None = None) -> None:
-        super().__init__()
-        self.kill = kill
-        self.log: list[tuple[str, str, Message]] = []
-
-    def register(self, party: Party) -> None:
-        self._parties[party.name] = party
-
-    def _deliver(self, round_: int, sender: str, receiver: str, msg: Message) -> Message | None:
-        k, kill = len(self.log), self.kill
-        self.log.append((sender, receiver, msg))
-        if kill is not None and kill.at == k and not kill.after:
-            self.kill = None
-            raise PartyUnavailable(f"{kill.victim} died")
-        reply = super()._deliver(round_, sender, receiver, msg)
-        if kill is not None and kill.at == k:
-            self.kill = None
-            raise PartyUnavailable(f"{kill.victim} died")
-        return reply
 
 
 def _client(net: KillNet, i: int, tmp: Path, holder: type[Client] = Client) -> Client:

@@ -32,8 +32,9 @@ from securetrees.protocols.histogram_forest.checkpoint import FORMAT
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.protocols.histogram_forest.server import ForestConfig, Server
 from securetrees.rand import DeterministicRandom
-from securetrees.runtime import InProcessNetwork, Message, Party, encode
+from securetrees.runtime import Message, encode
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.testing.kill_points import Kill, KillNet
 from securetrees.trees.tree import Tree
 from tests.histogram_forest.conftest import CATEGORIES, make_parts
 
@@ -47,38 +48,6 @@ def _config(dp: bool) -> ForestConfig:
                         histogram="fixed", features_per_node=2, epsilon=4.0 if dp else None, secure=not dp,
                         low=LOW, high=HIGH)
 
-
-@dataclass(frozen=True)
-class Kill:
-    at: int
-    victim: str
-    after: bool
-
-
-class KillNet(InProcessNetwork):
-    """An in-process network whose ``kill`` makes a role die at one delivery; a role built again
-    under a registered name replaces the dead one."""
-
-    def __init__(self, kill: Kill | None = None) -> None:
-        super().__init__()
-        self.kill = kill
-        self.log: list[tuple[str, str, Message, Message | None]] = []
-
-    def register(self, party: Party) -> None:
-        self._parties[party.name] = party
-
-    def _deliver(self, round_: int, sender: str, receiver: str, msg: Message) -> Message | None:
-        k, kill = len(self.log), self.kill
-        self.log.append((sender, receiver, msg, None))
-        if kill is not None and kill.at == k and not kill.after:
-            self.kill = None
-            raise PartyUnavailable(f"{kill.victim} died")
-        reply = super()._deliver(round_, sender, receiver, msg)
-        self.log[k] = (sender, receiver, msg, reply)
-        if kill is not None and kill.at == k:
-            self.kill = None
-            raise PartyUnavailable(f"{kill.victim} died")
-        return reply
 
 
 def _store(d: Path, name: str) -> CheckpointStore:
@@ -95,21 +64,21 @@ def _server(net: KillNet, d: Path, dp: bool) -> Server:
                   checkpoint=_store(d, "server"))
 
 
-def _window(log: list[tuple[str, str, Message, Message | None]], tree: int) -> list[int]:
+def _window(log: list[tuple[str, str, Message]], tree: int) -> list[int]:
     def in_tree(msg: Message) -> bool:
         if isinstance(msg, m.Checkpoint):
             return msg.trees == tree + 1
         return isinstance(msg, m.LayerRequest) and msg.tree == tree
 
-    return [k for k, (_, _, msg, _) in enumerate(log) if in_tree(msg)]
+    return [k for k, (_, _, msg) in enumerate(log) if in_tree(msg)]
 
 
-def _releases(log: list[tuple[str, str, Message, Message | None]]) -> tuple[dict[tuple[str, int], set[bytes]], int]:
+def _releases(net: KillNet) -> tuple[dict[tuple[str, int], set[bytes]], int]:
     """Per (client, step), the distinct layer replies it released; and how many (client, step)
     answered twice."""
     out: dict[tuple[str, int], set[bytes]] = {}
     count: dict[tuple[str, int], int] = {}
-    for _, receiver, msg, reply in log:
+    for (_, receiver, msg), reply in zip(net.log, net.replies, strict=True):
         if isinstance(msg, m.LayerRequest) and reply is not None:
             out.setdefault((receiver, msg.step), set()).add(encode(reply))
             count[(receiver, msg.step)] = count.get((receiver, msg.step), 0) + 1
@@ -140,7 +109,7 @@ def _run(d: Path, dp: bool, kill: Kill | None, cls: type[Client] = Client) -> tu
             clients[kill.victim] = _client(net, d, NAMES.index(kill.victim), cls)
         trees = server.resume()
     ledger = [] if server.accountant is None else list(server.accountant.releases)
-    return Outcome(trees, [clients[n].privacy_spent for n in NAMES], ledger, *_releases(net.log)), net
+    return Outcome(trees, [clients[n].privacy_spent for n in NAMES], ledger, *_releases(net)), net
 
 
 @pytest.mark.parametrize("dp", [False, True], ids=["secure", "dp"])
@@ -181,7 +150,7 @@ def _one_release_per_step(tmp: Path, cls: type[Client]) -> bool:
     """``c1`` dies right after answering its first layer request of tree 1 (the reply is lost), is
     restarted as ``cls`` and the server resumes: does every (client, step) have one release?"""
     _, net = _run(tmp / "ref", True, None)
-    first = next(k for k, (_, r, msg, _) in enumerate(net.log)
+    first = next(k for k, (_, r, msg) in enumerate(net.log)
                  if r == "c1" and isinstance(msg, m.LayerRequest) and msg.tree == 1)
     got, _ = _run(tmp / "kill", True, Kill(first, "c1", after=True), cls)
     return all(len(r) == 1 for r in got.releases.values())
@@ -199,7 +168,7 @@ def test_a_different_request_for_an_answered_step_is_refused(tmp_path: Path) -> 
     from securetrees.errors import UnexpectedMessage
 
     _, net = _run(tmp_path / "ref", True, None)
-    first = next(k for k, (_, r, msg, _) in enumerate(net.log)
+    first = next(k for k, (_, r, msg) in enumerate(net.log)
                  if r == "c1" and isinstance(msg, m.LayerRequest) and msg.tree == 1)
     net = KillNet(Kill(first, "c1", after=True))
     for i in range(3):
@@ -209,7 +178,7 @@ def test_a_different_request_for_an_answered_step_is_refused(tmp_path: Path) -> 
     request = net.log[first][2]
     assert isinstance(request, m.LayerRequest)
     c1 = _client(net, tmp_path, 1)
-    marker = next(msg for _, _, msg, _ in reversed(net.log) if isinstance(msg, m.Checkpoint))
+    marker = next(msg for _, _, msg in reversed(net.log) if isinstance(msg, m.Checkpoint))
     net.call("server", "c1", m.Resume(marker.trees, marker.step))
     other = m.LayerRequest(request.step, request.tree, request.layer, request.split_feature, request.split_threshold,
                            request.split_categorical, request.split_missing_left, request.keep,

@@ -17,13 +17,13 @@ different request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from securetrees.errors import PartyUnavailable, ProtocolError
+from securetrees.errors import ProtocolError
 from securetrees.protocols.hybridtree import Guest, Host, HybridTreeParams
 from securetrees.protocols.hybridtree import messages as m
 from securetrees.protocols.hybridtree.checkpoint import FORMAT
@@ -31,8 +31,10 @@ from securetrees.protocols.hybridtree.guest import agree_bins, guest_matrix
 from securetrees.protocols.hybridtree.host import owners
 from securetrees.protocols.hybridtree.testing import hybrid_data
 from securetrees.rand import DeterministicRandom
-from securetrees.runtime import InProcessNetwork, Message, Party
+from securetrees.runtime import Message
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.testing import kill_points
+from securetrees.testing.kill_points import Kill
 from securetrees.testing.paillier import small_keypair
 
 DATA = hybrid_data(90, 3, seed=5)
@@ -49,42 +51,11 @@ class HostDied(Exception):
     """The host process ends (nothing in the protocol catches it)."""
 
 
-@dataclass(frozen=True)
-class Kill:
-    at: int  # index of the delivery in the run
-    victim: str
-    after: bool  # False: dies before the receiver handles it; True: after (the reply is lost)
+class KillNet(kill_points.KillNet):
+    """A guest's death makes it unavailable (the host may go on without it); the host's ends the run."""
 
-
-class KillNet(InProcessNetwork):
-    """An in-process network whose ``kill`` makes a role die at one delivery (a guest is then
-    unavailable; the host's run ends); a role built again under a registered name replaces the
-    dead one (its restarted process)."""
-
-    def __init__(self, kill: Kill | None = None) -> None:
-        super().__init__()
-        self.kill = kill
-        self.log: list[tuple[str, str, Message]] = []
-
-    def register(self, party: Party) -> None:
-        self._parties[party.name] = party
-
-    def _die(self) -> None:
-        kill, self.kill = self.kill, None
-        assert kill is not None
-        if kill.victim == "host":
-            raise HostDied()
-        raise PartyUnavailable(f"{kill.victim} died")
-
-    def _deliver(self, round_: int, sender: str, receiver: str, msg: Message) -> Message | None:
-        k, kill = len(self.log), self.kill
-        self.log.append((sender, receiver, msg))
-        if kill is not None and kill.at == k and not kill.after:
-            self._die()
-        reply = super()._deliver(round_, sender, receiver, msg)
-        if kill is not None and kill.at == k:
-            self._die()
-        return reply
+    def death(self, victim: str) -> Exception:
+        return HostDied() if victim == "host" else super().death(victim)
 
 
 def _store(d: Path, name: str) -> CheckpointStore:

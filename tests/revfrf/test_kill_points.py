@@ -30,9 +30,9 @@ from securetrees.rand import DeterministicRandom
 from securetrees.runtime import Message
 from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.signing import make_roster
+from securetrees.testing.kill_points import Kill, KillNet
 from securetrees.trees import make_criterion
 from securetrees.trees.tree import Tree
-from tests.secureboost.test_kill_points import Kill, KillNet
 
 from .helpers import PARTITION, make_data, small_kgc
 

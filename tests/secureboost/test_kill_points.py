@@ -15,7 +15,7 @@ its answered requests when it resumes answers a second, different one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +28,9 @@ from securetrees.protocols.secureboost import messages as m
 from securetrees.protocols.secureboost.checkpoint import FORMAT
 from securetrees.protocols.secureboost.testing import joined_tree
 from securetrees.rand import DeterministicRandom
-from securetrees.runtime import InProcessNetwork, Message, Party
+from securetrees.runtime import Message
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.testing.kill_points import Kill, KillNet
 from tests.secureboost.conftest import vertical_data
 
 X, Y = vertical_data(60, seed=3)
@@ -39,37 +40,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecurePara
 KEYS = {"active": b"a" * 32, "p0": b"b" * 32, "p1": b"c" * 32}
 PARAMS = SecureBoostParams(n_estimators=3, max_depth=2, max_bins=8, frac_bits=16)
 
-
-@dataclass(frozen=True)
-class Kill:
-    at: int  # index of the delivery in the run
-    victim: str
-    after: bool  # False: dies before the receiver handles it; True: after (the reply is lost)
-
-
-class KillNet(InProcessNetwork):
-    """An in-process network whose ``kill`` makes a role die at one delivery; a role built again
-    under a registered name replaces the dead one (its restarted process)."""
-
-    def __init__(self, kill: Kill | None = None) -> None:
-        super().__init__()
-        self.kill = kill
-        self.log: list[tuple[str, str, Message]] = []
-
-    def register(self, party: Party) -> None:
-        self._parties[party.name] = party
-
-    def _deliver(self, round_: int, sender: str, receiver: str, msg: Message) -> Message | None:
-        k, kill = len(self.log), self.kill
-        self.log.append((sender, receiver, msg))
-        if kill is not None and kill.at == k and not kill.after:
-            self.kill = None
-            raise PartyUnavailable(f"{kill.victim} died")
-        reply = super()._deliver(round_, sender, receiver, msg)
-        if kill is not None and kill.at == k:
-            self.kill = None
-            raise PartyUnavailable(f"{kill.victim} died")
-        return reply
 
 
 def _store(d: Path, name: str) -> CheckpointStore:
