@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import pkgutil
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,18 +19,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import securetrees
 from securetrees.log import ROOT, configure, get_logger, role_logger_name
 from securetrees.protocols.histogram_forest.testing import fit_parts
 from securetrees.runtime import InProcessNetwork, Party
+from securetrees.testing.modules import import_library
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 
 
 def _all_party_classes() -> list[type[Party]]:
-    for mod in pkgutil.walk_packages(securetrees.__path__, "securetrees."):
-        if not mod.name.endswith(("__main__", ".demo")):
-            importlib.import_module(mod.name)
+    import_library()
     found: list[type[Party]] = []
     todo = list(Party.__subclasses__())
     while todo:

@@ -16,8 +16,6 @@ Budget: the deterministic sweeps are exhaustive over positions; the hypothesis p
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -28,19 +26,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import securetrees
 from securetrees.errors import DecodeError, SecureTreesError
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, message_fields, registered_messages
+from securetrees.testing.modules import import_library
 
-
-def _import_everything() -> None:
-    for info in pkgutil.walk_packages(securetrees.__path__, "securetrees."):
-        if not info.name.endswith("__main__"):
-            importlib.import_module(info.name)
-
-
-_import_everything()
+import_library()
 LIBRARY_MESSAGES: dict[str, type[Message]] = {
     name: cls for name, cls in sorted(registered_messages().items())
     if cls.__module__.split(".")[0] == "securetrees"

@@ -1,13 +1,14 @@
 """Sender authorization: every message type declares which roles may send it, to which role,
 and the network refuses any other sender before a handler runs (specs/runtime.md, "Authorization").
 
-The enumeration covers every message type registered by the library and the protocols.  Each
-request is sent, inside a real small run of its protocol, by a real party of every other role
-of that run (u2 → u1 ``PathRequest``, a participant → the CC's HoLT request, a client → another
-client's instructions, ...): the typed error is raised, the receiver's handler never runs, the
-receiver's view holds nothing new and the refusal is recorded.  Replies and messages that are
-never sent on their own are refused as requests from anybody.  The companion test switches the
-check off and shows the attack it stops: u2 learns u1's comparison bits ``x ≤ s``.
+The enumeration covers every message type registered by the library and the protocols (it imports
+every module first, so it sees the same types alone as in the full run).  Each request is sent,
+inside a real small run of its protocol, by a real party of every other role of that run (u2 → u1
+``PathRequest``, a participant → the CC's HoLT request, a client → another client's instructions,
+...): the typed error is raised, the receiver's handler never runs, the receiver's view holds
+nothing new and the refusal is recorded.  Replies and messages that are never sent on their own are
+refused as requests from anybody.  The companion test switches the check off and shows the attack it
+stops: u2 learns u1's comparison bits ``x ≤ s``.
 """
 
 from __future__ import annotations
@@ -23,34 +24,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import securetrees.dtpkc.twoserver
-import securetrees.net.control
-import securetrees.net.keyfile
-import securetrees.net.models
-import securetrees.protocols.federated_forest.checkpoint
-import securetrees.protocols.federated_forest.deploy
 import securetrees.protocols.federated_forest.estimators as ff_estimators
-import securetrees.protocols.federated_forest.messages
-import securetrees.protocols.federated_forest.model
-import securetrees.protocols.histogram_forest.deploy
 import securetrees.protocols.histogram_forest.facade as hf_facade
-import securetrees.protocols.histogram_forest.messages
-import securetrees.protocols.hybridtree.checkpoint
-import securetrees.protocols.hybridtree.deploy
 import securetrees.protocols.hybridtree.estimators as ht_estimators
-import securetrees.protocols.hybridtree.messages
-import securetrees.protocols.hybridtree.model
-import securetrees.protocols.revfrf.checkpoint
-import securetrees.protocols.revfrf.messages
-import securetrees.protocols.revfrf.model
-import securetrees.protocols.secureboost.deploy
 import securetrees.protocols.secureboost.estimators as sb_estimators
-import securetrees.protocols.secureboost.messages
-import securetrees.protocols.secureboost.model
-import securetrees.psi.messages
-import securetrees.runtime.journal
 import securetrees.runtime.network as network_module
-import securetrees.secagg.messages
 from securetrees.errors import DecodeError, ParameterError, UnauthorizedSender, UnexpectedMessage
 from securetrees.protocols.federated_forest import FederatedForestClassifier
 from securetrees.protocols.federated_forest.testing import mixed_data, small_key_options
@@ -67,24 +45,15 @@ from securetrees.runtime import ANY_ROLE, InProcessNetwork, Message, Party, code
 from securetrees.runtime.messages import message_fields, registered_messages
 from securetrees.secagg import build_simulation
 from securetrees.testing.dtpkc import dtpkc_test_kgc
+from securetrees.testing.modules import import_library
 from securetrees.testing.paillier import small_keypair
 
-MODULES = (
-    securetrees.dtpkc.twoserver, securetrees.secagg.messages, securetrees.net.control, securetrees.net.keyfile,
-    securetrees.protocols.revfrf.messages, securetrees.protocols.federated_forest.messages,
-    securetrees.protocols.federated_forest.checkpoint,
-    securetrees.protocols.hybridtree.messages, securetrees.protocols.histogram_forest.messages,
-    securetrees.psi.messages, securetrees.protocols.secureboost.messages,
-    securetrees.net.models, securetrees.protocols.federated_forest.model, securetrees.protocols.federated_forest.deploy,
-    securetrees.protocols.hybridtree.model, securetrees.protocols.histogram_forest.deploy,
-    securetrees.protocols.hybridtree.deploy, securetrees.protocols.revfrf.model,
-    securetrees.protocols.secureboost.model, securetrees.protocols.secureboost.deploy,
-    securetrees.protocols.secureboost.checkpoint, securetrees.net.alignment,
-    securetrees.protocols.histogram_forest.checkpoint, securetrees.protocols.hybridtree.checkpoint,
-    securetrees.protocols.revfrf.checkpoint, securetrees.runtime.journal,
-)
-_NAMES = {m.__name__ for m in MODULES}
-LIBRARY = {cls.wire_type: cls for cls in registered_messages().values() if cls.__module__ in _NAMES}
+MODULES = {m.__name__ for m in import_library()}
+"""Every module of the library, imported here: the registry then holds the same types whether this
+test runs alone or after others in its process (an xdist worker imports what its share needed)."""
+LIBRARY = {cls.wire_type: cls for cls in registered_messages().values()
+           if cls.__module__ in MODULES and not cls.wire_type.startswith("test.")}
+"""The library's message types (a ``test.`` type is a planted attack's, never a protocol's)."""
 REQUESTS = sorted(name for name, cls in LIBRARY.items() if cls.sent_by)
 OTHERS = sorted(name for name, cls in LIBRARY.items() if not cls.sent_by)
 STORED = {"securetrees.keyfile", "federated_forest.state.master", "federated_forest.state.client",
@@ -311,7 +280,7 @@ def test_every_message_type_declares_who_may_send_it() -> None:
         assert cls.sent_to and not cls.replies_to
         assert any(name in LIBRARY[r].replies_to for r in OTHERS) or name.endswith(("notice", "edges")), name
     outside = {n for n in registered_messages() if not n.startswith("test.")} - set(LIBRARY)
-    assert not outside, f"message types outside the enumerated modules: {sorted(outside)}"
+    assert not outside, f"message types defined outside the library: {sorted(outside)}"
 
 
 def test_declarations_are_checked() -> None:
