@@ -103,7 +103,7 @@ class SingleUseJournal:
         """Adopt the entries of ``state`` (``None``: nothing) for the slots this journal has not
         answered since it was built."""
         for entry in state.entries if state is not None else ():
-            self._entries.setdefault(tuple(entry.slot), entry)
+            self._entries.setdefault(entry.slot, entry)
 
     def reload(self) -> None:
         """:meth:`restore` the journal sealed in the store (nothing without a store or a file)."""

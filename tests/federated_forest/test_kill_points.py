@@ -39,7 +39,6 @@ KEYS = {"master": b"m" * 32, "c0": b"a" * 32, "c1": b"b" * 32}
 OPTS = small_key_options()
 
 
-
 def _client(net: KillNet, i: int, tmp: Path, holder: type[Client] = Client) -> Client:
     name, cols = f"c{i}", PARTITION[i]
     cls = holder if i == 0 else Client

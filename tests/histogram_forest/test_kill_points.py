@@ -49,7 +49,6 @@ def _config(dp: bool) -> ForestConfig:
                         low=LOW, high=HIGH)
 
 
-
 def _store(d: Path, name: str) -> CheckpointStore:
     return CheckpointStore(d, name, hashlib.sha256(name.encode()).digest(), FORMAT, rng=DeterministicRandom(name))
 

@@ -41,7 +41,6 @@ KEYS = {"active": b"a" * 32, "p0": b"b" * 32, "p1": b"c" * 32}
 PARAMS = SecureBoostParams(n_estimators=3, max_depth=2, max_bins=8, frac_bits=16)
 
 
-
 def _store(d: Path, name: str) -> CheckpointStore:
     return CheckpointStore(d, name, KEYS[name], FORMAT, rng=DeterministicRandom(name))
 
