@@ -92,7 +92,7 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     keys.add_argument("--insecure-1024", action="store_true",
                       help="a 1024-bit key (about 80-bit security; a trial only): sets allow_insecure")
     keys.add_argument("--checkpoint-key", action="store_true",
-                      help="add a checkpoint key (Federated Forest, SecureBoost)")
+                      help="add a checkpoint key (Federated Forest, SecureBoost, HybridTree)")
     keys.add_argument("--no-paillier", action="store_true", help="no Paillier key (a checkpoint key alone)")
     keys.add_argument("--force", action="store_true", help="replace existing files")
     passphrase(keys, "the party's")

@@ -13,6 +13,7 @@ drives the roles with control requests (``securetrees.net.control``):
 
 * ``align_use`` / ``align_run`` / ``align_done``: the alignment phase;
 * ``fit`` (host): set up the guests and run every boosting round (``specs/hybridtree.md``);
+* ``resume`` (host): finish an interrupted fit from the parties' checkpoints (``Host.resume``);
 * ``load_test`` (each guest): load its aligned test rows;
 * ``predict`` (host): the inference protocol on every test row of the host; the host writes
   ``out/host.predictions.npy`` (class names, or values for regression), for classification
@@ -24,6 +25,13 @@ drives the roles with control requests (``securetrees.net.control``):
   ``[run] job = "predict"`` loads them instead of training, reads only each party's ``test_data``
   and aligns those rows by PSI as in training.
 
+With ``checkpoint_dir`` every party of a fit seals its state at each boosting round
+(``specs/hybridtree.md``, "Checkpoints") and, once aligned, its row indices of each id set with its
+data files' digests (``securetrees.net.alignment.aligned_rows``).  A party restarted after a kill
+takes its rows from there (no alignment phase; a data file changed since is refused with
+:class:`~securetrees.errors.DataChangedError`), a guest its splits and its journal of answered
+requests too; :func:`resume` then has the host set every guest up again and grow the remaining rounds.
+
 Instance numbering: guest ``u``'s instance IDs are the positions of its rows in its PSI's agreed
 order (``0, 1, ...``); the host orders its rows so that each guest's rows follow that order
 (:func:`arrange`) and sends each guest these numbers (``Host(local_ids=True)``), never its own row
@@ -33,15 +41,17 @@ Parameters come from ``[protocol]``: the facade's settings (:class:`HybridTreeCl
 ``task = "regression"`` :class:`HybridTreeRegressor`) plus ``task``, ``guests``, the guest feature
 space (``guest_features``: column names; ``guest_categories``: the categories of each categorical
 guest column, code = position; ``guest_bins``: each numeric guest column's bin edges, or
-``guest_ranges``: ``[low, high]`` for ``max_bins`` uniform bins), the alignment keys and, in secure
-mode, ``host_public_key`` (hex; every guest pins it).  These are public: every guest encodes and bins
-alike from them, without a dealer.  :func:`prepare` declares the edges the one-process facade agrees
-on the same joined rows (pooled quantiles), so that the deployed model equals the facade's.
+``guest_ranges``: ``[low, high]`` for ``max_bins`` uniform bins), the alignment keys, in secure
+mode ``host_public_key`` (hex; every guest pins it) and, for a run that keeps checkpoints,
+``checkpoint_dir`` (relative to ``run.toml``; every party's key file then holds a ``checkpoint_key``).
+These are public: every guest encodes and bins alike from them, without a dealer.  :func:`prepare`
+declares the edges the one-process facade agrees on the same joined rows (pooled quantiles), so that
+the deployed model equals the facade's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -52,12 +62,13 @@ import numpy.typing as npt
 from securetrees.errors import DuplicateIdError, ParameterError, TableError
 from securetrees.executors import check_trusted, process_pool
 from securetrees.net import alignment
-from securetrees.net.alignment import AlignmentPlan, align, align_pending, alignment_mode, serve_alignment
+from securetrees.net.alignment import AlignmentPlan, align, align_pending, aligned_rows, alignment_mode
 from securetrees.net.config import PartyConfig, RunConfig
 from securetrees.net.control import Controllable, ControlReply, Operator
 from securetrees.net.deployment import (
     check_own_key,
     check_protocol_keys,
+    checkpoint_store,
     open_paillier,
     pinned_key,
     published_key,
@@ -74,10 +85,11 @@ from securetrees.net.tables import (
     table_columns,
     test_table,
 )
-from securetrees.net.trial import TrialPlan, table_frame, write_trial
+from securetrees.net.trial import Secret, TrialPlan, table_frame, write_trial
 from securetrees.paillier import PrivateKey, PublicKey
 from securetrees.progress import phase
 from securetrees.protocols.hybridtree.boosting import FitProgress, Loss, probabilities
+from securetrees.protocols.hybridtree.checkpoint import FORMAT
 from securetrees.protocols.hybridtree.estimators import (
     HybridTreeClassifier,
     HybridTreeRegressor,
@@ -99,7 +111,7 @@ from securetrees.trees.binning import uniform_edges
 __all__ = ["HOST", "PARAMETERS", "PREDICTIONS_KEPT", "PREDICT_ONLY", "ROLES",
            "DeployedGuest", "DeployedHost", "GuestSpace", "HostPart",
            "alignment_plan", "arrange", "check_parameters", "estimator_from", "fit", "guest_space", "guest_tables",
-           "make_role", "predict", "prepare", "run_job", "trial"]
+           "make_role", "predict", "prepare", "resume", "run_job", "trial"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -108,7 +120,7 @@ HOST = "host"
 
 _ESTIMATORS: dict[str, type[_HybridTree]] = {"classification": HybridTreeClassifier, "regression": HybridTreeRegressor}
 _RUN_KEYS = ("task", "guests", "guest_features", "guest_categories", "guest_bins", "guest_ranges",
-             "host_public_key")
+             "host_public_key", "checkpoint_dir")
 _NOT_SETTINGS = ("keypair", "record_payloads", "progress", "rng", "random_state", "guest_column", "n_guests",
                  "executor", "host_features", "guest_features", "categorical_features")
 """Facade parameters that are no run parameter (objects, in-process bookkeeping, or the one-process
@@ -372,11 +384,20 @@ class DeployedHost(SavesModel, Controllable, Host):
     schema: SchemaState | None = None
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        return self._train(self.fit)
+
+    def control_resume(self, args: dict[str, str]) -> ControlReply:
+        """Finish an interrupted fit from the parties' checkpoints (``Host.resume``: set up again, then
+        the rounds after the host's latest checkpoint)."""
+        return self._train(self.resume)
+
+    def _train(self, run: Callable[..., Host]) -> ControlReply:
+        """``run`` (:meth:`Host.fit` or :meth:`Host.resume`) on this run's labels and settings."""
         refuse_training(self.run)
         loss: Loss = "logistic" if self.task == "classification" else "squared"
         with phase("HybridTree trees", total=self.n_estimators) as shown:  # in its log and its status
-            self.fit(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score,
-                     progress=FitProgress.shown_on(shown))
+            run(self.y, n_estimators=self.n_estimators, loss=loss, base_score=self.base_score,
+                progress=FitProgress.shown_on(shown))
         splits = sum(r.n_guest_splits for r in self.records)
         self.logger.info("%s trained %d trees (%d guest splits)", self.name, len(self.records), splits)
         return ControlReply(info={"trees": str(len(self.records)), "guest_splits": str(splits),
@@ -480,10 +501,12 @@ def _make_host(config: RunConfig, network: Network, secrets: dict[str, bytes], p
                       "host_public_key", HOST)
     sets = {name: (train.ids if name.startswith("train:") and train is not None else (test.ids if test else ()))
             for name in plan.sets}
-    rows = serve_alignment(config, HOST, network, plan, sets)
+    store = checkpoint_store(config, HOST, secrets, FORMAT) if part is None else None
+    rows = aligned_rows(config, HOST, network, plan, sets, store)  # restarted with a record: no phase
     categorical = schema.categorical_mask()
     common = dict(params=hp, guests=guests, categorical=categorical, keypair=keypair, local_ids=True,
-                  executor=process_pool(est.n_jobs), trusted_workers=check_trusted(est.trusted_workers))
+                  executor=process_pool(est.n_jobs), trusted_workers=check_trusted(est.trusted_workers),
+                  checkpoint=store)
     if part is not None:
         host = DeployedHost(HOST, network, X=np.empty((0, schema.n_columns)), owner=np.empty(0, dtype=np.int64),
                             **common)  # type: ignore[arg-type]
@@ -503,8 +526,8 @@ def _make_host(config: RunConfig, network: Network, secrets: dict[str, bytes], p
     return host
 
 
-def _make_guest(role: str, config: RunConfig, network: Network, passphrase: bytes, est: _HybridTree,
-                ) -> DeployedGuest:
+def _make_guest(role: str, config: RunConfig, network: Network, secrets: dict[str, bytes], passphrase: bytes,
+                est: _HybridTree) -> DeployedGuest:
     """A guest: reads its table under the declared guest schema before the alignment phase, serves
     it (learning which of its ids the host holds; the others are dropped, their number logged),
     then numbers its rows by their place in the agreed order."""
@@ -526,7 +549,8 @@ def _make_guest(role: str, config: RunConfig, network: Network, passphrase: byte
                                  "with (the new rows would be encoded otherwise)")
     sets = {name: (train.ids if name.startswith("train:") and train is not None else (test.ids if test else ()))
             for name in plan.sets if role in plan.sets[name]}
-    rows = serve_alignment(config, role, network, plan, sets)
+    store = checkpoint_store(config, role, secrets, FORMAT) if model is None else None
+    rows = aligned_rows(config, role, network, plan, sets, store)  # restarted with a record: no phase
     if model is not None:
         X = np.empty((0, mapper.n_features))
     else:
@@ -535,7 +559,8 @@ def _make_guest(role: str, config: RunConfig, network: Network, passphrase: byte
         kept = rows[f"train:{role}"]
         X = _in_space(train.take(kept), space)
     guest = DeployedGuest(role, network, params=hp, ids=np.arange(X.shape[0], dtype=np.int64), X=X, mapper=mapper,
-                          host_key=pinned, allow_insecure=insecure, executor=process_pool(est.n_jobs))
+                          host_key=pinned, allow_insecure=insecure, executor=process_pool(est.n_jobs),
+                          checkpoint=store)  # restored from its latest checkpoint, its journal too
     if train is not None:
         dropped = len(train) - X.shape[0]
         guest.logger.info("%s: %d of its %d ids are held by the host; %d dropped", role, X.shape[0], len(train),
@@ -565,7 +590,7 @@ def make_role(role: str, config: RunConfig, network: Network, secrets: dict[str,
     if role == HOST:
         return _make_host(config, network, secrets, passphrase, est, guests)
     if role in guests:
-        return _make_guest(role, config, network, passphrase, est)
+        return _make_guest(role, config, network, secrets, passphrase, est)
     raise ParameterError(f"{role!r} is not a role of this HybridTree run")
 
 
@@ -580,6 +605,17 @@ def fit(operator: Operator, config: RunConfig) -> dict[str, str]:
         info = dict(operator.control(HOST, "fit").info)
     model_id = save_models(operator, config.roles)
     return {**info, **{f"{name}_rows": str(n) for name, n in sizes.items()}, "model_id": model_id}
+
+
+def resume(operator: Operator, config: RunConfig) -> dict[str, str]:
+    """Finish an interrupted fit (``securetrees operator resume``): the host resumes from the parties'
+    checkpoints (a restarted party took its aligned rows from its own; the host sets up every guest
+    again), then every role saves its model part as after :func:`fit`."""
+    refuse_training(config)
+    with operator.step("resume"):
+        info = dict(operator.control(HOST, "resume").info)
+    model_id = save_models(operator, config.roles)
+    return {**info, "model_id": model_id}
 
 
 def predict(operator: Operator, config: RunConfig, method: str | None = None) -> dict[str, npt.NDArray[Any]]:
@@ -623,6 +659,14 @@ def _deal(rows: Sequence[IntArray], lacking: int, rng: RandomSource) -> tuple[li
 
 def _shuffled(frame: Any, rng: RandomSource) -> Any:
     return frame.iloc[random_permutation(frame.shape[0], rng)].reset_index(drop=True)
+
+
+def _with_checkpoint_key(params: Mapping[str, Any], items: dict[str, Secret]) -> dict[str, Secret] | None:
+    """A trial party's key-file items, with a fresh ``checkpoint_key`` when the run keeps checkpoints
+    (``checkpoint_dir``); ``None`` when there are none."""
+    if "checkpoint_dir" in params:
+        items = {**items, "checkpoint_key": SYSTEM_RANDOM.token_bytes(32)}
+    return items or None
 
 
 def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_features: Sequence[int],
@@ -672,13 +716,13 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_featur
             declared["guest_bins"][cols[c]] = [float(e) for e in mapper.edges[j]]
     run = {**settings, "guests": guests, "guest_features": [cols[c] for c in space],
            **{k: v for k, v in declared.items() if v}}
-    host_secrets = None
+    host_secrets: dict[str, Secret] = {}
     if hp.mode == "secure":
         keys = keypair if keypair is not None else est._keys(hp)
         if keys is None:  # pragma: no cover - secure mode always has keys
             raise ParameterError("secure mode needs the host's key pair")
         run["host_public_key"] = keys[0].to_bytes().hex()
-        host_secrets = {"paillier_key": seal_paillier(keys[1])}
+        host_secrets["paillier_key"] = seal_paillier(keys[1])
     _guests(run, hp)
     guest_space(run, hp.max_bins)  # the declaration is checked as every guest will
     ids, test_ids = [f"row-{i}" for i in range(Xa.shape[0])], [f"test-{i}" for i in range(Xt.shape[0])]
@@ -692,12 +736,12 @@ def prepare(out_dir: str | Path, X: npt.ArrayLike, y: npt.ArrayLike, host_featur
     plan = TrialPlan(protocol="hybridtree", params=run)
     host_rows = np.setdiff1d(np.arange(Xa.shape[0]), np.concatenate(lacks))
     host_trows = np.setdiff1d(np.arange(Xt.shape[0]), np.concatenate(tlacks))
-    plan.add(HOST, role=Host.role, secrets=host_secrets, options={"label": "label"},
+    plan.add(HOST, role=Host.role, secrets=_with_checkpoint_key(run, host_secrets), options={"label": "label"},
              tables={"data": frame(ids, Xa, host_rows, host_cols, y), "test_data": frame(test_ids, Xt, host_trows,
                                                                                          host_cols)})
     for name, r, tr, held in zip(guests, rows, trows, per_guest, strict=True):
-        plan.add(name, role=Guest.role, tables={"data": frame(ids, Xa, r, held),
-                                                "test_data": frame(test_ids, Xt, tr, held)})
+        plan.add(name, role=Guest.role, secrets=_with_checkpoint_key(run, {}),
+                 tables={"data": frame(ids, Xa, r, held), "test_data": frame(test_ids, Xt, tr, held)})
     return write_trial(out_dir, plan, base_port=base_port)
 
 

@@ -34,6 +34,7 @@ from securetrees.errors import (
     EncodingOverflowError,
     NotFittedError,
     ParameterError,
+    PartyUnavailable,
     ProtocolError,
     UnexpectedMessage,
 )
@@ -298,9 +299,9 @@ class Host(Party):
                 self._active.discard(g)
                 self.dropped.append(g)
         if self.params.mode != "paper" and len(self._active) < self.params.min_guests:
-            raise ProtocolError(
-                f"only {len(self._active)} guests remain; masked aggregation needs "
-                f"{self.params.min_guests}"
+            raise PartyUnavailable(  # restart the guests that dropped out, then resume (checkpoints)
+                f"only {len(self._active)} guests remain ({', '.join(self.dropped)} did not answer); masked "
+                f"aggregation needs {self.params.min_guests}"
             )
 
     def _wire_ids(self, rows: IntArray, owner: IntArray, guest: int) -> IntArray:
@@ -376,7 +377,9 @@ class Host(Party):
             raise ParameterError("n_estimators must be a positive integer")
         t = targets(y, self._X.shape[0], loss, base_score)  # type: ignore[arg-type]
         saved = self._store.latest(HostState)
-        self.records, self._set_up = [], False
+        # what an interrupted attempt left in memory goes: every guest is set up again (a restarted
+        # one too), the checkpoint says which were still active
+        self.records, self._set_up, self._active, self.dropped = [], False, set(self.guests), []
         return self._run(t, loss, n_estimators, progress, saved)
 
     def _run(self, t: Targets, loss: Loss, n_estimators: int, progress: ProgressCallback | None,
@@ -411,6 +414,7 @@ class Host(Party):
         """Adopt a checkpoint's trees and active guests; its scores.  :class:`ProtocolError` unless
         it belongs to this run."""
         self.restore_model(saved.model)
+        self.dropped = [g for g in self.guests if g not in self._active]
         raw = np.asarray(saved.raw)
         k = t.n_outputs
         if (len(self.records) != saved.trees or saved.trees % k or saved.trees > n_estimators * k

@@ -62,6 +62,7 @@ __all__ = [
     "align_party",
     "align_pending",
     "align_test",
+    "aligned_rows",
     "aligned_tables",
     "alignment_mode",
     "check_test_rows",
@@ -379,28 +380,40 @@ def resumed_alignment(store: CheckpointStore | None, config: RunConfig, role: st
     return rows
 
 
-def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentPlan, train: PartyTable,
-                test: PartyTable | None, store: CheckpointStore | None = None
-                ) -> tuple[PartyTable, PartyTable | None]:
-    """Party ``role``'s tables in the agreed order (the alignment phase, :func:`serve_alignment`).
-    With a checkpoint ``store``: restarted, the rows it recorded (:func:`resumed_alignment`, no
-    phase); otherwise it records them once aligned (:func:`record_alignment`)."""
+def aligned_rows(config: RunConfig, role: str, network: Network, plan: AlignmentPlan,
+                 sets: Mapping[str, Sequence[str]], store: CheckpointStore | None = None) -> dict[str, IntArray]:
+    """Party ``role``'s row indices of each of its id ``sets`` in the agreed order: the alignment phase
+    (:func:`serve_alignment`), its rows then recorded in ``store`` (:func:`record_alignment`); or, for
+    a party restarted with a record there, the recorded rows (:func:`resumed_alignment`: its data files
+    checked, no phase).  A record that lacks one of ``sets``, or whose rows do not index its ids, is
+    refused (:class:`DecodeError`)."""
     rows = resumed_alignment(store, config, role)
     if rows is None:
-        sets: dict[str, Sequence[str]] = {"train": train.ids}
-        if role in plan.sets.get("test", ()):
-            if test is None:
-                raise ParameterError(f"{role!r} aligns test rows but names no test_data")
-            sets["test"] = test.ids
         rows = serve_alignment(config, role, network, plan, sets)
         if store is not None:
             record_alignment(store, config, role, rows)
-    for name, table in (("train", train), ("test", test)):
-        r = rows.get(name)
-        if table is not None and r is not None and r.size and (r.min() < 0 or r.max() >= len(table)):
+    missing = sorted(set(sets) - set(rows))
+    if missing:
+        raise DecodeError(f"{role!r}'s recorded rows hold no {missing}")
+    for name, ids in sets.items():
+        r = rows[name]
+        if r.size and (r.min() < 0 or r.max() >= len(ids)):
             raise DecodeError(f"{role!r}'s recorded {name} rows do not fit its data")
-    if "train" not in rows:
-        raise DecodeError(f"{role!r}'s recorded rows hold no training rows")
+    return {name: rows[name] for name in sets}
+
+
+def align_party(config: RunConfig, role: str, network: Network, plan: AlignmentPlan, train: PartyTable,
+                test: PartyTable | None, store: CheckpointStore | None = None
+                ) -> tuple[PartyTable, PartyTable | None]:
+    """Party ``role``'s tables in the agreed order (:func:`aligned_rows` of its training ids and, when
+    the plan aligns its test ids, of those: with a checkpoint ``store``, recorded once aligned, or
+    taken from there when restarted)."""
+    sets: dict[str, Sequence[str]] = {"train": train.ids}
+    if role in plan.sets.get("test", ()):
+        if test is None:
+            raise ParameterError(f"{role!r} aligns test rows but names no test_data")
+        sets["test"] = test.ids
+    rows = aligned_rows(config, role, network, plan, sets, store)
     return train.take(rows["train"]), (test.take(rows["test"]) if test is not None and "test" in rows else None)
 
 

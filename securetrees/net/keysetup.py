@@ -41,15 +41,14 @@ class PaillierHolder:
     """The role that holds the key pair."""
     public_parameter: str | None
     """The ``[protocol]`` key its public key goes under (``None``: the protocol sends it in-band only)."""
-    checkpoints: bool = False
-    """Whether the protocol's key files may carry a ``checkpoint_key`` (Federated Forest, SecureBoost)."""
 
 
 PAILLIER_HOLDERS: Final[Mapping[str, PaillierHolder]] = {
-    "federated-forest": PaillierHolder("client", "label_public_key", checkpoints=True),
-    "secureboost": PaillierHolder("active", "active_public_key", checkpoints=True),
+    "federated-forest": PaillierHolder("client", "label_public_key"),
+    "secureboost": PaillierHolder("active", "active_public_key"),
     "hybridtree": PaillierHolder("host", "host_public_key"),
 }
+"""Every one of them checkpoints: any party's key file may carry a ``checkpoint_key``."""
 
 
 CHECKPOINT_ONLY: Final = frozenset({"histogram-forest"})
@@ -82,20 +81,18 @@ def paillier_keys(protocol: str, party: str, out: str | Path, passphrase: bytes,
                   allow_insecure: bool = False, checkpoint_key: bool = False, paillier: bool = True,
                   force: bool = False) -> dict[str, Any]:
     """Make ``party``'s Paillier key pair for ``protocol`` and seal it into the key file ``out``
-    (with a fresh 32-byte ``checkpoint_key`` when asked and the protocol checkpoints); returns the
-    public ``[protocol]`` parameters (the public key in hex under the protocol's key, ``key_bits``,
-    and ``allow_insecure`` for a key under 2048 bits).  ``paillier=False`` writes the checkpoint key
-    alone (a party that holds no Paillier key: a Federated Forest client without labels, a SecureBoost
-    passive party)."""
+    (with a fresh 32-byte ``checkpoint_key`` when asked); returns the public ``[protocol]`` parameters
+    (the public key in hex under the protocol's key, ``key_bits``, and ``allow_insecure`` for a key
+    under 2048 bits).  ``paillier=False`` writes the checkpoint key alone (a party that holds no
+    Paillier key: a Federated Forest client without labels, a SecureBoost passive party, a HybridTree
+    guest)."""
     holder = PAILLIER_HOLDERS.get(protocol)
     if holder is None and protocol in CHECKPOINT_ONLY and not paillier:
-        holder = PaillierHolder("", None, checkpoints=True)  # a checkpoint key alone
+        holder = PaillierHolder("", None)  # a checkpoint key alone
     if holder is None:
         raise ParameterError(f"{protocol!r} has no Paillier key set-up; the protocols that do: "
                              f"{', '.join(sorted(PAILLIER_HOLDERS))} (RevFRF: securetrees setup kgc)")
     check_name(party)
-    if checkpoint_key and not holder.checkpoints:
-        raise ParameterError(f"{protocol} keeps no checkpoints, so its key files hold no checkpoint_key")
     if not paillier and not checkpoint_key:
         raise ParameterError("nothing to write: no Paillier key and no checkpoint key")
     target = Path(out)

@@ -4,25 +4,37 @@ A party that keeps checkpoints seals its aligned rows and its data files' SHA-25
 ``alignment`` slot; restarted, it takes its rows from there without serving the alignment phase,
 and a data file that changed since is refused with :class:`DataChangedError` naming the file.
 The planted companion is a record without digests: the changed file then passes.
+
+HybridTree aligns one id set per guest (``aligned_rows``): its host and guests take their rows from
+their records as well, are refused on a changed table, and a restarted guest is built on its store,
+so it keeps refusing another request for a tree, layer and attempt it answered before the restart
+(planted companion: a deployment that builds the guest without its store answers it).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from securetrees.errors import DataChangedError, DecodeError
+from securetrees.errors import DataChangedError, DecodeError, ProtocolError
 from securetrees.net import alignment
 from securetrees.net.alignment import AlignmentPlan, AlignmentRecord, align_party, record_alignment, resumed_alignment
 from securetrees.net.config import RunConfig, load_config
+from securetrees.net.deployment import checkpoint_store
 from securetrees.net.tables import party_tables
 from securetrees.protocols.federated_forest import deploy as ff_deploy
 from securetrees.protocols.federated_forest.checkpoint import CheckpointStore
 from securetrees.protocols.federated_forest.client import Client
+from securetrees.protocols.hybridtree import deploy as ht_deploy
+from securetrees.protocols.hybridtree import messages as ht_messages
+from securetrees.protocols.hybridtree.checkpoint import FORMAT as HT_FORMAT
+from securetrees.protocols.hybridtree.testing import hybrid_data
 from securetrees.runtime import InProcessNetwork
+from securetrees.runtime.checkpoint import CheckpointStore as SealedStore
 
 KEY = b"\x09" * 32
 
@@ -118,3 +130,120 @@ def test_planted_a_record_without_digests_lets_a_changed_file_through(tmp_path: 
 
 def test_the_record_is_a_stored_message_never_sent() -> None:
     assert not AlignmentRecord.sent_by
+
+
+# ---------------------------------------------------------------------------- HybridTree
+# One PSI per guest and id set (``train:guestU``, ``test:guestU``): the host records every set, a
+# guest its own two; both take them from ``aligned_rows`` when restarted.
+HT_GUESTS = ("guest0", "guest1", "guest2")
+PLAINTEXT = pytest.mark.filterwarnings("ignore::securetrees.errors.InsecureParameterWarning")
+"""The HybridTree trial runs in plaintext mode (no key pair to make: the keys are not the point)."""
+
+
+def _ht_trial(tmp: Path) -> RunConfig:
+    d = hybrid_data(60, 3, seed=1)
+    path = ht_deploy.prepare(tmp, d.X, d.y, d.host_features, d.guest_features, d.guest_rows, X_test=d.X[:30],
+                             test_rows=[r[r < 30] for r in d.guest_rows], lacking=2,
+                             params={"mode": "plaintext", "allow_insecure": True, "min_node_size": 0,
+                                     "checkpoint_dir": "ckpt"})
+    return load_config(path)
+
+
+def _ht_store(config: RunConfig, role: str) -> SealedStore:
+    """The store the deployment opens for ``role`` (``[protocol] checkpoint_dir``, its key file's key)."""
+    store = checkpoint_store(config, role, {"checkpoint_key": KEY}, HT_FORMAT)
+    assert store is not None
+    return store
+
+
+def _ht_rows(config: RunConfig, role: str) -> dict[str, np.ndarray]:
+    """Rows as the phase would give them: the host's split disjointly among the guests."""
+    train, test = party_tables(config.party(role))
+    assert test is not None
+    if role != ht_deploy.HOST:
+        return {f"train:{role}": np.arange(len(train))[::-1].copy(), f"test:{role}": np.arange(len(test))}
+    rows = {}
+    for kind, n in (("train", len(train)), ("test", len(test))):
+        for g, r in zip(HT_GUESTS, np.array_split(np.arange(n)[::-1], 3), strict=True):
+            rows[f"{kind}:{g}"] = r.copy()
+    return rows
+
+
+def _ht_role(config: RunConfig, role: str) -> Any:
+    """``make_role`` of a restarted HybridTree party: an in-process network, on which the phase
+    would be refused (it runs over gRPC), so the role comes from its record or not at all."""
+    return ht_deploy.make_role(role, config, NoNetwork(), {"checkpoint_key": KEY}, {}, b"")
+
+
+@PLAINTEXT
+def test_a_restarted_hybridtree_party_takes_its_recorded_rows(tmp_path: Path) -> None:
+    config = _ht_trial(tmp_path)
+    for role in (ht_deploy.HOST, "guest1"):
+        record_alignment(_ht_store(config, role), config, role, _ht_rows(config, role))
+    host = _ht_role(config, ht_deploy.HOST)
+    rows = _ht_rows(config, ht_deploy.HOST)
+    train, _ = party_tables(config.party(ht_deploy.HOST))
+    order, _ = ht_deploy.arrange(len(train), [rows[f"train:{g}"] for g in HT_GUESTS])
+    np.testing.assert_array_equal(host.y, np.asarray(train.labels).astype(str)[order])
+    guest = _ht_role(config, "guest1")
+    mine, theirs = party_tables(config.party("guest1"))
+    space = ht_deploy.guest_space(config.params, host.params.max_bins)
+    np.testing.assert_array_equal(guest._X, ht_deploy._in_space(mine.take(_ht_rows(config, "guest1")["train:guest1"]),
+                                                                space))
+    assert theirs is not None and guest.test is not None and guest.test[0].size == len(theirs)
+
+
+def _tree0(guest: Any) -> None:
+    """The host's set-up and tree 0's (empty) gradients, as a resumed host sends them again."""
+    guest.on_setup(ht_deploy.HOST, ht_messages.Setup(b"\x01" * 16, b"", HT_GUESTS, "plaintext"))
+    guest.on_gradients(ht_deploy.HOST, ht_messages.Gradients(0, ()))
+
+
+def _request(n_sets: int) -> Any:
+    return ht_messages.HistogramRequest(0, 1, 0, HT_GUESTS, n_sets, ())
+
+
+def _restarted_guest(tmp_path: Path) -> Any:
+    """A deployed guest that answered tree 0's first request, built again from its store (restarted)
+    and at tree 0 again."""
+    config = _ht_trial(tmp_path)
+    record_alignment(_ht_store(config, "guest0"), config, "guest0", _ht_rows(config, "guest0"))
+    guest = _ht_role(config, "guest0")
+    _tree0(guest)
+    guest.on_histogram(ht_deploy.HOST, _request(1))
+    restarted = _ht_role(config, "guest0")
+    _tree0(restarted)
+    return restarted
+
+
+@PLAINTEXT
+def test_a_restarted_hybridtree_guest_keeps_its_journal(tmp_path: Path) -> None:
+    guest = _restarted_guest(tmp_path)
+    with pytest.raises(ProtocolError, match="answered once"):  # another request for an answered layer
+        guest.on_histogram(ht_deploy.HOST, _request(2))
+    guest.on_histogram(ht_deploy.HOST, _request(1))  # a resumed host repeats it byte for byte
+
+
+@PLAINTEXT
+def test_planted_a_deployment_that_builds_the_guest_without_its_store_answers_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Storeless(ht_deploy.DeployedGuest):
+        """The leaky variant: its aligned rows are recorded, but the guest gets no store."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "checkpoint": None})
+
+    monkeypatch.setattr(ht_deploy, "DeployedGuest", Storeless)
+    guest = _restarted_guest(tmp_path)
+    guest.on_histogram(ht_deploy.HOST, _request(2))  # answered: the check fails here
+
+
+@PLAINTEXT
+@pytest.mark.parametrize(("role", "which"), [("host", "data"), ("guest2", "test_data")])
+def test_a_changed_hybridtree_table_is_refused_naming_it(tmp_path: Path, role: str, which: str) -> None:
+    config = _ht_trial(tmp_path)
+    record_alignment(_ht_store(config, role), config, role, _ht_rows(config, role))
+    path = getattr(config.party(role), which)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n", 1))
+    with pytest.raises(DataChangedError, match=str(path).replace("\\", "\\\\")):
+        _ht_role(config, role)

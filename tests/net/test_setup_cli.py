@@ -235,13 +235,29 @@ def test_keys_seal_the_active_partys_key_and_publish_its_public_key(run_dir: Pat
     assert "paillier_key" not in public
 
 
+def test_keys_write_hybridtree_checkpoint_keys_for_the_host_and_the_guests(run_dir: Path) -> None:
+    """``--checkpoint-key`` beside the host's key pair, and alone (``--no-paillier``) for a guest, which
+    holds no Paillier key: the items ``checkpoint_store`` reads when ``[protocol] checkpoint_dir`` is set."""
+    with pytest.warns(InsecureParameterWarning, match="1024"):
+        assert main(["setup", "keys", "hybridtree", "--party", "host", "--out", "keys/host.keys", "--insecure-1024",
+                     "--checkpoint-key"]) == 0
+    for guest in ("guest0", "guest1"):
+        assert main(["setup", "keys", "hybridtree", "--party", guest, "--out", f"keys/{guest}.keys", "--no-paillier",
+                     "--checkpoint-key"]) == 0
+    items = {n: open_key_file(f"keys/{n}.keys", n, PASS.encode()) for n in ("host", "guest0", "guest1")}
+    assert set(items["host"]) == {"paillier_key", "checkpoint_key"}
+    assert set(items["guest0"]) == set(items["guest1"]) == {"checkpoint_key"}
+    keys = {items[n]["checkpoint_key"] for n in items}
+    assert len(keys) == 3 and all(len(k) == 32 for k in keys)  # each party its own
+    assert "host_public_key" in (run_dir / "keys" / "host.public.toml").read_text()
+    assert "host_public_key" not in (run_dir / "keys" / "guest0.public.toml").read_text()
+
+
 def test_keys_refuse_unknown_protocols_weak_keys_and_overwrites(run_dir: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert _refused(["setup", "keys", "revfrf", "--party", "cs", "--out", "k.keys"], capsys) == "ParameterError"
     assert _refused(["setup", "keys", "hybridtree", "--party", "host", "--out", "k.keys", "--key-bits", "1024"],
                     capsys) == "ParameterError"
-    assert _refused(["setup", "keys", "hybridtree", "--party", "host", "--out", "k.keys", "--checkpoint-key"],
-                    capsys) == "ParameterError"  # HybridTree keeps no checkpoints (yet)
     (run_dir / "k.keys").write_bytes(b"existing")
     assert _refused(["setup", "keys", "federated-forest", "--party", "master", "--out", "k.keys", "--no-paillier",
                      "--checkpoint-key"], capsys) == "OutputExistsError"
