@@ -215,18 +215,24 @@ class Participant(Party):
 
     def _answered(self, kind: int, rnd: int, msg: Message) -> bytes | None:
         """The journalled reply to ``msg`` if this request was answered before; a different
-        request of the same kind and round is refused (a single-use query stays single-use)."""
+        request of the same kind and round is refused, and so is any request for a round before
+        the journal's (a single-use query stays single-use: the CS resumes at its latest layer,
+        never before it)."""
+        last = max((sent.round for sent in self._journal), default=rnd)
+        if rnd < last:
+            raise UnexpectedMessage(f"round {rnd} is over: {self.name} has answered round {last}")
         digest = sha256(encode(msg)).digest()
         for sent in self._journal:
             if sent.kind == kind and sent.round == rnd:
                 if sent.digest != digest:
                     raise UnexpectedMessage(f"round {rnd} was answered for another request")
+                self.logger.info("%s: round %d asked again, answered from its journal", self.name, rnd)
                 return sent.reply
         return None
 
     def _journal_reply(self, kind: int, rnd: int, msg: Message, reply: Message) -> None:
         """Record the reply and write the checkpoint before the reply leaves; the journal keeps
-        the current round only (an older round is never asked again: the CS resumes at its layer)."""
+        the current round only (:meth:`_answered` refuses an older one)."""
         if self.checkpoint is None:
             return
         self._journal = [s for s in self._journal if s.round >= rnd]
