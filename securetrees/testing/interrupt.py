@@ -2,8 +2,8 @@
 
 Each protocol's resume test starts its roles as real ``securetrees party`` processes, starts the
 fit, waits until a role has written a checkpoint, kills a role (that one or another), restarts it
-and resumes.
-The steps shared by every protocol are here; what the resumed model must equal stays in the test.
+and resumes.  The steps shared by every protocol are here; what the resumed model must equal stays
+in the test.
 """
 
 from __future__ import annotations
