@@ -13,7 +13,7 @@ the shared store (:mod:`securetrees.runtime.checkpoint`, format ``b"RFCK"`` vers
   kinds :data:`EXPAND` and :data:`SPLIT`): every expansion and split reply of the current CS round
   with the SHA-256 of its request.  The same request again (a resumed CS repeats it byte for byte)
   gets the same reply back, the same ciphertext and signature, never a fresh draw; another request
-  of the same kind for an answered round is refused.
+  of the same kind for an answered round is refused, and so is any request for an earlier round.
 """
 
 from __future__ import annotations

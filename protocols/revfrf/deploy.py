@@ -21,7 +21,8 @@ Control actions (``securetrees.net.control``), sent by the operator:
 
 * ``align_use`` / ``align_run`` / ``align_done`` (the CS and participants): the alignment phase;
 * ``fit`` (cs): plant and grow the forest (FLE-Expan / FOS-Find layer by layer), with
-  ``checkpoint_dir`` sealing every role's state (``specs/revfrf.md``, "Checkpoints");
+  ``checkpoint_dir`` sealing every role's state (``specs/revfrf.md``, "Checkpoints"); refused
+  when the CS's checkpoint already holds a layer;
 * ``resume`` (cs): restore its latest checkpoint and grow the rest;
 * ``load`` / ``drop`` (each participant): its columns of the test rows as batch ``batch``;
 * ``predict`` (cs): ``method`` = ``vertical`` or ``test`` (FRF-Test) on batch ``batch``;
@@ -97,7 +98,7 @@ from securetrees.net.trial import TrialPlan, deal_rows, table_frame, vertical_ta
 from securetrees.progress import phase
 from securetrees.protocols.revfrf.candidates import CandidateSet, Proposer
 from securetrees.protocols.revfrf.cc import ComputationServer
-from securetrees.protocols.revfrf.checkpoint import FORMAT
+from securetrees.protocols.revfrf.checkpoint import FORMAT, ServerState
 from securetrees.protocols.revfrf.cs import CentralServer
 from securetrees.protocols.revfrf.cs_resume import grow_with_checkpoints, resume_forest
 from securetrees.protocols.revfrf.facade import _SETTINGS, make_proposer, plan_run
@@ -171,7 +172,12 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
         return {"trees": str(len(self.trees))}
 
     def control_fit(self, args: dict[str, str]) -> ControlReply:
+        """Plant and grow the forest; refused when the CS's store holds a layer already (a restarted
+        CS resumes: starting over would ask the participants for rounds they answered)."""
         refuse_training(self.run)
+        if self._store is not None and self._store.latest(ServerState) is not None:
+            raise ParameterError("the CS's checkpoint_dir holds a fit already: finish it with resume "
+                                 "(securetrees operator resume); a new fit needs an empty checkpoint_dir")
         frontier = self.plant([dr.sample_weight for dr in self._draws])
         if self._store is not None:
             grow_with_checkpoints(self, self._store, frontier, self._draws)

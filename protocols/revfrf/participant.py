@@ -216,12 +216,20 @@ class Participant(Party):
 
     def _answered(self, kind: int, rnd: int, msg: Message) -> bytes | None:
         """The journalled reply to ``msg`` if this request was answered before; a different
-        request of the same kind and round is refused (a single-use query stays single-use)."""
-        return self._journal.lookup((kind, rnd), msg)
+        request of the same kind and round is refused, and so is any request for a round before
+        the journal's (a single-use query stays single-use: the CS resumes at its latest layer,
+        never before it)."""
+        last = max((slot[1] for slot in self._journal.slots()), default=rnd)
+        if rnd < last:
+            raise UnexpectedMessage(f"round {rnd} is over: {self.name} has answered round {last}")
+        kept = self._journal.lookup((kind, rnd), msg)
+        if kept is not None:
+            self.logger.info("%s: round %d asked again, answered from its journal", self.name, rnd)
+        return kept
 
     def _journal_reply(self, kind: int, rnd: int, msg: Message, reply: Message) -> None:
         """Record the reply and write the checkpoint before the reply leaves; the journal keeps
-        the current round only (an older round is never asked again: the CS resumes at its layer)."""
+        the current round only (:meth:`_answered` refuses an older one)."""
         if self.checkpoint is None:
             return
         self._journal.prune(lambda slot: slot[1] >= rnd)

@@ -81,6 +81,10 @@ class SingleUseJournal:
             raise self._refusal(slot)
         return known.reply
 
+    def slots(self) -> list[Slot]:
+        """The slots answered so far, in the order they were recorded."""
+        return list(self._entries)
+
     def record(self, slot: Slot, request: Message, reply: Message | None = None) -> None:
         """Journal ``request`` as the one answered in ``slot`` (after :meth:`lookup` found it
         unanswered), with ``reply``'s encoding when the protocol replays it; with a store, the

@@ -1,8 +1,9 @@
 """A deployed role killed in the middle of a fit, for the multi-process resume tests.
 
 Each protocol's resume test starts its roles as real ``securetrees party`` processes, starts the
-fit, waits until one role has written a checkpoint, kills that role, restarts it and resumes.
-The steps shared by every protocol are here; what the resumed model must equal stays in the test.
+fit, waits until a role has written a checkpoint, kills a role (that one or another), restarts it
+and resumes.  The steps shared by every protocol are here; what the resumed model must equal stays
+in the test.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ Procs = dict[str, "subprocess.Popen[bytes]"]
 
 def interrupt_fit(operator: Operator, procs: Procs, *, driver: str, victim: str, checkpoint: Path,
                   wait: float = 120.0) -> BaseException | None:
-    """Ask ``driver`` to ``fit`` in a background thread; once ``checkpoint`` (a file the victim writes)
-    exists, stop ``victim`` at once (SIGSTOP: it writes nothing more) and kill it; return the error
-    the fit ended with (``None`` if it finished regardless).  ``wait`` bounds the wait for the
-    checkpoint (a deadline, not a performance claim)."""
+    """Ask ``driver`` to ``fit`` in a background thread; once ``checkpoint`` (a file written mid-fit:
+    the victim's own checkpoint, or another role's when the victim writes none or should die at
+    another role's step) exists, stop ``victim`` at once (SIGSTOP: it writes nothing more) and kill
+    it; return the error the fit ended with (``None`` if it finished regardless).  ``wait`` bounds
+    the wait for the checkpoint (a deadline, not a performance claim)."""
     outcome: list[BaseException | None] = []
 
     def fit() -> None:
@@ -47,7 +49,7 @@ def interrupt_fit(operator: Operator, procs: Procs, *, driver: str, victim: str,
         time.sleep(0.005)
     if not checkpoint.exists():
         worker.join()
-        raise ProtocolError(f"{victim} wrote no {checkpoint.name} before the fit ended")
+        raise ProtocolError(f"no {checkpoint.name} was written before the fit ended ({victim} not killed)")
     os.kill(procs[victim].pid, signal.SIGSTOP)
     os.kill(procs[victim].pid, signal.SIGKILL)
     procs[victim].wait(timeout=30)

@@ -7,9 +7,10 @@ role dies before the message is handled (it is lost) or right after (the reply i
 is the CS (the sender) or the participant (the receiver).  A dead participant is rebuilt from its
 checkpoint store; then the CS restores its latest layer checkpoint and grows the rest.  A
 participant answers a repeated request byte for byte from its journal and refuses any other
-request for a round it answered.  Planted companions: a participant that ignores its journal
-answers a second, different expansion request for the same round; one that checkpoints after its
-reply has left loses what it answered when it dies right after the send (another forest).
+request for a round it answered, and any request for an earlier round.  Planted companions: a
+participant that ignores its journal answers a second, different expansion request for the same
+round, and its request of round 0 again after the fit; one that checkpoints after its reply has
+left loses what it answered when it dies right after the send (another forest).
 """
 
 from __future__ import annotations
@@ -223,6 +224,25 @@ def _second_expansion_answered(tmp: Path, cls: type[Participant]) -> bool:
 def test_an_answered_round_is_not_answered_for_another_request(tmp_path: Path) -> None:
     assert not _second_expansion_answered(tmp_path / "journal", Participant)
     assert _second_expansion_answered(tmp_path / "forgetful", ForgetfulParticipant)  # planted companion
+
+
+def _earlier_round_answered(tmp: Path, cls: type[Participant]) -> bool:
+    """After the whole fit, ``u1`` (restarted from its checkpoint) is sent its expansion request of
+    round 0 again, byte for byte (what a CS that started over instead of resuming would send): its
+    journal holds the last round only, so answering would be a second, fresh answer for round 0."""
+    _, _, ref = _reference(tmp)
+    request = next(msg for _, r, msg in ref.log if r == "u1" and isinstance(msg, ExpandRequest) and msg.round == 0)
+    u1 = _participant(KillNet(), tmp, 0, cls)
+    try:
+        u1.on_expand("cs", request)
+    except UnexpectedMessage:
+        return False
+    return True
+
+
+def test_a_round_before_the_journals_is_not_answered_again(tmp_path: Path) -> None:
+    assert not _earlier_round_answered(tmp_path / "journal", Participant)
+    assert _earlier_round_answered(tmp_path / "forgetful", ForgetfulParticipant)  # planted companion
 
 
 def test_the_facade_with_a_checkpoint_folder_grows_the_same_forest(tmp_path: Path) -> None:

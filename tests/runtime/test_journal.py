@@ -136,3 +136,15 @@ def test_a_journal_without_a_file_reloads_empty_and_a_bad_side_slot_is_refused(t
     assert journal.state() == JournalState(())
     with pytest.raises(ParameterError):
         SingleUseJournal(_refusal, store=_store(tmp_path), side="prev")
+
+
+def test_slots_lists_the_answered_slots_in_order_and_forgets_pruned_ones(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    assert journal.slots() == []
+    journal.record((2, 5), ASK)
+    journal.record((1, 6), OTHER, Answer(1))
+    assert journal.slots() == [(2, 5), (1, 6)]
+    journal.prune(lambda slot: slot[1] >= 6)
+    reloaded = _journal(tmp_path)
+    reloaded.reload()
+    assert journal.slots() == reloaded.slots() == [(1, 6)]
