@@ -265,7 +265,7 @@ def _run(args: argparse.Namespace) -> int:
     parties = [parse_party(s, operator=args.operator) for s in args.party]
     features = party_features(args.protocol, parties, base, params)
     doc = build_run(args.protocol, parties, ca_bundle=bundle, base=base, params=params, operator=args.operator,
-                    run={"deadline": args.deadline}, features=features)
+                    transport={"deadline": args.deadline}, features=features)
     path = write_run(out, doc, force=args.force)
     print(f"wrote {path}: {len(parties)} parties; give every party this same file")
     for name, used in features.items():

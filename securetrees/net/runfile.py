@@ -333,7 +333,7 @@ def check_key_material(protocol: str, params: Mapping[str, Any], parties: Sequen
 
 def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, base: str | Path,
               params: Mapping[str, Any] | None = None, operator: str = OPERATOR_ROLE,
-              run: Mapping[str, Any] | None = None,
+              run: Mapping[str, Any] | None = None, transport: Mapping[str, Any] | None = None,
               features: Mapping[str, Sequence[str] | None] | None = None) -> dict[str, Any]:
     """The configuration document (a mapping for tomli-w) of a run; ``base`` is the folder ``run.toml``
     goes in (relative paths are read from it).  Refuses (typed errors) a party named twice, no
@@ -369,8 +369,8 @@ def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, ba
     head: dict[str, Any] = {"protocol": protocol, "operator": operator, **dict(run or {})}
     if rule is not None:
         head["assumption"] = rule.text
-    return {"run": head, "tls": {"ca": ca_bundle},
-            "protocol": protocol_params, "parties": entries}
+    doc = {"run": head, "tls": {"ca": ca_bundle}, "protocol": protocol_params, "parties": entries}
+    return {**doc, "transport": dict(transport)} if transport else doc
 
 
 def write_run(path: str | Path, doc: Mapping[str, Mapping[str, Any]], *, force: bool = False) -> Path:
