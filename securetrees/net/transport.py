@@ -523,10 +523,10 @@ class GrpcNetwork(Network):
                     self.refusals.note(sender, "RequestTimeout", f"the request did not arrive within "
                                        f"{self.options.request_limit:g} s of its call")
                     return b""
-                if request is None:
+                if request is None:  # not counted: an empty call, or one gRPC ended (a request over
+                    # max_message_bytes, the peer's cancel, its connection lost), which this cannot tell apart
                     if context.is_active():
-                        self._refuse(context, sender, grpc.StatusCode.INVALID_ARGUMENT,
-                                     DecodeError("the call carries no request"))
+                        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "DecodeError: the call carries no request")
                     return b""
                 return serve(request, context)
             finally:
