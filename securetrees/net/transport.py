@@ -225,7 +225,8 @@ def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> Secure
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return AuthenticationError(f"party {peer!r} refused this party: {details}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not details.startswith("ProtocolError: "):
-        return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details}")
+        return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details} (every party's "
+                             "run.toml sets it: [transport] max_message_bytes)")
     # RESOURCE_EXHAUSTED with a ProtocolError: more calls open at the peer than it admits (below)
     type_name, _, text = details.partition(": ")
     cls = getattr(errors_module, type_name, None)
