@@ -131,7 +131,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     run.add_argument("--params", action="append", default=[], metavar="FILE",
                      help="[protocol] parameters from a TOML file (e.g. setup keys' public output); repeatable")
     run.add_argument("--operator", default="operator", help="the operator's name (default operator)")
-    run.add_argument("--deadline", type=float, default=600.0, help="seconds per call (default 600)")
+    run.add_argument("--deadline", type=float, default=600.0,
+                     help="seconds per call, [transport] deadline (default 600)")
     run.add_argument("--force", action="store_true", help="replace an existing run.toml")
     run.set_defaults(func=_run)
 

@@ -336,7 +336,8 @@ def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, ba
               run: Mapping[str, Any] | None = None, transport: Mapping[str, Any] | None = None,
               features: Mapping[str, Sequence[str] | None] | None = None) -> dict[str, Any]:
     """The configuration document (a mapping for tomli-w) of a run; ``base`` is the folder ``run.toml``
-    goes in (relative paths are read from it).  Refuses (typed errors) a party named twice, no
+    goes in (relative paths are read from it); ``run`` adds to its ``[run]`` table, ``transport`` is its
+    ``[transport]`` table (none when empty).  Refuses (typed errors) a party named twice, no
     operator entry, a layout the protocol's non-collusion assumption forbids, a table that its party
     cannot read as its section says (:func:`party_features`, unless ``features`` gives its result),
     missing key material (:func:`check_key_material`), and an ``issuer`` that cannot be determined."""
