@@ -61,7 +61,8 @@ class CallSlots:
 
 class RequestTimer:
     """Runs a call's ``cancel`` once ``seconds`` have passed since :meth:`start`, unless :meth:`stop`
-    came first; one daemon thread (started with the first call) watches every pending call."""
+    came first; one daemon thread (started with the first call after creation or :meth:`close`)
+    watches every pending call."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -78,10 +79,11 @@ class RequestTimer:
             ticket, due = next(self._ids), time.monotonic() + self.seconds
             self._pending[ticket] = (due, cancel)
             heapq.heappush(self._due, (due, ticket))
-            if self._thread is None and not self._closed:
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="st-request-timer", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            elif self._due[0][1] == ticket:  # due before the one the thread waits for
+                self._wake.notify()
         return ticket
 
     def stop(self, ticket: int) -> bool:
@@ -96,12 +98,15 @@ class RequestTimer:
             return stopped
 
     def close(self) -> None:
-        """Stop the thread; calls still pending are never cancelled (:meth:`stop` finds them in time)."""
+        """Stop the thread (the next :meth:`start` starts another); calls still pending are not
+        cancelled meanwhile (:meth:`stop` finds them in time)."""
         with self._wake:
-            self._closed = True
+            thread, self._closed = self._thread, True
             self._wake.notify()
-        if self._thread is not None:
-            self._thread.join()
+        if thread is not None:
+            thread.join()
+        with self._wake:
+            self._thread, self._closed = None, False
 
     def _run(self) -> None:
         while True:
