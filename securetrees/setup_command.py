@@ -131,7 +131,8 @@ def add_setup_parser(sub: Any, logs: argparse.ArgumentParser) -> None:
     run.add_argument("--params", action="append", default=[], metavar="FILE",
                      help="[protocol] parameters from a TOML file (e.g. setup keys' public output); repeatable")
     run.add_argument("--operator", default="operator", help="the operator's name (default operator)")
-    run.add_argument("--deadline", type=float, default=600.0, help="seconds per call (default 600)")
+    run.add_argument("--deadline", type=float, default=600.0,
+                     help="seconds per call, [transport] deadline (default 600)")
     run.add_argument("--force", action="store_true", help="replace an existing run.toml")
     run.set_defaults(func=_run)
 
@@ -265,7 +266,7 @@ def _run(args: argparse.Namespace) -> int:
     parties = [parse_party(s, operator=args.operator) for s in args.party]
     features = party_features(args.protocol, parties, base, params)
     doc = build_run(args.protocol, parties, ca_bundle=bundle, base=base, params=params, operator=args.operator,
-                    run={"deadline": args.deadline}, features=features)
+                    transport={"deadline": args.deadline}, features=features)
     path = write_run(out, doc, force=args.force)
     print(f"wrote {path}: {len(parties)} parties; give every party this same file")
     for name, used in features.items():

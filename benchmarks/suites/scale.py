@@ -50,6 +50,10 @@ BLAS/OpenMP thread.
    ``cd benchmarks && PYTHONPATH=.. python -m suites.scale memory [--quick]``.
 6. PNG plots beside the JSON (``--json``): cost per row against rows, time and bytes against
    parties, time against trees and depth.
+7. Largest message (alone: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale messages``): each
+   protocol's largest codec frame of one fit, by message type, at the crypto subset sizes with the
+   crypto modes' key and depth, EXTRAPOLATED to the largest size on the line through them, against
+   the transport's default ``max_message_bytes`` (``specs/deployment.md``, "The message limit").
 
 Targets: per-row CPU at the largest size / at the one before <= 1.3 for every plaintext and shared
 mode; Federated Forest shared / scikit-learn's forest at the largest size <= 5; peak memory of every
@@ -912,6 +916,47 @@ def _plots(report: Report, s: Setting, curves: dict[str, dict[int, Point]]) -> N
     report.save_figure("trees-depth", fig)
 
 
+MESSAGE_MODES = ("Federated Forest shared", "histogram forest (no DP)", "HybridTree plaintext", *CRYPTO)
+"""The protocols whose largest message :func:`_messages` measures (RevFRF's and PSI's are bounded apart:
+``specs/deployment.md``, "Hostile peers")."""
+
+
+def _messages(report: Report, s: Setting, keys: tuple[PublicKey, PrivateKey]) -> None:
+    """The largest message of each protocol's fit (one tree of the crypto modes' depth), by type: its
+    size at the two crypto subset sizes, and on the line through them at the sweep's largest size
+    (EXTRAPOLATED), against the transport's default ``max_message_bytes``."""
+    from securetrees.net.transport import DEFAULT_MAX_MESSAGE_BYTES
+
+    n1, n2 = s.crypto_rows
+    at = max(s.rows)
+    tab = report.table(f"largest message of one fit, by protocol ({keys[0].bits}-bit key; 1 tree of depth "
+                       f"{s.crypto_depth}; measured at {n1} and {n2} rows, EXTRAPOLATED to {at})",
+                       ["protocol", "message type", f"bytes at {n1}", f"bytes at {n2}", f"MiB at {at}",
+                        "of the default limit"],
+                       note=f"codec frame bytes; default max_message_bytes {DEFAULT_MAX_MESSAGE_BYTES >> 20} MiB")
+    out: dict[str, Any] = {}
+    for name in MESSAGE_MODES:
+        largest: list[dict[str, int]] = []
+        for n in (n1, n2):
+            d = make_table(n, N_FEATURES)
+            if name in CRYPTO:
+                model = CRYPTO[name].fit(d, keys, CRYPTO[name].parties, s.crypto_depth)
+            else:
+                fit, parties = PLAIN[name]
+                model = fit(d, 1, s.crypto_depth, parties)
+            sizes: dict[str, int] = {}
+            for r in _transcript(model):
+                sizes[r.type_name] = max(sizes.get(r.type_name, 0), r.size)
+            largest.append(sizes)
+        extrapolated = {t: _linear((n1, n2), [largest[0].get(t, 0), largest[1].get(t, 0)], at) for t in largest[1]}
+        kind = max(extrapolated, key=lambda t: extrapolated[t])
+        big = extrapolated[kind]
+        tab.add(name, kind, largest[0].get(kind, 0), largest[1][kind], round(big / 2**20, 1),
+                f"{big / DEFAULT_MAX_MESSAGE_BYTES:.2f}")
+        out[name] = {"type": kind, "bytes": [largest[0].get(kind, 0), largest[1][kind]], "extrapolated": big}
+    report.data["largest_messages"] = out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """One stage alone (the full suite takes over an hour; its memory stage alone 45-60 min at 10^6 rows).
 
@@ -919,11 +964,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     "histogram forest (no DP)" "HybridTree plaintext" [--rows 100000 1000000] [--repeats 3 1]``.
     The deployments' peak memory: ``cd benchmarks && PYTHONPATH=.. python -m suites.scale memory
     [--quick] [--protocols "SecureBoost" ...] [--json PATH]``; reading one party's table:
-    ``... python -m suites.scale reader [--memory-rows N]``.  Exits 1 if a target is missed."""
+    ``... python -m suites.scale reader [--memory-rows N]``; the largest message of each protocol
+    (2048-bit key; quick: the test key): ``... python -m suites.scale messages [--quick]``.  Exits 1 if a
+    target is missed."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("modes", nargs="+", choices=[*PLAIN, "memory", "reader"])
+    parser.add_argument("modes", nargs="+", choices=[*PLAIN, "memory", "reader", "messages"])
     parser.add_argument("--rows", type=int, nargs=2, default=list(FULL.rows[-2:]))
     parser.add_argument("--repeats", type=int, nargs=2, default=list(FULL.repeats[-2:]))
     parser.add_argument("--quick", action="store_true", help="memory: the quick run's sizes")
@@ -932,7 +979,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--revfrf-rows", type=int, nargs=2, help="memory: RevFRF's two sizes (default: the run's)")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
-    if "reader" in args.modes:
+    if "messages" in args.modes:
+        if args.modes != ["messages"]:
+            parser.error("the messages stage runs alone")
+        report = Report(suite="scale (largest messages)", quick=args.quick)
+        report.data["load_average_at_start"] = os.getloadavg()
+        s = QUICK if args.quick else FULL
+        with threadpool_limits(limits=1):
+            _messages(report, s, _crypto_keys(args.quick))
+    elif "reader" in args.modes:
         if args.modes != ["reader"]:
             parser.error("the reader stage runs alone")
         report = Report(suite="scale (table reader)", quick=args.quick)

@@ -234,8 +234,11 @@ def run(folder: Path, plan: LoadPlan | None = None) -> LoadRun:
     ids = identities(folder)
     roster = {n: Peer("127.0.0.1:0", role=r) for n, r in ROLES.items()}
     honest = TransportOptions(deadline=120.0, retries=0)
+    # sloth's stalled streams are held through the fit: no request time limit cuts them before it ends
+    # (the limit has its own test: tests/net/test_hostile_load.py)
     attacked = TransportOptions(deadline=120.0, retries=0, max_message_bytes=plan.limit_bytes,
-                                max_calls_per_peer=plan.calls_per_peer, refusal_log_seconds=None)
+                                max_calls_per_peer=plan.calls_per_peer, refusal_log_seconds=None,
+                                request_seconds=3600.0)
     nets: dict[str, GrpcNetwork] = {}
     try:
         for name in _CLIENTS:

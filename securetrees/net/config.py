@@ -5,12 +5,14 @@
     [run]
     protocol = "revfrf"            # which protocol module serves the roles
     operator = "operator"          # the only identity allowed to send control requests (role "operator")
-    deadline = 600.0               # seconds per call (TransportOptions)
     job = "fit"                    # or "predict": load each party's model part, predict only
     model_dir = "models"           # where each party keeps its model part (NAME.model)
-    retries = 3
     assumption = "the CS and the CC do not collude; ..."   # informative: the protocol's non-collusion
                                    # assumption (securetrees.net.collusion), written by `securetrees setup run`
+
+    [transport]                    # optional: any field of TransportOptions, each role's and the operator's
+    deadline = 600.0               # seconds per call
+    max_message_bytes = 268435456  # 256 MiB: the largest message sent or accepted
 
     [tls]
     ca = "pki/ca.pem"              # the CA bundle: one CA, or several (e.g. one per organisation)
@@ -33,6 +35,10 @@
     [protocol]                     # the protocol's public parameters, same for every party
     n_estimators = 10
 
+The ``[transport]`` keys are :class:`~securetrees.net.transport.TransportOptions`' fields (integers
+where the field is one, numbers otherwise), checked by its own rules; ``deadline``, ``retries``,
+``backoff`` and ``keepalive`` (``keepalive_seconds``) are also read from ``[run]``, where files
+written before ``[transport]`` existed give them, but not from both tables at once.
 Every section is checked against the keys its reader knows: an unknown key (a typo, a secret
 put in the file) is refused with :class:`~securetrees.errors.UnknownKeyError`, which names
 the key, its section, the allowed keys and the closest one.  The ``[protocol]`` section's keys
@@ -56,7 +62,7 @@ import getpass
 import os
 import sys
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -75,16 +81,21 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["JOBS", "PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "PartyConfig", "RunConfig", "check_keys",
-           "check_roles", "dump_toml", "load_config", "parse_config", "protocol_parameters", "protocol_roles",
-           "read_passphrase"]
+__all__ = ["JOBS", "PARTY_KEYS", "RUN_KEYS", "SECTIONS", "TLS_KEYS", "TRANSPORT_KEYS", "PartyConfig", "RunConfig",
+           "check_keys", "check_roles", "dump_toml", "load_config", "parse_config", "protocol_parameters",
+           "protocol_roles", "read_passphrase", "transport_options"]
 
 PASSPHRASE_ENV = "SECURETREES_PASSPHRASE"  # noqa: S105 - the variable's name, not a secret
 
-SECTIONS: Final = frozenset({"run", "tls", "parties", "protocol"})
+SECTIONS: Final = frozenset({"run", "tls", "parties", "protocol", "transport"})
 """The tables a run configuration may hold."""
-RUN_KEYS: Final = frozenset({"protocol", "operator", "deadline", "retries", "backoff", "keepalive", "job",
-                             "model_dir", "assumption"})
+_RUN_TRANSPORT: Final = {"deadline": "deadline", "retries": "retries", "backoff": "backoff",
+                         "keepalive": "keepalive_seconds"}
+"""``[run]`` keys read as ``[transport]`` ones (their older place), by their ``TransportOptions`` field."""
+RUN_KEYS: Final = frozenset({"protocol", "operator", "job", "model_dir", "assumption", *_RUN_TRANSPORT})
+TRANSPORT_KEYS: Final = frozenset(f.name for f in fields(TransportOptions))
+"""``[transport]``: every field of :class:`~securetrees.net.transport.TransportOptions`."""
+_INT_FIELDS: Final = frozenset(f.name for f in fields(TransportOptions) if f.type == "int")
 JOBS: Final = ("fit", "predict")
 """``[run] job``: train (the default; each party saves its model part), or load those parts and
 predict only (``securetrees.net.models``)."""
@@ -210,6 +221,30 @@ class RunConfig:
         return [n for n in self.parties if n != self.operator]
 
 
+def transport_options(run: Mapping[str, Any], table: Mapping[str, Any], where: str) -> TransportOptions:
+    """The transport options of ``[transport]`` (``table``) and ``[run]``'s older keys; an unknown key
+    is refused with :class:`UnknownKeyError`, a value of the wrong type or out of range (the rules of
+    :class:`~securetrees.net.transport.TransportOptions`) with :class:`ParameterError`."""
+    check_keys(table, TRANSPORT_KEYS, "transport", where)
+    values = {_RUN_TRANSPORT[k]: v for k, v in run.items() if k in _RUN_TRANSPORT}
+    both = sorted(set(values) & set(table))
+    if both:
+        raise ParameterError(f"{where}: {both[0]} is given in [run] and in [transport]; keep the [transport] one")
+    values.update(table)
+    for key, value in sorted(values.items()):
+        kind = "an integer" if key in _INT_FIELDS else "a number"
+        numeric = isinstance(value, int) or (key not in _INT_FIELDS and isinstance(value, float))
+        if isinstance(value, bool) or not numeric:
+            raise ParameterError(f"{where}: [transport] {key} must be {kind}, not {value!r}")
+    try:
+        given: dict[str, Any] = {k: v if k in _INT_FIELDS else float(v) for k, v in values.items()}
+        return TransportOptions(**given)
+    except OverflowError:
+        raise ParameterError(f"{where}: [transport]: a value is too large") from None
+    except ParameterError as exc:
+        raise ParameterError(f"{where}: [transport]: {exc}") from None
+
+
 def _table(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     v = doc.get(key)
     if not isinstance(v, dict):
@@ -255,12 +290,10 @@ def parse_config(text: str, path: str | Path) -> RunConfig:
     parties_doc = _table(doc, "parties", str(p))
     check_keys(run, RUN_KEYS, "run", str(p))
     check_keys(tls, TLS_KEYS, "tls", str(p))
-    try:
-        transport = TransportOptions(deadline=float(run.get("deadline", 600.0)), retries=int(run.get("retries", 3)),
-                                     backoff=float(run.get("backoff", 0.2)),
-                                     keepalive_seconds=float(run.get("keepalive", 10.0)))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ParameterError(f"{p}: bad transport setting: {exc}") from exc
+    transport_doc = doc.get("transport", {})
+    if not isinstance(transport_doc, dict):
+        raise ParameterError(f"{p}: [transport] must be a table")
+    transport = transport_options(run, transport_doc, str(p))
 
     def path_of(t: Mapping[str, Any], key: str, where: str, required: bool = True) -> Path | None:
         s = _str(t, key, where, required=required)

@@ -1,8 +1,11 @@
-"""A serving role's limits against hostile peers: open calls per peer, and refusals logged once.
+"""A serving role's limits against hostile peers: open calls per peer, time to send a request, and
+refusals logged once.
 
 :class:`CallSlots` bounds the calls one authenticated peer may have open at a server at once
 (a call holds a slot from the moment its stream opens until its handler returns, so a peer that
-opens streams and never finishes its request holds only its own slots).  :class:`RefusalLog`
+opens streams and never finishes its request holds only its own slots).  :class:`RequestTimer`
+cancels a call whose request has not arrived within a time limit, which gives its slot back (one
+thread for the whole server, not one per call).  :class:`RefusalLog`
 counts every refused request by peer and kind (the error's class name) and logs the first of each
 at WARNING, later ones only as a count: at most one line per ``interval`` seconds per peer and kind,
 and one summary line per peer and kind when the server closes.  A flood of refused frames
@@ -11,13 +14,15 @@ therefore costs a handful of log lines, never one per frame (``specs/deployment.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["CallSlots", "RefusalLog"]
+__all__ = ["CallSlots", "RefusalLog", "RequestTimer"]
 
 _REASON_CHARS = 160
 """Characters of a refusal's reason kept in the log line (the reason may quote the peer's bytes)."""
@@ -52,6 +57,68 @@ class CallSlots:
     def held(self, peer: str) -> int:
         with self._lock:
             return self._open.get(peer, 0)
+
+
+class RequestTimer:
+    """Runs a call's ``cancel`` once ``seconds`` have passed since :meth:`start`, unless :meth:`stop`
+    came first; one daemon thread (started with the first call after creation or :meth:`close`)
+    watches every pending call."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._due: list[tuple[float, int]] = []
+        self._pending: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._ids = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def start(self, cancel: Callable[[], None]) -> int:
+        """Watch one call; the ticket for :meth:`stop`."""
+        with self._wake:
+            ticket, due = next(self._ids), time.monotonic() + self.seconds
+            self._pending[ticket] = (due, cancel)
+            heapq.heappush(self._due, (due, ticket))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="st-request-timer", daemon=True)
+                self._thread.start()
+            elif self._due[0][1] == ticket:  # due before the one the thread waits for
+                self._wake.notify()
+        return ticket
+
+    def stop(self, ticket: int) -> bool:
+        """Stop watching; False when the time had run out (``cancel`` has run, or is running).  The
+        queue drops stopped calls once they outnumber the pending ones, so it holds O(pending) entries
+        however fast calls come and go."""
+        with self._wake:
+            stopped = self._pending.pop(ticket, None) is not None
+            if len(self._due) > 2 * len(self._pending) + 64:
+                self._due = [(due, t) for t, (due, _) in self._pending.items()]
+                heapq.heapify(self._due)
+            return stopped
+
+    def close(self) -> None:
+        """Stop the thread (the next :meth:`start` starts another); calls still pending are not
+        cancelled meanwhile (:meth:`stop` finds them in time)."""
+        with self._wake:
+            thread, self._closed = self._thread, True
+            self._wake.notify()
+        if thread is not None:
+            thread.join()
+        with self._wake:
+            self._thread, self._closed = None, False
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and (not self._due or self._due[0][0] > time.monotonic()):
+                    self._wake.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                if self._closed:
+                    return
+                _, ticket = heapq.heappop(self._due)
+                entry = self._pending.pop(ticket, None)
+            if entry is not None:
+                entry[1]()
 
 
 @dataclass

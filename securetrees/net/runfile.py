@@ -333,10 +333,11 @@ def check_key_material(protocol: str, params: Mapping[str, Any], parties: Sequen
 
 def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, base: str | Path,
               params: Mapping[str, Any] | None = None, operator: str = OPERATOR_ROLE,
-              run: Mapping[str, Any] | None = None,
+              run: Mapping[str, Any] | None = None, transport: Mapping[str, Any] | None = None,
               features: Mapping[str, Sequence[str] | None] | None = None) -> dict[str, Any]:
     """The configuration document (a mapping for tomli-w) of a run; ``base`` is the folder ``run.toml``
-    goes in (relative paths are read from it).  Refuses (typed errors) a party named twice, no
+    goes in (relative paths are read from it); ``run`` adds to its ``[run]`` table, ``transport`` is its
+    ``[transport]`` table (none when empty).  Refuses (typed errors) a party named twice, no
     operator entry, a layout the protocol's non-collusion assumption forbids, a table that its party
     cannot read as its section says (:func:`party_features`, unless ``features`` gives its result),
     missing key material (:func:`check_key_material`), and an ``issuer`` that cannot be determined."""
@@ -369,8 +370,8 @@ def build_run(protocol: str, parties: Sequence[PartySpec], *, ca_bundle: str, ba
     head: dict[str, Any] = {"protocol": protocol, "operator": operator, **dict(run or {})}
     if rule is not None:
         head["assumption"] = rule.text
-    return {"run": head, "tls": {"ca": ca_bundle},
-            "protocol": protocol_params, "parties": entries}
+    doc = {"run": head, "tls": {"ca": ca_bundle}, "protocol": protocol_params, "parties": entries}
+    return {**doc, "transport": dict(transport)} if transport else doc
 
 
 def write_run(path: str | Path, doc: Mapping[str, Mapping[str, Any]], *, force: bool = False) -> Path:

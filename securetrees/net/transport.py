@@ -27,12 +27,14 @@ class (looked up by name among :mod:`securetrees.errors`, nothing else) or as
 number of times with exponential backoff after a transient failure.
 
 Against hostile peers (``specs/deployment.md``, "Hostile peers"): each peer may have at most
-``max_calls_per_peer`` calls open at the server, counted from the moment a stream opens, and every
-refusal is counted by peer and kind and logged once (:mod:`securetrees.net.limits`).
+``max_calls_per_peer`` calls open at the server, counted from the moment a stream opens; a call
+whose request has not arrived within ``request_seconds`` is cancelled; and every refusal is counted
+by peer and kind and logged once (:mod:`securetrees.net.limits`).
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -56,7 +58,7 @@ from securetrees.errors import (
     SecureTreesError,
 )
 from securetrees.log import get_logger
-from securetrees.net.limits import CallSlots, RefusalLog
+from securetrees.net.limits import CallSlots, RefusalLog, RequestTimer
 from securetrees.net.tls import TlsIdentity, bind_issuers, check_name, fingerprint, issued_by
 from securetrees.runtime import codec
 from securetrees.runtime.messages import Message, check_role
@@ -80,6 +82,8 @@ _TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEAD
 _READY_FIRST_PAUSE: Final = 0.005
 """Seconds between the first two readiness attempts of :meth:`GrpcNetwork.wait_for`; doubled after each."""
 _READY_MAX_PAUSE: Final = 0.25
+DEFAULT_MAX_MESSAGE_BYTES: Final = 256 << 20
+"""``TransportOptions.max_message_bytes`` by default: 256 MiB (``specs/deployment.md``, "Hostile peers")."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class Peer:
 
 @dataclass(frozen=True)
 class TransportOptions:
-    """Deadlines, retries and limits (defaults sized for 2048-bit ciphertext batches)."""
+    """Deadlines, retries and limits (``run.toml``'s ``[transport]`` table sets any of them)."""
 
     deadline: float = 600.0
     """Seconds a call may take, including the peer's own nested calls (``long_running``
@@ -110,7 +114,10 @@ class TransportOptions:
     """Extra attempts for an idempotent message after a transient failure."""
     backoff: float = 0.2
     """First retry delay in seconds; doubles each attempt."""
-    max_message_bytes: int = codec.MAX_MESSAGE_BYTES + 64
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Bytes of one message (a request or a reply, its codec frame and the transport's few bytes);
+    gRPC refuses a larger one (``specs/deployment.md``, "Hostile peers": the largest honest message
+    of each protocol, and when to raise it)."""
     server_threads: int = 16
     keepalive_seconds: float = 10.0
     """HTTP/2 pings on open connections, so a dead peer is noticed during a long call."""
@@ -130,8 +137,16 @@ class TransportOptions:
     refusal_log_seconds: float | None = 60.0
     """Least seconds between two log lines on refusals of one kind from one peer (None: the first
     line and the summary at close only); see :class:`~securetrees.net.limits.RefusalLog`."""
+    request_seconds: float | None = None
+    """Seconds a call's request may take to arrive, from the opening of its stream; a call still
+    waiting for it then is cancelled, its slot freed and the refusal counted (``RequestTimeout``).
+    None: the ``deadline``, past which an honest caller has given up on the call anyway (an honest
+    request is never cut sooner; a ``long_running`` control call has no deadline, but a small request)."""
 
     def __post_init__(self) -> None:
+        seconds = (self.deadline, self.backoff, self.keepalive_seconds, self.refusal_log_seconds, self.request_seconds)
+        if not all(math.isfinite(t) for t in seconds if t is not None):
+            raise errors_module.ParameterError("times must be finite numbers of seconds")
         if not (self.deadline > 0 and self.backoff >= 0 and self.keepalive_seconds > 0):
             raise errors_module.ParameterError("deadline and keepalive must be positive, backoff not negative")
         if self.retries < 0 or min(self.server_threads, self.max_calls_per_peer, self.max_streams_per_connection) < 1:
@@ -143,6 +158,13 @@ class TransportOptions:
             raise errors_module.ParameterError("refusal_log_seconds must be None or not negative")
         if not 0 < self.max_message_bytes < 2**31:
             raise errors_module.ParameterError("max_message_bytes must be in (0, 2^31)")
+        if self.request_seconds is not None and not self.request_seconds > 0:
+            raise errors_module.ParameterError("request_seconds must be None or positive")
+
+    @property
+    def request_limit(self) -> float:
+        """Seconds a request may take to arrive: ``request_seconds``, else the ``deadline``."""
+        return self.deadline if self.request_seconds is None else self.request_seconds
 
     def channel_args(self) -> list[tuple[str, Any]]:
         ka = int(self.keepalive_seconds * 1000)
@@ -203,7 +225,8 @@ def _error_from_status(peer: str, code: grpc.StatusCode, details: str) -> Secure
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return AuthenticationError(f"party {peer!r} refused this party: {details}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not details.startswith("ProtocolError: "):
-        return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details}")
+        return ProtocolError(f"message to or from {peer!r} exceeds the size limit: {details} (every party's "
+                             "run.toml sets it: [transport] max_message_bytes)")
     # RESOURCE_EXHAUSTED with a ProtocolError: more calls open at the peer than it admits (below)
     type_name, _, text = details.partition(": ")
     cls = getattr(errors_module, type_name, None)
@@ -250,6 +273,7 @@ class GrpcNetwork(Network):
         self.port: int | None = None
         self._sent = 0  # codec-frame bytes this party sent: requests and replies
         self._slots = CallSlots(self.options.max_calls_per_peer)
+        self._request_timer = RequestTimer(self.options.request_limit)
         self.refusals = RefusalLog(get_logger("net.transport"), interval=self.options.refusal_log_seconds)
         """Every request this server refused, by peer and kind (logged once per peer and kind)."""
 
@@ -280,7 +304,7 @@ class GrpcNetwork(Network):
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Deliver": grpc.stream_unary_rpc_method_handler(self._admitted(self._serve)),
                       "Ready": grpc.stream_unary_rpc_method_handler(self._admitted(self._ready))})
-        server.add_generic_rpc_handlers((handler,))
+        server.add_generic_rpc_handlers((handler, _UnknownMethods(self)))
         creds = grpc.ssl_server_credentials([(self.identity.key_pem, self.identity.cert_pem)],
                                             root_certificates=self.identity.ca_pem,
                                             require_client_auth=True)
@@ -307,6 +331,7 @@ class GrpcNetwork(Network):
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
+            self._request_timer.close()
             self.refusals.summarise()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
@@ -477,10 +502,12 @@ class GrpcNetwork(Network):
 
     def _admitted(self, serve: Callable[[bytes, grpc.ServicerContext], bytes]
                   ) -> Callable[[Iterator[bytes], grpc.ServicerContext], bytes]:
-        """``serve`` behind the per-peer call limit.  Both methods are unary to callers; the server
-        registers them as client-streaming so that this runs when the stream opens, before the request
-        has arrived: gRPC's unary handlers wait for the request on a server thread without knowing the
-        peer, so a peer that opens streams and never finishes a request would hold every thread."""
+        """``serve`` behind the per-peer call limit and the request's time limit.  Both methods are
+        unary to callers; the server registers them as client-streaming so that this runs when the
+        stream opens, before the request has arrived: gRPC's unary handlers wait for the request on a
+        server thread without knowing the peer, so a peer that opens streams and never finishes a
+        request would hold every thread.  A request that has not arrived within
+        ``options.request_limit`` has its call cancelled, which ends the wait and frees the slot."""
         def admitted(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
             sender = self._peer_name(context)
             if not self._slots.enter(sender):
@@ -488,18 +515,32 @@ class GrpcNetwork(Network):
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                               f"ProtocolError: at most {self._slots.per_peer} calls open at once per party")
             try:
-                request = next(requests, None)
-            except grpc.RpcError:  # the peer cancelled, or its connection closed, before the request came
-                self._slots.leave(sender)
-                return b""
-            try:
-                if request is None:
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "DecodeError: the call carries no request")
-                    return b""  # pragma: no cover - abort raises
+                ticket = self._request_timer.start(context.cancel)
+                try:
+                    request = next(requests, None)
+                except grpc.RpcError:  # cancelled (by the peer, its connection closing, or the timer)
+                    request = None
+                if not self._request_timer.stop(ticket):
+                    self.refusals.note(sender, "RequestTimeout", f"the request did not arrive within "
+                                       f"{self.options.request_limit:g} s of its call")
+                    return b""
+                if request is None:  # not counted: an empty call, or one gRPC ended (a request over
+                    # max_message_bytes, the peer's cancel, its connection lost), which this cannot tell apart
+                    if context.is_active():
+                        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "DecodeError: the call carries no request")
+                    return b""
                 return serve(request, context)
             finally:
                 self._slots.leave(sender)
         return admitted
+
+    def _refuse(self, context: grpc.ServicerContext, sender: str, code: grpc.StatusCode,
+                error: SecureTreesError, kind: str | None = None) -> None:
+        """Count the refusal of ``sender``'s call (under ``kind``, else the error's class name) and
+        abort it with ``code`` and the error (its class name first, as the caller reads it)."""
+        name = type(error).__name__
+        self.refusals.note(sender, kind or name, str(error))
+        context.abort(code, f"{name}: {error}")
 
     def _ready(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         """Readiness, for roster members: answered once this server serves its party."""
@@ -511,26 +552,28 @@ class GrpcNetwork(Network):
     def _serve(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         sender = self._peer_name(context)
         meta = dict(context.invocation_metadata())
-        if meta.get(_RECEIVER_KEY) != self.name or self._party is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"this server hosts {self.name!r} only")
+        receiver = meta.get(_RECEIVER_KEY)
+        if receiver != self.name or self._party is None:
+            self._refuse(context, sender, grpc.StatusCode.NOT_FOUND,
+                         ProtocolError(f"this server hosts {self.name!r} only, not {str(receiver)[:64]!r}"),
+                         "UnknownReceiver")
         try:
             round_ = int(meta.get(_ROUND_KEY, "0"))
         except ValueError:
             round_ = 0
         request_id = _request_id(meta.get(_REQUEST_KEY))
         if request_id is None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"DecodeError: a request carries a {REQUEST_ID_BYTES}-byte id in {_REQUEST_KEY!r}")
+            self._refuse(context, sender, grpc.StatusCode.INVALID_ARGUMENT,
+                         DecodeError(f"a request carries a {REQUEST_ID_BYTES}-byte id in {_REQUEST_KEY!r}"))
         party = self._party
         if party is None or request_id is None:  # pragma: no cover - aborted above
             raise PartyUnavailable("no party")
         try:
             answer = self.answer(round_, sender, party, request_id, request)
         except SecureTreesError as exc:
-            self.refusals.note(sender, type(exc).__name__, str(exc))
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, (DecodeError, errors_module.ParameterError))
                     else grpc.StatusCode.FAILED_PRECONDITION)
-            context.abort(code, f"{type(exc).__name__}: {exc}")
+            self._refuse(context, sender, code, exc)
         except Exception as exc:  # the peer learns the type only, never a traceback
             self.refusals.note(sender, type(exc).__name__, "internal error")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: internal error")
@@ -551,3 +594,23 @@ class GrpcNetwork(Network):
         """Codec-frame bytes this process's party has sent (requests delivered, replies given);
         0 for any other party (its traffic is in its own process)."""
         return self._sent if party == self.name else 0
+
+
+class _UnknownMethods:
+    """Every method the server does not serve: the caller is authenticated (a stranger is refused
+    and counted as any other), then refused with ``UNIMPLEMENTED`` and counted (``UnknownMethod``),
+    without reading its request or taking a call slot (gRPC would refuse it uncounted).  gRPC asks
+    each of the server's handlers in turn, this one last."""
+
+    def __init__(self, network: GrpcNetwork) -> None:
+        self._network = network
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        method = str(handler_call_details.method)
+
+        def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+            self._network._refuse(context, self._network._peer_name(context), grpc.StatusCode.UNIMPLEMENTED,
+                                  ProtocolError(f"no method {method[:64]!r} (this server has {METHOD!r} and "
+                                                f"{READY!r})"), "UnknownMethod")
+            return b""  # pragma: no cover - aborted
+        return grpc.stream_unary_rpc_method_handler(refuse)

@@ -126,9 +126,9 @@ def write_trial(out_dir: str | Path, plan: TrialPlan, *, base_port: int = 0, hos
             entry[key] = file
         entry.update(plan.options.get(n, {}))
         parties[n] = entry
-    run = {"protocol": plan.protocol, "operator": plan.operator, "deadline": deadline}
-    doc: dict[str, dict[str, Any]] = {"run": run, "tls": {"ca": "pki/ca.pem"}, "protocol": plan.params,
-                                      "parties": parties}
+    run = {"protocol": plan.protocol, "operator": plan.operator}
+    doc: dict[str, dict[str, Any]] = {"run": run, "transport": {"deadline": deadline}, "tls": {"ca": "pki/ca.pem"},
+                                      "protocol": plan.params, "parties": parties}
     path = out / "run.toml"
     path.write_text(dump_toml(doc), encoding="utf-8")
     return path

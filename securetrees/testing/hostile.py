@@ -87,21 +87,24 @@ def nested_frames(count: int, depth: int, wire_type: str) -> Iterator[bytes]:
 
 
 class FrameSender:
-    """Raw frames to ``target``'s ``Deliver`` method as the party of ``identity``, bypassing the codec."""
+    """Raw frames to ``target``'s ``Deliver`` method (or ``method``) as the party of ``identity``,
+    bypassing the codec."""
 
-    def __init__(self, identity: TlsIdentity, address: str, target: str, *, max_bytes: int) -> None:
+    def __init__(self, identity: TlsIdentity, address: str, target: str, *, max_bytes: int,
+                 method: str = METHOD) -> None:
         creds = grpc.ssl_channel_credentials(root_certificates=identity.ca_pem, private_key=identity.key_pem,
                                              certificate_chain=identity.cert_pem)
         self.target = target
         self._channel = grpc.secure_channel(address, creds, options=[
             ("grpc.max_send_message_length", max_bytes), ("grpc.max_receive_message_length", max_bytes),
             ("grpc.ssl_target_name_override", target), ("grpc.enable_retries", 0)])
-        self._stub = self._channel.unary_unary(METHOD)
+        self._stub = self._channel.unary_unary(method)
 
-    def send(self, calls: Iterable[tuple[bytes, str]], *, in_flight: int = 4,
-             timeout: float = 120.0) -> Counter[grpc.StatusCode]:
+    def send(self, calls: Iterable[tuple[bytes, str]], *, in_flight: int = 4, timeout: float = 120.0,
+             receiver: str | None = None, request_ids: bool = True) -> Counter[grpc.StatusCode]:
         """Send each ``(frame, round)`` (the round as the ``st-round`` metadata, any text) with a fresh,
-        well-formed request id (``st-request``: the attacker knows the transport), at most ``in_flight``
+        well-formed request id (``st-request``: the attacker knows the transport; none if not
+        ``request_ids``), to ``receiver`` (``st-receiver``; default the target), at most ``in_flight``
         calls open at once; the status code of every call."""
         codes: Counter[grpc.StatusCode] = Counter()
         pending: deque[grpc.Future] = deque()
@@ -114,7 +117,8 @@ class FrameSender:
                 codes[exc.code()] += 1
 
         for frame, round_ in calls:
-            metadata = ((_RECEIVER_KEY, self.target), (_ROUND_KEY, round_), (_REQUEST_KEY, new_request_id().hex()))
+            metadata = ((_RECEIVER_KEY, receiver or self.target), (_ROUND_KEY, round_),
+                        *([(_REQUEST_KEY, new_request_id().hex())] if request_ids else []))
             pending.append(self._stub.future(frame, timeout=timeout, metadata=metadata))
             if len(pending) >= in_flight:
                 settle(pending.popleft())

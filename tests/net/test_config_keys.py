@@ -20,7 +20,9 @@ pytest.importorskip("grpc")
 from securetrees import plugins
 from securetrees.errors import ParameterError, TypeMismatchError, UnknownKeyError
 from securetrees.net import config as config_module
-from securetrees.net.config import dump_toml, load_config, protocol_parameters, protocol_roles
+from securetrees.net.config import TRANSPORT_KEYS, dump_toml, load_config, protocol_parameters, protocol_roles
+from securetrees.net.service import network_for
+from securetrees.net.transport import TransportOptions
 from securetrees.psi import deploy as psi_deploy
 
 if sys.version_info >= (3, 11):
@@ -49,6 +51,8 @@ CASES = [
     ("at the top level", lambda d: d.update(protocl={"leader": "a"}), "protocl", "protocol"),
     ("in [run]", lambda d: d["run"].update(deadlin=5.0), "deadlin", "deadline"),
     ("in [tls]", lambda d: d["tls"].update(cert="pki/a.crt"), "cert", None),
+    ("in [transport]", lambda d: d["transport"].update(max_mesage_bytes=1 << 20), "max_mesage_bytes",
+     "max_message_bytes"),
     ("in [parties.a]", lambda d: d["parties"]["a"].update(SECRET), "passphrase", None),
     ("in [parties.operator]", lambda d: d["parties"]["operator"].update(adress="x:1"), "adress", "address"),
     ("in [protocol]", lambda d: d["protocol"].update(chunk_sise=3), "chunk_sise", "chunk_size"),
@@ -106,6 +110,54 @@ def test_an_unknown_protocol_is_refused(trial: Path, tmp_path: Path) -> None:
     path = _with(trial, tmp_path, lambda d: d["run"].update(protocol="psy"))
     with pytest.raises(ParameterError, match="no deployment named 'psy'"):
         load_config(path)
+
+
+# -- transport -----------------------------------------------------------------------------------
+BOUNDS = {"deadline": 30.0, "retries": 1, "backoff": 0.5, "keepalive_seconds": 20.0, "max_message_bytes": 1 << 20,
+          "server_threads": 4, "max_calls_per_peer": 3, "max_streams_per_connection": 10,
+          "receive_window_bytes": 1 << 16, "refusal_log_seconds": 5.0, "request_seconds": 2.5}
+
+
+def test_every_transport_bound_is_set_from_the_file_and_used(trial: Path, tmp_path: Path) -> None:
+    """``[transport]`` sets every field of TransportOptions; the network a role or the operator builds
+    from the file (``network_for``) serves and calls with them."""
+    assert set(BOUNDS) == TRANSPORT_KEYS
+    cfg = load_config(_with(trial, tmp_path, lambda d: d.update(transport=BOUNDS)))
+    assert cfg.transport == TransportOptions(**BOUNDS)  # type: ignore[arg-type]
+    for name in ("a", "operator"):
+        passphrase = (trial.parent / "pki" / f"{name}.pass").read_bytes().strip()
+        with network_for(cfg, name, passphrase) as net:
+            assert net.options == cfg.transport
+            assert net._slots.per_peer == 3 and net._request_timer.seconds == 2.5
+            assert net.refusals.interval == 5.0
+
+
+def test_the_defaults_and_the_older_run_keys(trial: Path, tmp_path: Path) -> None:
+    """Without ``[transport]`` the defaults hold; ``[run]`` still gives deadline, retries, backoff and
+    keepalive (files written before ``[transport]``), but the same bound in both tables is refused."""
+    cfg = load_config(_with(trial, tmp_path, lambda d: d.pop("transport")))
+    assert cfg.transport == TransportOptions()
+    older = {"deadline": 9.0, "retries": 0, "backoff": 1.0, "keepalive": 3.0}
+    cfg = load_config(_with(trial, tmp_path, lambda d: (d.pop("transport"), d["run"].update(older))))
+    assert cfg.transport == TransportOptions(deadline=9.0, retries=0, backoff=1.0, keepalive_seconds=3.0)
+    with pytest.raises(ParameterError, match=r"keepalive_seconds is given in \[run\] and in \[transport\]"):
+        load_config(_with(trial, tmp_path, lambda d: (d["transport"].update(keepalive_seconds=3.0),
+                                                      d["run"].update(keepalive=3.0))))
+
+
+BAD_BOUNDS = [({"max_message_bytes": 1.5}, "must be an integer"), ({"max_calls_per_peer": True}, "must be an integer"),
+              ({"deadline": "60"}, "must be a number"), ({"max_calls_per_peer": 0}, "max_calls_per_peer"),
+              ({"max_message_bytes": 1 << 31}, "max_message_bytes must be"),
+              ({"receive_window_bytes": 1024}, "receive_window_bytes must be"),
+              ({"request_seconds": 0}, "request_seconds must be"), ({"deadline": float("inf")}, "finite"),
+              ({"refusal_log_seconds": -1}, "refusal_log_seconds must be")]
+
+
+@pytest.mark.parametrize(("bad", "message"), BAD_BOUNDS, ids=[next(iter(b)) + "=" + repr(next(iter(b.values())))
+                                                              for b, _ in BAD_BOUNDS])
+def test_a_bad_transport_value_is_refused(trial: Path, tmp_path: Path, bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ParameterError, match=message):
+        load_config(_with(trial, tmp_path, lambda d: d["transport"].update(bad)))
 
 
 # -- roles ---------------------------------------------------------------------------------------

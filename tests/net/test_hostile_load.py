@@ -22,8 +22,10 @@ import pytest
 
 from securetrees.errors import ParameterError, PeerTimeout
 from securetrees.net import GrpcNetwork, Peer, TransportOptions
+from securetrees.net import transport as transport_module
 from securetrees.net.control import peak_rss_bytes
-from securetrees.net.limits import CallSlots, RefusalLog
+from securetrees.net.limits import CallSlots, RefusalLog, RequestTimer
+from securetrees.net.tls import TlsIdentity
 from securetrees.protocols.histogram_forest import hostile_load as hr
 from securetrees.protocols.histogram_forest.client import Client
 from securetrees.testing.hostile import FrameSender, SlowPeer, in_round, random_frames
@@ -150,9 +152,106 @@ def test_call_slots() -> None:
     slots.leave("a")
     assert slots.held("a") == 1 and slots.enter("a")
     for bad in ({"max_calls_per_peer": 0}, {"max_streams_per_connection": 0}, {"refusal_log_seconds": -1.0},
-                {"receive_window_bytes": 1024}):
+                {"receive_window_bytes": 1024}, {"request_seconds": 0.0}, {"deadline": float("nan")}):
         with pytest.raises(ParameterError):
             TransportOptions(**bad)  # type: ignore[arg-type]
+    assert TransportOptions(deadline=7.0).request_limit == 7.0  # by default, the caller's deadline
+    assert TransportOptions(deadline=7.0, request_seconds=2.0).request_limit == 2.0
+
+
+def test_request_timer() -> None:
+    """A call stopped in time is never cancelled; one left runs its cancel once its time is up; the
+    queue does not keep the calls stopped (a peer's fast calls cost no memory beyond those open)."""
+    never = RequestTimer(1e6)
+    tickets = [never.start(lambda: None) for _ in range(1000)]
+    assert all(never.stop(t) for t in tickets) and len(never._due) <= 64
+    never.close()
+    timer = RequestTimer(0.01)
+    for _ in range(2):  # and again after close (a server started anew)
+        fired = threading.Event()
+        ticket = timer.start(fired.set)
+        assert fired.wait(60.0)  # an event, not a time bound
+        assert not timer.stop(ticket)
+        timer.close()
+
+
+def _client0(ids: dict[str, TlsIdentity], roster: dict[str, Peer], options: TransportOptions
+             ) -> tuple[GrpcNetwork, str]:
+    """``client0`` served on a free port with ``options``; its network and address."""
+    net = GrpcNetwork(ids["client0"], roster, options=options)
+    X, y = hr.parts()[0]
+    Client("client0", net, X, y, seed=1)
+    return net, f"127.0.0.1:{net.start()}"
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_a_stalled_request_gives_its_slot_back(tmp_path: Path, planted: bool) -> None:
+    """sloth opens 12 streams whose requests never complete; 8 take its slots, the rest are refused
+    (``busy``).  With ``request_seconds`` tiny, every admitted stream is cancelled when its time is
+    up (``RequestTimeout``) and its slot comes back: the slots are free again once all 12 are counted.
+    Planted: no limit on the request's time (a huge one): the slots stay held and the event never comes."""
+    roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
+    options = TransportOptions(deadline=30.0, retries=0, request_seconds=1e9 if planted else 0.05)
+    ids = hr.identities(tmp_path)
+    net, address = _client0(ids, roster, options)
+
+    def slots_back() -> bool:
+        counts = net.refusals.counts()
+        return counts.get((hr.SLOW, "busy"), 0) + counts.get((hr.SLOW, "RequestTimeout"), 0) == 12 \
+            and net.open_calls(hr.SLOW) == 0
+
+    try:
+        with SlowPeer(ids[hr.SLOW], address, "client0") as slow:
+            slow.open(1, 12)
+            if planted:
+                hr.wait_until(lambda: net.refusals.counts().get((hr.SLOW, "busy"), 0) == 4, "the busy refusals")
+                with pytest.raises(PeerTimeout):
+                    hr.wait_until(slots_back, "the slots' return", limit=2.0)
+                assert net.open_calls(hr.SLOW) == 8
+            else:
+                hr.wait_until(slots_back, "the slots' return")
+                # every admitted stream was cancelled, at least the first 8 (more when a slot came back
+                # before a later stream reached the server)
+                assert net.refusals.counts()[(hr.SLOW, "RequestTimeout")] >= 8
+    finally:
+        net.close(grace=0)
+
+
+class _NoFallback:
+    """The planted server's last handler: none for an unknown method, so gRPC refuses it uncounted."""
+
+    def __init__(self, network: GrpcNetwork) -> None:
+        pass
+
+    def service(self, handler_call_details: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_refusals_before_the_codec_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               planted: bool) -> None:
+    """mallory calls ``client0`` naming another receiver (``NOT_FOUND``), without a request id, and on
+    a method the server does not have (``UNIMPLEMENTED``): each refusal is counted under its kind.
+    Planted: a server without the fallback handler leaves the unknown method to gRPC, uncounted."""
+    if planted:
+        monkeypatch.setattr(transport_module, "_UnknownMethods", _NoFallback)
+    roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
+    ids = hr.identities(tmp_path)
+    net, address = _client0(ids, roster, TransportOptions(deadline=30.0, retries=0))
+    mallory = ids[hr.HOSTILE]
+    try:
+        with FrameSender(mallory, address, "client0", max_bytes=1 << 20) as sender:
+            wrong = sender.send(in_round(random_frames(5, 64)), receiver="client1")
+            no_id = sender.send(in_round(random_frames(3, 64)), request_ids=False)
+        with FrameSender(mallory, address, "client0", max_bytes=1 << 20, method="/securetrees.Party/Fit") as sender:
+            unknown = sender.send(in_round(random_frames(2, 64)))
+    finally:
+        net.close(grace=0)
+    assert wrong == Counter({grpc.StatusCode.NOT_FOUND: 5})
+    assert no_id == Counter({grpc.StatusCode.INVALID_ARGUMENT: 3})
+    assert unknown == Counter({grpc.StatusCode.UNIMPLEMENTED: 2})
+    counted = {(hr.HOSTILE, "UnknownReceiver"): 5, (hr.HOSTILE, "DecodeError"): 3, (hr.HOSTILE, "UnknownMethod"): 2}
+    assert (net.refusals.counts() == counted) is not planted
 
 
 class ReadFirst:
@@ -188,7 +287,9 @@ def test_a_slow_peer_does_not_starve_the_honest_ones(tmp_path: Path, planted: bo
     comes, and the call times out)."""
     ids = hr.identities(tmp_path)
     roster = {n: Peer("127.0.0.1:0", role=r) for n, r in hr.ROLES.items()}
-    net = GrpcNetwork(ids["client0"], roster, options=TransportOptions(deadline=30.0, retries=0))
+    # the stalled streams keep their slots through the test (their time limit has its own test)
+    net = GrpcNetwork(ids["client0"], roster,
+                      options=TransportOptions(deadline=30.0, retries=0, request_seconds=3600.0))
     threads = net.options.max_calls_per_peer * len(roster) + 1
     read_first = ReadFirst(net)
     if planted:
@@ -238,7 +339,7 @@ def test_a_refused_identity_is_counted_and_logged_once(tmp_path: Path, caplog: p
 def test_planted_no_size_limit_breaks_the_memory_bound(tmp_path: Path, planted: bool) -> None:
     """mallory, from a child process, sends 8 frames of 64 MiB, 4 in flight.  The load's server
     (1 MiB limit) refuses them having read at most a 4 MiB window of each, and stays within the load's
-    memory bound; the planted one (the default 1 GiB limit) takes each in: 4 x 64 MiB in flight, each
+    memory bound; the planted one (the default 256 MiB limit) takes each in: 4 x 64 MiB in flight, each
     held by gRPC and as the request's bytes, 512 MiB against the 184 MiB bound.  (Before the fixed
     window, gRPC's adaptive one let the load's server grow by 5 to 161 MiB here.)"""
     plan = hr.LoadPlan()

@@ -287,8 +287,9 @@ def test_federated_forest_clients_pin_the_published_label_key() -> None:
 
 def test_run_writes_a_checked_configuration(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["setup", "run", "federated-forest", "--out", "run.toml", "--ca", "pki/ca.pem",
-                 "--param", "n_estimators=3", "--param", "n_classes=2", *_ff_parties()]) == 0
+                 "--param", "n_estimators=3", "--param", "n_classes=2", "--deadline", "120", *_ff_parties()]) == 0
     config = load_config("run.toml")
+    assert config.transport.deadline == 120.0 and "[transport]\ndeadline = 120.0" in Path("run.toml").read_text()
     ca = fingerprint((run_dir / "pki/ca.pem").read_bytes())
     assert {p.issuer for p in config.parties.values()} == {ca}
     assert config.params["clients"] == ["bank", "shop"]
