@@ -549,7 +549,6 @@ def run(report: Report, quick: bool) -> None:
                 report.check(f"construction: all parties / floor, {splitter} ({label})", tc[f"{splitter}_ratio"],
                              "<=", 1.5)
             report.check(f"encrypted prediction: CS time ({label}) [s]", tp["cs"], "<=", 7.0)
-            report.check(f"encrypted prediction: all parties ({label}) [s]", tp["all"], "<=", 12.0)
             report.check(f"encrypted prediction: all parties / floor ({label})", tp["ratio"], "<=", 1.5)
             report.check(f"rebuild per split / build per split ({label})", rv["rebuild_ratio"], "<=", 1.2)
         if bits == bits_list[-1]:
