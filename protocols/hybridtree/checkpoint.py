@@ -1,6 +1,6 @@
 """HybridTree's checkpoints (``specs/hybridtree.md``, "Checkpoints"): each party's own state at the
 tree boundary, sealed in the shared store (:mod:`securetrees.runtime.checkpoint`, format ``b"HTCK"``
-version 1, protocol ``hybridtree``).
+version 2, protocol ``hybridtree``).
 
 * The host (:class:`HostState`): after every boosting round (one tree per output), the trees so far
   with the guests still active (the model part it would save,
@@ -29,8 +29,8 @@ from securetrees.runtime.checkpoint import CheckpointFormat
 
 __all__ = ["FORMAT", "GuestState", "HostState"]
 
-FORMAT = CheckpointFormat(b"HTCK", "hybridtree")
-"""HybridTree's checkpoint format (version 1)."""
+FORMAT = CheckpointFormat(b"HTCK", "hybridtree", version=2)
+"""HybridTree's checkpoint format (version 2: the shared single-use journal record; version 1 files are refused)."""
 
 
 @message("hybridtree.state.host")

@@ -1,5 +1,5 @@
 """RevFRF's checkpoints (``specs/revfrf.md``, "Checkpoints"): each party's own state, sealed in
-the shared store (:mod:`securetrees.runtime.checkpoint`, format ``b"RFCK"`` version 1, protocol
+the shared store (:mod:`securetrees.runtime.checkpoint`, format ``b"RFCK"`` version 2, protocol
 ``revfrf``).  Only construction is checkpointed; the CC takes no part in it.
 
 * The CS (:class:`ServerState`), after every layer of the whole forest: its round counter and
@@ -30,8 +30,8 @@ from securetrees.runtime.journal import JournalState
 __all__ = ["EXPAND", "FORMAT", "SPLIT", "NodeState", "ParticipantState", "Pending", "ServerState", "generator",
            "generator_state"]
 
-FORMAT = CheckpointFormat(b"RFCK", "revfrf")
-"""RevFRF's checkpoint format (version 1)."""
+FORMAT = CheckpointFormat(b"RFCK", "revfrf", version=2)
+"""RevFRF's checkpoint format (version 2: the shared single-use journal record; version 1 files are refused)."""
 EXPAND, SPLIT = 0, 1
 """The kinds of journalled replies."""
 

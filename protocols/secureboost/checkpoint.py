@@ -1,6 +1,6 @@
 """SecureBoost's checkpoints (``specs/secureboost.md``, "Checkpoints"): each party's own state
 after every boosting round, sealed in the shared store (:mod:`securetrees.runtime.checkpoint`,
-format ``b"SBCK"`` version 1, protocol ``secureboost``).
+format ``b"SBCK"`` version 2, protocol ``secureboost``).
 
 * The active party (:class:`ActiveState`): the trees so far with their record ids (the model part
   it would save, :class:`~securetrees.protocols.secureboost.model.ActiveModel`) and the raw scores
@@ -27,8 +27,8 @@ from securetrees.runtime.checkpoint import CheckpointFormat
 
 __all__ = ["FORMAT", "ActiveState", "PassiveState"]
 
-FORMAT = CheckpointFormat(b"SBCK", "secureboost")
-"""SecureBoost's checkpoint format (version 1)."""
+FORMAT = CheckpointFormat(b"SBCK", "secureboost", version=2)
+"""SecureBoost's checkpoint format (version 2: the shared single-use journal record; version 1 files are refused)."""
 
 
 @message("secureboost.state.active")

@@ -148,3 +148,18 @@ def test_slots_lists_the_answered_slots_in_order_and_forgets_pruned_ones(tmp_pat
     reloaded = _journal(tmp_path)
     reloaded.reload()
     assert journal.slots() == reloaded.slots() == [(1, 6)]
+
+
+@pytest.mark.parametrize("protocol", ["hybridtree", "secureboost", "revfrf"])
+def test_a_checkpoint_from_before_the_shared_journal_is_refused_by_its_version(tmp_path: Path, protocol: str) -> None:
+    import importlib
+    from dataclasses import replace
+
+    from securetrees.errors import DecodeError
+
+    fmt = importlib.import_module(f"securetrees.protocols.{protocol}.checkpoint").FORMAT
+    assert fmt.version == 2
+    old = CheckpointStore(tmp_path, "alice", b"\x07" * 32, replace(fmt, version=1))
+    old.save(Answer(1))
+    with pytest.raises(DecodeError, match="unsupported checkpoint version 1"):
+        CheckpointStore(tmp_path, "alice", b"\x07" * 32, fmt).latest(Answer)
