@@ -93,7 +93,9 @@ class PassiveParty(Party):
         self._store = checkpoint
         self._journal = SingleUseJournal(lambda slot: UnexpectedMessage(
             f"{self.name} already answered another request for tree {slot[1]} at {slot[2]}"), store=checkpoint)
-        """Answered histogram (kind 0) and split (kind 1) requests, per (kind, tree, index)."""
+        """Answered histogram (kind 0) and split (kind 1) requests, per (kind, tree, index); a restarted
+        party holds them from the start, not only once the active party sends ``Resume``."""
+        self._journal.reload()
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
             raise ParameterError("a passive party holds a non-empty two-dimensional table")
@@ -305,10 +307,9 @@ class PassiveParty(Party):
     @handles(Resume)
     def on_resume(self, sender: str, msg: Resume) -> Ack:
         """Restore the lookup table of the checkpoint with ``msg.trees`` trees (current or previous
-        file; ``0``: empty) and the journal of answered requests (local)."""
+        file; ``0``: empty); its journal of answered requests was reloaded when it started (local)."""
         if self._store is None:
             raise UnexpectedMessage(f"{self.name} keeps no checkpoints")
-        self._journal.reload()
         if msg.trees:
             saved = self._store.latest(PassiveState, lambda s: s.trees == msg.trees)
             if saved is None:

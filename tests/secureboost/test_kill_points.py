@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from securetrees.protocols.secureboost.testing import joined_tree
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import Message
 from securetrees.runtime.checkpoint import CheckpointStore
+from securetrees.runtime.journal import SingleUseJournal
 from securetrees.testing.kill_points import Kill, KillNet
 from tests.secureboost.conftest import vertical_data
 
@@ -147,10 +149,28 @@ class ForgetfulPassive(PassiveParty):
         return ack
 
 
-def _second_histogram_answered(tmp: Path, keys: tuple[PublicKey, PrivateKey], cls: type[PassiveParty]) -> bool:
+class LateJournalPassive(PassiveParty):
+    """Planted leak: holds its journal only once the active party sends ``Resume`` (the old order)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._journal = self._late_journal()  # nothing reloaded yet
+
+    def _late_journal(self) -> SingleUseJournal:
+        return SingleUseJournal(lambda slot: UnexpectedMessage(f"{slot} answered"), store=self._store)
+
+    def on_resume(self, sender: str, msg: m.Resume) -> m.Ack:
+        self._journal = self._late_journal()
+        self._journal.reload()
+        return super().on_resume(sender, msg)
+
+
+def _second_histogram_answered(tmp: Path, keys: tuple[PublicKey, PrivateKey], cls: type[PassiveParty], *,
+                               resume: bool = True) -> bool:
     """``p0`` is killed right after answering its first histogram request of tree 1 and restarted;
-    the active party resumes (tree 1 again); then a request for the same tree and layer over other
-    instances (what a curious active party would ask to learn more bucket sums) is sent."""
+    the active party resumes (tree 1 again), or (``resume=False``) skips the resume and goes on;
+    then a request for the same tree and layer over other instances (what a curious active party
+    would ask to learn more bucket sums) is sent."""
     net = KillNet()
     for n in ("p0", "p1"):
         _passive(net, tmp / "ref", n)
@@ -166,7 +186,8 @@ def _second_histogram_answered(tmp: Path, keys: tuple[PublicKey, PrivateKey], cl
     p0 = _passive(net, tmp, "p0", cls)
     active = _active(net, tmp, keys)
     active.setup()
-    net.call("active", "p0", m.Resume(1))
+    if resume:
+        net.call("active", "p0", m.Resume(1))
     net.call("active", "p0", m.Gradients(1, PARAMS.frac_bits, 1, 1, _ones(keys[0])))
     job = request.jobs[0]
     probe = m.HistogramRequest(1, request.layer, (replace(job, ids=job.ids[:1]),))
@@ -193,3 +214,13 @@ def test_a_different_second_request_for_an_answered_layer_is_refused_after_a_res
 def test_planted_leak_a_passive_that_forgets_on_resume_answers_a_second_request(
         tmp_path: Path, keypair: tuple[PublicKey, PrivateKey]) -> None:
     assert _second_histogram_answered(tmp_path, keypair, ForgetfulPassive)
+
+
+def test_a_restarted_passive_refuses_a_second_request_even_before_any_resume(
+        tmp_path: Path, keypair: tuple[PublicKey, PrivateKey]) -> None:
+    assert not _second_histogram_answered(tmp_path, keypair, PassiveParty, resume=False)
+
+
+def test_planted_leak_a_passive_that_reloads_its_journal_only_on_resume_answers_a_second_request(
+        tmp_path: Path, keypair: tuple[PublicKey, PrivateKey]) -> None:
+    assert _second_histogram_answered(tmp_path, keypair, LateJournalPassive, resume=False)
