@@ -167,7 +167,13 @@ class ActiveParty(Party):
 
     # -- the boosting loop ----------------------------------------------------------------------
     def fit(self) -> SecureBoostModel:
-        """Every round: gradients at the current scores, one tree per output (S1-S4)."""
+        """Every round: gradients at the current scores, one tree per output (S1-S4).  Refused when
+        this party's checkpoint store holds a round already: the passive parties would refuse the
+        new run's requests for the rounds they answered, so an interrupted fit is finished with
+        :meth:`resume` and a new one starts in an empty folder."""
+        if self._store is not None and self._store.latest(ActiveState) is not None:
+            raise ParameterError(f"{self.name}'s checkpoint folder holds a fit already: finish it with resume "
+                                 "(securetrees operator resume); a new fit needs an empty checkpoint_dir")
         return self._pooled(self._boost)
 
     def resume(self) -> SecureBoostModel:

@@ -127,6 +127,18 @@ def test_resume_without_a_checkpoint_starts_over(tmp_path: Path, keypair: tuple[
     np.testing.assert_array_equal(_model(active, passives)[1], want)
 
 
+def test_a_new_fit_over_the_checkpoints_of_an_earlier_one_is_refused(
+        tmp_path: Path, keypair: tuple[PublicKey, PrivateKey]) -> None:
+    from securetrees.errors import ParameterError
+
+    net = KillNet()
+    for n in ("p0", "p1"):
+        _passive(net, tmp_path, n)
+    _active(net, tmp_path, keypair).fit()
+    with pytest.raises(ParameterError, match="holds a fit already"):
+        _active(net, tmp_path, keypair).fit()
+
+
 def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path, keypair: tuple[PublicKey, PrivateKey]) -> None:
     from securetrees.errors import ProtocolError
 
