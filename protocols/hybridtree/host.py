@@ -360,6 +360,10 @@ class Host(Party):
             raise ParameterError("n_estimators must be a positive integer")
         if self.records:
             raise ParameterError("this host has already trained a model")
+        if self._store is not None and self._store.latest(HostState) is not None:
+            # the guests would refuse the new run's requests for the (tree, layer) slots they answered
+            raise ParameterError(f"{self.name}'s checkpoint folder holds a fit already: finish it with resume "
+                                 "(securetrees operator resume); a new fit needs an empty checkpoint_dir")
         t = targets(y, self._X.shape[0], loss, base_score)  # type: ignore[arg-type]
         return self._run(t, loss, n_estimators, progress, None)
 

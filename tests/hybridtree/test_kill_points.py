@@ -152,6 +152,16 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path) -> None:
         _host(net, tmp_path).resume(DATA.y_reg, n_estimators=TREES, loss="squared")
 
 
+def test_a_new_fit_over_the_checkpoints_of_an_earlier_one_is_refused(tmp_path: Path) -> None:
+    from securetrees.errors import ParameterError
+
+    net = KillNet()
+    host, _ = _parties(net, tmp_path)
+    _fit(host)
+    with pytest.raises(ParameterError, match="holds a fit already"):
+        _fit(_host(net, tmp_path))
+
+
 # ---------------------------------------------------------------------------- single-use requests
 class ForgetfulGuest(Guest):
     """Planted leak: forgets the histogram requests it answered when it restarts."""
