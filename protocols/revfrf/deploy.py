@@ -61,7 +61,7 @@ import numpy.typing as npt
 from securetrees.dtpkc import KGC
 from securetrees.dtpkc.keys import PublicKey, StrongKeyShare, WeakSecretKey
 from securetrees.dtpkc.wire import decode_public_key, encode_public_key, secret_key_bytes, secret_key_from_bytes
-from securetrees.errors import ParameterError, TableError, UnsupportedActionError
+from securetrees.errors import ParameterError, ProtocolError, TableError, UnsupportedActionError
 from securetrees.executors import check_n_jobs, process_pool
 from securetrees.net import alignment
 from securetrees.net.alignment import (
@@ -89,6 +89,7 @@ from securetrees.net.models import (
     SchemaState,
     check_models,
     load_model,
+    model_path,
     refuse_training,
     save_models,
 )
@@ -189,12 +190,30 @@ class DeployedCS(SavesModel, Controllable, CentralServer):
         return ControlReply(info={"trees": str(len(self.trees))})
 
     def control_resume(self, args: dict[str, str]) -> ControlReply:
-        """Finish an interrupted fit from the CS's latest checkpoint (:func:`resume_forest`)."""
+        """Finish an interrupted fit from the CS's latest checkpoint (:func:`resume_forest`); refused
+        after a revocation (:meth:`_refuse_after_revocation`)."""
         refuse_training(self.run)
         if self._store is None:
             raise UnsupportedActionError("resume needs checkpoint_dir in [protocol]")
+        self._refuse_after_revocation()
         resume_forest(self, self._store, self._draws, [dr.sample_weight for dr in self._draws])
         return ControlReply(info={"trees": str(len(self.trees))})
+
+    def _refuse_after_revocation(self) -> None:
+        """Checkpoints cover construction, not FRF-Revoc: when this CS's saved model part is of a later
+        epoch than its latest checkpoint, a revocation came after that checkpoint, and resuming from
+        it would bring back the forest of before the revocation, the revoked participant's nodes
+        with it.  Such a fit is finished: its parts serve a predict-only run."""
+        if self._store is None or not model_path(self.run, self.name).exists():
+            return
+        state = self._store.latest(ServerState)
+        part = load_model(self.run, self.name, CentralServer.role, self.passphrase, CSPart).body
+        if isinstance(part, CSPart) and part.epoch > (state.epoch if state is not None else 0):
+            raise ProtocolError(
+                f"{self.name}'s model part is of epoch {part.epoch}, after a revocation its checkpoint "
+                f"(epoch {state.epoch if state is not None else 0}) predates: resuming would bring back the "
+                "forest of before the revocation; the fit is finished, its parts serve a predict-only run "
+                "(job = \"predict\")")
 
     def control_classes(self, args: dict[str, str]) -> ControlReply:
         """The class names the output's columns stand for (in order; none in a regression), for the

@@ -35,17 +35,20 @@ pytest.importorskip("grpc")
 
 from securetrees.datasets import load_adult
 from securetrees.dtpkc import KGC
-from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout
+from securetrees.errors import ParameterError, PartyUnavailable, PeerTimeout, ProtocolError
 from securetrees.net.alignment import align, in_alignment
 from securetrees.net.config import RunConfig, load_config, read_passphrase
 from securetrees.net.control import Operator
+from securetrees.net.keyfile import open_key_file
 from securetrees.net.models import model_path, open_model
 from securetrees.net.service import await_roles, network_for, spawn_role
 from securetrees.net.transport import GrpcNetwork
 from securetrees.protocols.revfrf import RevFRFClassifier, deploy
+from securetrees.protocols.revfrf.checkpoint import FORMAT, ServerState
 from securetrees.protocols.revfrf.model import CSPart, ParticipantPart, RevokedPart
 from securetrees.rand import DeterministicRandom
 from securetrees.runtime import Message
+from securetrees.runtime.checkpoint import CheckpointStore
 from securetrees.testing.alignment import JoinedView, joined_view
 from securetrees.testing.interrupt import Procs, end_roles, interrupt_fit, restart_role
 
@@ -186,6 +189,23 @@ def test_a_killed_cs_restarts_from_its_checkpoint_and_the_fit_resumes(tmp_path: 
         np.testing.assert_array_equal(got["vertical"], clf.predict_proba(data.X_test))
         # the restarted CS destroys and rebuilds by FLE-Expan over the rows it restored
         revoke_after_resume(run, clf, data, "u1")
+        # checkpoints cover construction only: killed again after the revocation, the CS refuses to
+        # resume, since its checkpoint holds the forest of before it (u1's nodes with it)
+        run.procs["cs"].kill()
+        run.procs["cs"].wait(timeout=30)
+        run.restart("cs")
+        with pytest.raises(ProtocolError, match="after a revocation"):
+            deploy.resume(run.op, run.config)
+        check_revoked(run.parts(), "u1")  # nothing saved over the revoked parts
+        assert "u1" in checkpointed_providers(run)  # what a CS without the refusal would resume
+
+
+def checkpointed_providers(run: Run) -> set[str]:
+    """The providers of the nodes in the CS's latest checkpoint (opened with its key from its key file)."""
+    items = open_key_file(run.tmp / "keys" / "cs.keys", "cs", read_passphrase("cs", run.tmp / "pki" / "cs.pass"))
+    state = CheckpointStore(run.tmp / "ckpt", "cs", items["checkpoint_key"], FORMAT).latest(ServerState)
+    assert state is not None
+    return {n.provider for n in state.nodes if n.provider}
 
 
 def test_a_killed_cc_takes_no_part_in_construction_and_is_needed_after_it(tmp_path: Path) -> None:
