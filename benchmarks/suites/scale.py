@@ -556,7 +556,8 @@ def _as_parquet(cfg: Path, deadline: float = 3600.0) -> None:
                 frame.to_parquet(src.with_suffix(".parquet"), index=False)
                 src.unlink()
                 entry[key] = str(Path(name).with_suffix(".parquet"))
-    doc["run"]["deadline"] = deadline
+    doc["run"].pop("deadline", None)  # an older trial's place for it
+    doc.setdefault("transport", {})["deadline"] = deadline
     cfg.write_text(dump_toml(doc), encoding="utf-8")
 
 
